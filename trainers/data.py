@@ -1,0 +1,230 @@
+"""STS evaluation sets and training corpora.
+
+The seven STS sets come from a folder of TSVs (the project's own copy in
+``trainers/sts_data``, see its SOURCES.md) or from the Hugging Face hub's
+``mteb/*-sts`` datasets; both paths produce the same :class:`STSSet` records.
+Training corpora are named sources (see :func:`load_corpus`).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+SHIPPED_STS_DIR = Path(__file__).resolve().parent / "sts_data"
+STS_DIR_ENV = "STS_DATA_DIR"
+
+TEST_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
+"""The seven test sets, in the order the papers print them."""
+DEV_SET = "stsb-dev"
+ALL_FILES = ("stsb-train", "stsb-dev", "stsb-test", "sickr-train", "sickr-dev", "sickr-test") + tuple(
+    f"sts1{y}-test" for y in range(2, 7)
+)
+COLUMNS = ("sentence1", "sentence2", "score", "subset")
+
+# Hub dataset and split for each file. The hub copies carry no subset column,
+# so STS12-16 from the hub support only the 'all' aggregation.
+HUB_DATASETS = {
+    "stsb-train": ("mteb/stsbenchmark-sts", "train"),
+    "stsb-dev": ("mteb/stsbenchmark-sts", "validation"),
+    "stsb-test": ("mteb/stsbenchmark-sts", "test"),
+    "sickr-test": ("mteb/sickr-sts", "test"),
+    **{f"sts1{y}-test": (f"mteb/sts1{y}-sts", "test") for y in range(2, 7)},
+}
+
+NAMED_CORPORA = ("stsb_sentences", "sts_all_sentences", "nli_sentences")
+
+
+class DataError(ValueError):
+    """Bad input data; the message names the file, the line and what was expected."""
+
+
+@dataclass(frozen=True)
+class STSSet:
+    """Sentence pairs with gold similarity scores; ``subsets`` is '' where a set has none."""
+
+    name: str
+    sentence1: tuple[str, ...]
+    sentence2: tuple[str, ...]
+    scores: np.ndarray
+    subsets: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def head(self, n: int) -> "STSSet":
+        """The first ``n`` pairs (all of them when n is 0)."""
+        if n <= 0 or n >= len(self):
+            return self
+        return STSSet(self.name, self.sentence1[:n], self.sentence2[:n], self.scores[:n], self.subsets[:n])
+
+
+def score_range(name: str) -> tuple[float, float]:
+    return (1.0, 5.0) if name.startswith("sickr") else (0.0, 5.0)
+
+
+def _parse_score(text: str, where: str, name: str) -> float:
+    low, high = score_range(name)
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{where}: column 'score': expected a number in [{low}, {high}], got {text!r}") from None
+    if not low <= value <= high:
+        raise DataError(f"{where}: column 'score': expected a number in [{low}, {high}], got {value}")
+    return value
+
+
+def read_sts_tsv(path: str | Path, name: str | None = None) -> STSSet:
+    """Read one STS TSV (header ``sentence1 sentence2 score subset``, no quoting)."""
+    path = Path(path)
+    name = name or path.stem
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a TSV with columns {', '.join(COLUMNS)})")
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows:
+        raise DataError(f"{path}: empty file (expected a header line with columns {', '.join(COLUMNS)})")
+    header, body = rows[0], rows[1:]
+    missing = [c for c in COLUMNS[:3] if c not in header]
+    if missing:
+        raise DataError(f"{path}:1: header lacks column(s) {missing} (expected {', '.join(COLUMNS)}, got {header})")
+    if not body:
+        raise DataError(f"{path}: no sentence pairs after the header")
+    index = {column: header.index(column) for column in header}
+    s1, s2, scores, subsets = [], [], [], []
+    for line_number, row in enumerate(body, start=2):
+        where = f"{path}:{line_number}"
+        if len(row) != len(header):
+            raise DataError(f"{where}: expected {len(header)} tab-separated fields, got {len(row)}")
+        s1.append(row[index["sentence1"]])
+        s2.append(row[index["sentence2"]])
+        scores.append(_parse_score(row[index["score"]], where, name))
+        subsets.append(row[index["subset"]] if "subset" in index else "")
+    return STSSet(name, tuple(s1), tuple(s2), np.asarray(scores, dtype=np.float64), tuple(subsets))
+
+
+def sts_dir() -> Path:
+    return Path(os.environ.get(STS_DIR_ENV, SHIPPED_STS_DIR))
+
+
+def load_sts_local(names: Iterable[str] = ALL_FILES, directory: str | Path | None = None) -> dict[str, STSSet]:
+    folder = Path(directory) if directory is not None else sts_dir()
+    return {name: read_sts_tsv(folder / f"{name}.tsv", name) for name in names}
+
+
+def sts_from_hub_rows(name: str, rows: Iterable[Mapping[str, Any]], origin: str) -> STSSet:
+    """Map rows of an ``mteb/*-sts`` split (sentence1, sentence2, score) to an :class:`STSSet`."""
+    s1, s2, scores = [], [], []
+    for number, row in enumerate(rows):
+        where = f"{origin} row {number}"
+        missing = [c for c in COLUMNS[:3] if c not in row]
+        if missing:
+            raise DataError(f"{where}: lacks column(s) {missing}")
+        s1.append(str(row["sentence1"]).strip())
+        s2.append(str(row["sentence2"]).strip())
+        scores.append(_parse_score(str(row["score"]), where, name))
+    if not scores:
+        raise DataError(f"{origin}: no rows")
+    return STSSet(name, tuple(s1), tuple(s2), np.asarray(scores, dtype=np.float64), ("",) * len(scores))
+
+
+def load_sts_hub(names: Iterable[str] = tuple(HUB_DATASETS)) -> dict[str, STSSet]:
+    import datasets
+
+    loaded = {}
+    for name in names:
+        if name not in HUB_DATASETS:
+            raise DataError(f"{name}: not available from the hub (available: {sorted(HUB_DATASETS)})")
+        dataset_id, split = HUB_DATASETS[name]
+        rows = datasets.load_dataset(dataset_id, split=split)
+        loaded[name] = sts_from_hub_rows(name, rows, f"{dataset_id}[{split}]")
+    return loaded
+
+
+def load_sts(source: str = "local", names: Iterable[str] = ALL_FILES) -> dict[str, STSSet]:
+    """The named STS sets from ``source`` ('local' or 'hub')."""
+    if source == "local":
+        return load_sts_local(names)
+    if source == "hub":
+        return load_sts_hub(names)
+    raise ValueError(f"sts_source must be 'local' or 'hub', got {source!r}")
+
+
+def evaluation_names() -> tuple[str, ...]:
+    """Files the evaluator needs: STS-B dev plus the seven test sets."""
+    return (DEV_SET,) + tuple(f"{name}-test" for name in TEST_SETS)
+
+
+def _sentences(sets: Iterable[STSSet]) -> list[str]:
+    return [s for sts in sets for pair in zip(sts.sentence1, sts.sentence2) for s in pair]
+
+
+def read_text_corpus(path: str | Path) -> list[str]:
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a text file with one sentence per line)")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    sentences = [line for line in lines if line]
+    if not sentences:
+        raise DataError(f"{path}: no sentences (expected one sentence per line)")
+    return sentences
+
+
+def load_nli_sentences() -> list[str]:
+    """SNLI+MNLI sentences as SimCSE prepared them (hub only)."""
+    import datasets
+
+    rows = datasets.load_dataset(
+        "princeton-nlp/datasets-for-simcse", data_files="nli_for_simcse.csv", split="train"
+    )
+    return list(dict.fromkeys(s for column in ("sent0", "sent1", "hard_neg") for s in rows[column]))
+
+
+def load_corpus(corpus: str, sts_source: str = "local") -> list[str]:
+    """Training sentences for the ``train_corpus`` knob.
+
+    ``stsb_sentences``: both sentences of every pair of STS-B train/dev/test,
+    labels dropped (SG-BERT's and BERT-flow's setting). ``sts_all_sentences``:
+    the same over all seven sets and their splits (ConSERT's setting). Pairs
+    are kept as given, duplicates included, as those papers do.
+    ``nli_sentences``: SimCSE's NLI sentences, from the hub. Anything else is
+    the path of a text file with one sentence per line.
+    """
+    if corpus == "stsb_sentences":
+        return _sentences(load_sts(sts_source, ("stsb-train", "stsb-dev", "stsb-test")).values())
+    if corpus == "sts_all_sentences":
+        names = ALL_FILES if sts_source == "local" else tuple(HUB_DATASETS)
+        return _sentences(load_sts(sts_source, names).values())
+    if corpus == "nli_sentences":
+        return load_nli_sentences()
+    return read_text_corpus(corpus)
+
+
+def corpus_problem(corpus: str) -> str | None:
+    """Why ``corpus`` cannot be loaded, checked cheaply before a sweep starts."""
+    if corpus in ("stsb_sentences", "sts_all_sentences"):
+        return None
+    if corpus == "nli_sentences":
+        return None if hub_reachable() else "'nli_sentences' needs the Hugging Face hub, which cannot be reached"
+    if not Path(corpus).is_file():
+        return f"{corpus!r} is neither a named corpus {list(NAMED_CORPORA)} nor an existing text file"
+    return None
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers (False when HF_HUB_OFFLINE is set)."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        return False
+    import urllib.request
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        urllib.request.urlopen(endpoint, timeout=timeout)
+    except OSError:
+        return False
+    return True

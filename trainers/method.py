@@ -1,0 +1,100 @@
+"""What a method is: its knobs, and (for trained methods) how to build its objective.
+
+The shared loop (:mod:`trainers.loop`) owns everything common to all methods.
+A method adds only an :class:`Objective`: the modules it trains (its views,
+heads, frozen copies, queues) and its loss on a batch of training examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from torch import Tensor, nn
+
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
+from trainers.data import corpus_problem, hub_reachable, load_corpus
+from trainers.encoder import SentenceEncoder
+from trainers.knobs import KnobSet
+
+Config = Mapping[str, Any]
+
+
+class Objective(nn.Module):
+    """A method's training objective around the encoder being tuned.
+
+    ``encoder`` is the model that is evaluated, whose best state is kept and
+    which is what a trial produces. Everything else the objective holds
+    (projection heads, frozen copies, queues) is discarded after training.
+    """
+
+    def __init__(self, encoder: SentenceEncoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        """The scalar training loss of one batch of corpus examples."""
+        raise NotImplementedError
+
+    def after_step(self) -> None:
+        """Called after each optimizer step (queue updates, momentum encoders)."""
+
+
+def corpus_examples(config: Config) -> list[str]:
+    """Default training examples: the sentences of the ``train_corpus`` knob."""
+    return load_corpus(config["train_corpus"], config["sts_source"])
+
+
+BuildObjective = Callable[[Config, SentenceEncoder], Objective]
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method's declaration.
+
+    ``knobs`` are the method's own knobs; ``defaults`` changes the default of
+    common knobs for this method (e.g. its paper's batch size). ``build`` is
+    None for methods that do not train (the ``none`` baseline).
+    ``examples`` loads what batches are drawn from (sentences by default).
+    ``check`` finds problems that involve several knobs or the environment (a missing
+    file, a hub that cannot be reached) before any trial starts.
+    """
+
+    name: str
+    summary: str
+    knobs: KnobSet = KnobSet()
+    defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    build: BuildObjective | None = None
+    check: Callable[[Config], list[str]] = lambda config: []
+    examples: Callable[[Config], Sequence[Any]] = corpus_examples
+
+    @property
+    def all_knobs(self) -> KnobSet:
+        shared = COMMON_KNOBS + (TRAINING_KNOBS if self.build is not None else KnobSet())
+        replaced = tuple(
+            dataclasses.replace(knob, default=self.defaults[knob.name]) if knob.name in self.defaults else knob
+            for knob in shared
+        )
+        unknown = set(self.defaults) - set(shared.names)
+        if unknown:
+            raise ValueError(f"method {self.name!r} changes defaults of unknown knobs {sorted(unknown)}")
+        return KnobSet(replaced) + self.knobs
+
+    def resolve(self, overrides: Config) -> dict[str, Any]:
+        """The full config: defaults updated by ``overrides``, validated."""
+        config = self.all_knobs.resolve({k: v for k, v in overrides.items() if k != "method"})
+        config["method"] = self.name
+        return config
+
+    def environment_problems(self, config: Config) -> list[str]:
+        """What a resolved config needs that this machine lacks (files, the hub)."""
+        found = []
+        if self.build is not None and self.examples is corpus_examples:
+            problem = corpus_problem(config["train_corpus"])
+            if problem:
+                found.append(f"train_corpus: {problem}")
+        if config["sts_source"] == "hub" and not hub_reachable():
+            found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
+        return found + self.check(config)
+

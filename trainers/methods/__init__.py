@@ -1,0 +1,1 @@
+"""One module per method: its knobs, its views and its loss."""

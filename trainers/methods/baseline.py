@@ -1,0 +1,9 @@
+"""``none``: the untuned encoder, for the pooling x layer baselines.
+
+With the ``pooling`` and ``pooling_layer`` knobs this gives SG-BERT's Figure 1
+(every layer with cls/mean/max) and the "No tuning" rows of its Table 1.
+"""
+
+from trainers.method import Method
+
+METHOD = Method(name="none", summary="No training: evaluate the pretrained encoder with a pooling rule.")
