@@ -1,0 +1,64 @@
+"""Shared fixtures: a tiny randomly initialised BERT saved as a Hugging Face folder.
+
+Tests pass its path as the ``model`` knob, exactly as a user passes any model,
+so the whole code path (from_pretrained, tokenizer, pooling) is exercised in
+well under a second per forward pass.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+TINY_LAYERS = 2
+
+
+def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS) -> Path:
+    import torch
+
+    from trainers.encoder import BUNDLED_MODEL, resolve_model_path
+
+    torch.manual_seed(seed)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> str:
+    """Path of a 2-layer, 32-dim random BERT with the bundled model's tokenizer."""
+    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny-bert")))
+
+
+@pytest.fixture(scope="session")
+def tiny_sts_dir(tmp_path_factory) -> Path:
+    """A folder of small STS TSVs (first 40 pairs of each shipped file), for fast trials."""
+    from trainers.data import ALL_FILES, SHIPPED_STS_DIR
+
+    folder = tmp_path_factory.mktemp("tiny-sts")
+    for name in ALL_FILES:
+        lines = (SHIPPED_STS_DIR / f"{name}.tsv").read_text(encoding="utf-8").splitlines()
+        (folder / f"{name}.tsv").write_text("\n".join(lines[:41]) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def use_tiny_sts(tiny_sts_dir, monkeypatch) -> Path:
+    """Point the STS loader at the tiny copy for this test."""
+    monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
+    return tiny_sts_dir
