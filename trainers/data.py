@@ -190,7 +190,10 @@ def load_corpus(corpus: str, sts_source: str = "local") -> list[str]:
 
     ``stsb_sentences``: both sentences of every pair of STS-B train/dev/test,
     labels dropped (SG-BERT's and BERT-flow's setting). ``sts_all_sentences``:
-    the same over all seven sets and their splits (ConSERT's setting). Pairs
+    the same over all seven sets and their splits (ConSERT's setting: 62,198
+    texts here; ConSERT counts 89,192 because it also keeps both sentences of
+    the 13,497 STS15/16 pairs that have no gold score, which the shipped data
+    leaves out, as SentEval does). Pairs
     are kept as given, duplicates included, as those papers do.
     ``nli_sentences``: SimCSE's NLI sentences, from the hub. Anything else is
     the path of a text file with one sentence per line.

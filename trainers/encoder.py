@@ -136,21 +136,21 @@ class SentenceEncoder(nn.Module):
     def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256) -> Tensor:
         """Vectors for ``sentences`` (row i for sentence i), as float32 on the CPU."""
         unique = list(dict.fromkeys(sentences))
-        # Longest first: batches of similar length waste little on padding, and
-        # an out-of-memory error shows up on the first batch, not the last.
-        order = sorted(range(len(unique)), key=lambda i: -len(unique[i]))
+        if not unique:
+            return torch.empty(0, self.model.config.hidden_size)
+        # Tokenise once, then batch longest-first: batches of similar length
+        # waste little on padding, and running out of memory shows on batch one.
+        tokens = self.tokenizer(unique, truncation=True, max_length=max_length)
+        order = sorted(range(len(unique)), key=lambda i: -len(tokens["input_ids"][i]))
         was_training = self.training
         self.eval()
         try:
-            vectors: list[Tensor] = [torch.empty(0)] * len(unique)
+            vectors = torch.empty(len(unique), self.model.config.hidden_size)
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                features = self.tokenize([unique[i] for i in chunk], max_length)
-                pooled = self(features).float().cpu()
-                for row, index in enumerate(chunk):
-                    vectors[index] = pooled[row]
+                padded = self.tokenizer.pad({k: [v[i] for i in chunk] for k, v in tokens.items()}, return_tensors="pt")
+                vectors[chunk] = self({k: v.to(self.device) for k, v in padded.items()}).float().cpu()
         finally:
             self.train(was_training)
         position = {sentence: i for i, sentence in enumerate(unique)}
-        stacked = torch.stack(vectors) if vectors else torch.empty(0, self.model.config.hidden_size)
-        return stacked[[position[s] for s in sentences]]
+        return vectors[[position[s] for s in sentences]]

@@ -1,0 +1,93 @@
+import pytest
+import torch
+
+from trainers.encoder import SentenceEncoder, pool
+
+SENTENCES = ["A man is playing a guitar.", "Dogs run.", "A very much longer sentence with many more tokens in it."]
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert):
+    return SentenceEncoder.from_pretrained(tiny_bert).eval()
+
+
+@pytest.fixture(scope="module")
+def states(encoder):
+    features = encoder.tokenize(SENTENCES, max_length=64)
+    with torch.no_grad():
+        return encoder.hidden_states(features), features["attention_mask"]
+
+
+def hand_pool(layer_states, mask, kind):
+    """Per-sentence pooling over the real (unpadded) tokens only, one sentence at a time."""
+    rows = []
+    for i in range(len(mask)):
+        tokens = layer_states[i, : int(mask[i].sum())]
+        rows.append({"cls": tokens[0], "mean": tokens.sum(0) / len(tokens), "max": tokens.max(0).values}[kind])
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("kind", ["cls", "mean", "max"])
+@pytest.mark.parametrize("layer", [0, 1, 2, -1])
+def test_single_layer_poolings_match_hand_computation(states, kind, layer):
+    hidden, mask = states
+    torch.testing.assert_close(pool(hidden, mask, kind, layer), hand_pool(hidden[layer], mask, kind))
+
+
+def test_multi_layer_poolings_match_hand_computation(states):
+    hidden, mask = states
+    first_last = hand_pool((hidden[1] + hidden[2]) / 2, mask, "mean")
+    last_two = hand_pool((hidden[1] + hidden[2]) / 2, mask, "mean")  # 2 layers: last two are 1 and 2
+    torch.testing.assert_close(pool(hidden, mask, "first_last_avg"), first_last)
+    torch.testing.assert_close(pool(hidden, mask, "last2avg"), last_two)
+    # With padding present, ignoring the mask would change the mean of the short sentence.
+    assert mask[1].sum() < mask.shape[1]
+
+
+def test_last2avg_uses_the_last_two_layers(tiny_bert, tmp_path):
+    import sys
+
+    sys.path.insert(0, "tests")
+    from conftest import build_tiny_bert
+
+    deep = SentenceEncoder.from_pretrained(str(build_tiny_bert(tmp_path, layers=3))).eval()
+    features = deep.tokenize(SENTENCES, 64)
+    with torch.no_grad():
+        hidden = deep.hidden_states(features)
+    mask = features["attention_mask"]
+    torch.testing.assert_close(pool(hidden, mask, "last2avg"), hand_pool((hidden[2] + hidden[3]) / 2, mask, "mean"))
+    torch.testing.assert_close(pool(hidden, mask, "first_last_avg"), hand_pool((hidden[1] + hidden[3]) / 2, mask, "mean"))
+
+
+def test_encode_equals_one_by_one_and_deduplicates(encoder, monkeypatch):
+    sentences = SENTENCES + [SENTENCES[0]]
+    widths = []
+    original = encoder.model.forward
+    monkeypatch.setattr(encoder.model, "forward", lambda **kw: widths.append(kw["input_ids"].shape) or original(**kw))
+    batched = encoder.encode(sentences, batch_size=2)
+    monkeypatch.undo()
+    assert sum(rows for rows, _ in widths) == 3  # the repeated sentence is encoded once
+    assert widths[0][1] > widths[1][1]  # longest first: the first batch is the widest
+    single = torch.cat([encoder.encode([s]) for s in sentences])
+    torch.testing.assert_close(batched, single, atol=1e-5, rtol=1e-4)
+    assert batched.shape == (4, 32)
+    torch.testing.assert_close(batched[0], batched[3])
+    encoder.pooling = "mean"  # padding must not leak into mean pooling either
+    try:
+        torch.testing.assert_close(encoder.encode(sentences, batch_size=4), torch.cat([encoder.encode([s]) for s in sentences]), atol=1e-5, rtol=1e-4)
+    finally:
+        encoder.pooling = "cls"
+
+
+def test_encode_runs_without_gradients_and_restores_mode(encoder):
+    encoder.train()
+    vectors = encoder.encode(SENTENCES)
+    assert not vectors.requires_grad and encoder.training
+    encoder.eval()
+
+
+def test_bad_pooling_and_layer_rejected(tiny_bert):
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        SentenceEncoder.from_pretrained(tiny_bert, pooling="median")
+    with pytest.raises(ValueError, match="layer 3 does not exist: the model has hidden states 0..2"):
+        SentenceEncoder.from_pretrained(tiny_bert, layer=3)

@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from trainers.data import STSSet
+from trainers.evaluation import STSEvaluator, average_metrics, evaluate_sets, set_metrics
+
+rng = np.random.default_rng(0)
+
+
+def make_set(name, n, subsets=None):
+    words = [f"w{i}" for i in range(n)]
+    return STSSet(
+        name,
+        tuple(f"left {w}" for w in words),
+        tuple(f"right {w}" for w in words),
+        rng.uniform(0, 5, n),
+        tuple(subsets) if subsets else ("",) * n,
+    )
+
+
+def ranks_spearman(x, y):
+    """Spearman as the Pearson correlation of ranks, computed by hand (no ties here)."""
+    rx, ry = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
+    return 100 * np.corrcoef(rx, ry)[0, 1]
+
+
+def test_subset_aggregations_by_hand():
+    subsets = ["a"] * 30 + ["b"] * 10
+    sts = make_set("sts12", 40, subsets)
+    predicted = rng.normal(size=40)
+    metrics = set_metrics("sts12", sts, predicted)
+    a, b = ranks_spearman(predicted[:30], sts.scores[:30]), ranks_spearman(predicted[30:], sts.scores[30:])
+    assert metrics["sts12_spearman"] == pytest.approx(ranks_spearman(predicted, sts.scores))
+    assert metrics["sts12_mean_spearman"] == pytest.approx((a + b) / 2)
+    assert metrics["sts12_wmean_spearman"] == pytest.approx((30 * a + 10 * b) / 40)
+    assert metrics["sts12_pearson"] == pytest.approx(100 * np.corrcoef(predicted, sts.scores)[0, 1])
+
+
+def test_sets_without_subsets_have_only_all():
+    metrics = set_metrics("stsb", make_set("stsb", 20), rng.normal(size=20))
+    assert set(metrics) == {"stsb_spearman", "stsb_pearson"}
+
+
+def test_seven_set_average_by_hand():
+    names = ["stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16"]
+    metrics = {f"{n}_spearman": float(i) for i, n in enumerate(names)}
+    metrics["sts12_mean_spearman"] = 10.0
+    metrics["sts12_wmean_spearman"] = 20.0
+    averages = average_metrics(metrics)
+    assert averages["avg_spearman"] == pytest.approx(sum(range(7)) / 7)
+    assert averages["avg_mean_spearman"] == pytest.approx((sum(range(7)) - 2 + 10) / 7)
+    assert averages["avg_wmean_spearman"] == pytest.approx((sum(range(7)) - 2 + 20) / 7)
+
+
+def test_cosine_and_pairing_with_a_known_encoder():
+    """Vectors chosen so the cosine of pair i is known: the metrics follow from it."""
+    sts = make_set("stsb", 25)
+    angles = rng.uniform(0, np.pi, 25)
+    table = {}
+    for i, (a, b) in enumerate(zip(sts.sentence1, sts.sentence2)):
+        table[a] = torch.tensor([1.0, 0.0, 0.0])
+        table[b] = torch.tensor([np.cos(angles[i]), np.sin(angles[i]), 0.0], dtype=torch.float32) * (i + 1)
+
+    metrics = evaluate_sets(lambda sentences: torch.stack([table[s] for s in sentences]), {"stsb": sts})
+    expected = 100 * stats.spearmanr(np.cos(angles), sts.scores).statistic
+    assert metrics["stsb_spearman"] == pytest.approx(expected)
+
+
+def test_evaluator_splits_dev_and_test_and_limits_pairs():
+    sets = {"stsb-dev": make_set("stsb-dev", 30)}
+    sets.update({f"{n}-test": make_set(n, 30) for n in ["stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16"]})
+    seen = []
+
+    def encode(sentences):
+        seen.append(len(sentences))
+        return torch.randn(len(sentences), 4)
+
+    evaluator = STSEvaluator(sets, max_pairs=10)
+    assert set(evaluator.dev(encode)) == {"dev_spearman", "dev_pearson"}
+    test = evaluator.test(encode)
+    assert "test_stsb_spearman" not in test and "stsb_spearman" in test and "avg_spearman" in test
+    assert seen == [20, 7 * 20]  # one encode call each, first 10 pairs of every set

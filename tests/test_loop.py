@@ -1,0 +1,101 @@
+import math
+
+import pytest
+import torch
+
+import trainers.loop as loop
+from trainers.evaluation import STSEvaluator
+from trainers.knobs import ConfigError
+from trainers.loop import NonFiniteLossError, batches, run_trial, total_steps
+
+
+@pytest.fixture
+def base(tiny_bert, use_tiny_sts):
+    return {"method": "simcse", "model": tiny_bert, "batch_size": 8, "train_limit": 64, "eval_every": 2}
+
+
+def test_trial_steps_evaluates_and_reports_test_metrics(base):
+    reports = []
+    final = run_trial({**base, "max_steps": 5}, reports.append)
+    progress = reports[:-1]
+    assert [r["step"] for r in progress] == [2, 4, 5]  # every eval_every steps and after the last
+    assert all(math.isfinite(r["loss"]) and "dev_spearman" in r for r in progress)
+    assert reports[-1] is final and final["steps"] == 5
+    assert final["best_dev_spearman"] == max(r["dev_spearman"] for r in progress)
+    assert {f"test_{n}_spearman" for n in ("stsb", "sickr", "sts12", "sts16", "avg")} <= set(final)
+
+
+def test_learning_rate_warms_up_then_decays(base):
+    reports = []
+    run_trial({**base, "max_steps": 8, "warmup_ratio": 0.5, "learning_rate": 1e-3}, reports.append)
+    lrs = [r["lr"] for r in reports[:-1]]
+    assert lrs[0] == pytest.approx(0.5e-3) and lrs[1] == pytest.approx(1e-3) and lrs[-1] == pytest.approx(0.0)
+
+
+def test_early_stopping_restores_the_best_state(base, monkeypatch):
+    """Scripted dev scores peak at the 2nd evaluation; patience 2 stops at the 4th.
+    The final test must see the encoder as it was at the 2nd evaluation."""
+    scripted = iter([50.0, 60.0, 55.0, 54.0, 99.0])
+    probes = []
+
+    def fake_dev(self, encode):
+        probes.append(encode(["a probe sentence"]).clone())
+        return {"dev_spearman": next(scripted)}
+
+    tested = []
+    real_test = STSEvaluator.test
+
+    def recording_test(self, encode):
+        tested.append(encode(["a probe sentence"]).clone())
+        return real_test(self, encode)
+
+    monkeypatch.setattr(STSEvaluator, "dev", fake_dev)
+    monkeypatch.setattr(STSEvaluator, "test", recording_test)
+    reports = []
+    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10}, reports.append)
+    assert final["steps"] == 8 and final["early_stopped"] == 1.0
+    assert final["best_step"] == 4 and final["best_dev_spearman"] == 60.0
+    assert len(probes) == 4
+    torch.testing.assert_close(tested[0], probes[1])
+    assert not torch.allclose(tested[0], probes[3])
+
+
+def test_nan_loss_fails_the_trial_clearly(base, monkeypatch):
+    import trainers.methods.simcse as simcse
+
+    monkeypatch.setattr(simcse, "info_nce", lambda *args: torch.tensor(float("nan"), requires_grad=True))
+    with pytest.raises(NonFiniteLossError, match="training loss is nan at step 1"):
+        run_trial({**base, "max_steps": 3})
+
+
+def test_same_seed_same_result_other_seed_differs(base):
+    first = run_trial({**base, "max_steps": 3, "seed": 7})
+    again = run_trial({**base, "max_steps": 3, "seed": 7})
+    other = run_trial({**base, "max_steps": 3, "seed": 8})
+    assert first["test_avg_spearman"] == again["test_avg_spearman"]
+    assert first["test_avg_spearman"] != other["test_avg_spearman"]
+
+
+def test_invalid_config_is_rejected_before_loading(base):
+    with pytest.raises(ConfigError) as error:
+        run_trial({**base, "batch_size": 1, "temprature": 0.1})
+    assert len(error.value.problems) == 2
+
+
+def test_baseline_evaluates_without_training(tiny_bert, use_tiny_sts):
+    reports = []
+    final = run_trial({"method": "none", "model": tiny_bert, "pooling": "mean", "pooling_layer": 1}, reports.append)
+    assert reports == [final] and final["steps"] == 0
+    other_layer = run_trial({"method": "none", "model": tiny_bert, "pooling": "mean", "pooling_layer": 2})
+    assert final["test_avg_spearman"] != other_layer["test_avg_spearman"]
+
+
+def test_batches_cover_the_epoch_and_total_steps_agree():
+    generator = torch.Generator().manual_seed(0)
+    epoch = batches(21, 4, generator)
+    seen = [i for b in epoch for i in b]
+    assert len(set(seen)) == 20 and set(seen) <= set(range(21))
+    assert [len(b) for b in epoch] == [4, 4, 4, 4, 4]  # the last batch of one is dropped
+    config = {"batch_size": 4, "epochs": 3, "max_steps": 0}
+    assert total_steps(config, 21) == 15 and total_steps({**config, "max_steps": 7}, 21) == 7
+    assert total_steps(config, 22) == 18  # a last batch of two is kept

@@ -1,0 +1,61 @@
+"""Evaluate any model and pooling on the seven STS test sets (and STS-B dev).
+
+    python -m trainers.evaluate --pooling mean
+    python -m trainers.evaluate --model bert-base-uncased --pooling cls --pooling-layer 2
+
+Prints a table of Spearman (and Pearson) x 100 per set; STS12-16 also show the
+``mean`` and ``wmean`` aggregations over their subsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Mapping, Sequence
+
+from trainers.data import TEST_SETS
+from trainers.knobs import ConfigError
+from trainers.loop import run_trial
+from trainers.registry import get_method
+
+
+def format_table(metrics: Mapping[str, float]) -> str:
+    header = f"{'set':<8}{'spearman':>10}{'pearson':>10}{'mean':>10}{'wmean':>10}"
+    lines = [header, "-" * len(header)]
+    for name in TEST_SETS:
+        cells = [metrics[f"test_{name}_spearman"], metrics[f"test_{name}_pearson"]]
+        extra = [metrics.get(f"test_{name}_{agg}_spearman") for agg in ("mean", "wmean")]
+        text = "".join(f"{c:10.2f}" for c in cells) + "".join(f"{e:10.2f}" if e is not None else f"{'':>10}" for e in extra)
+        lines.append(f"{name:<8}{text}")
+    lines.append(f"{'avg':<8}{metrics['test_avg_spearman']:10.2f}")
+    lines.append(f"{'dev':<8}{metrics['best_dev_spearman']:10.2f}  (STS-B dev)")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    knobs = get_method("none").all_knobs
+    parser = argparse.ArgumentParser(prog="python -m trainers.evaluate", description=__doc__.split("\n\n")[0])
+    for knob in knobs:
+        parser.add_argument(
+            f"--{knob.name.replace('_', '-')}", dest=knob.name, type=knob.kind, default=None, help=knob.help
+        )
+    parser.add_argument("--json", action="store_true", help="Print the metrics as JSON instead of a table.")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = vars(parse_args(argv))
+    as_json = args.pop("json")
+    overrides = {name: value for name, value in args.items() if value is not None}
+    try:
+        metrics = run_trial({"method": "none", **overrides})
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(json.dumps(metrics, indent=2) if as_json else format_table(metrics))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
