@@ -13,6 +13,7 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 """The default ``model`` knob: the model folder shipped inside the installed
@@ -75,6 +76,7 @@ def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, 
 
 def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     path = resolve_model_path(model)
+    hf_logging.disable_progress_bar()  # one bar per trial and per copy floods sweep logs
     return AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
 
 
