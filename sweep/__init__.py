@@ -1,0 +1,1 @@
+"""Sweep engine: YAML search spaces -> Ray Tune trials -> MLflow runs."""

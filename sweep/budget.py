@@ -1,0 +1,47 @@
+"""Compute budgets: caps that make any paper spec finish on a small machine.
+
+A budget is not another experiment: it keeps every hyperparameter of the spec
+and only caps how long each trial trains, how much of each evaluation set is
+used, and how many seeds and samples run. It is recorded with the sweep (tag
+``sweep.budget``) and is visible in every trial's params.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from trainers.knobs import KnobSet
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    max_steps: int
+    eval_every: int
+    eval_max_pairs: int
+    max_seeds: int
+    max_samples: int
+
+    def apply(self, overrides: Mapping[str, Any], knobs: KnobSet) -> dict[str, Any]:
+        """Cap a trial's overrides (knobs the method lacks are left alone)."""
+        capped = dict(overrides)
+        if "max_steps" in knobs:
+            current = capped.get("max_steps", knobs["max_steps"].default)
+            capped["max_steps"] = min(current, self.max_steps) if current else self.max_steps
+        if "eval_every" in knobs:
+            capped["eval_every"] = min(capped.get("eval_every", knobs["eval_every"].default), self.eval_every)
+        current_pairs = capped.get("eval_max_pairs", knobs["eval_max_pairs"].default)
+        capped["eval_max_pairs"] = min(current_pairs, self.eval_max_pairs) if current_pairs else self.eval_max_pairs
+        return capped
+
+    def seeds(self, seeds: list[int]) -> list[int]:
+        return seeds[: self.max_seeds]
+
+    def num_samples(self, num_samples: int) -> int:
+        return min(num_samples, self.max_samples)
+
+
+BUDGETS = {
+    "smoke": Budget(name="smoke", max_steps=30, eval_every=10, eval_max_pairs=300, max_seeds=1, max_samples=2),
+}

@@ -1,0 +1,115 @@
+"""``python -m sweep {plan,run,resume,status,knobs}``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from sweep.budget import BUDGETS
+from sweep.spec import SpecError, parse_override, trial_config
+from sweep.tracking import DEFAULT_TRACKING_URI
+
+
+def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="YAML search space, e.g. search_spaces/sg_opt_ablation.yaml")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="Override a base knob (repeatable); the value is read as YAML.")
+    parser.add_argument("--budget", choices=sorted(BUDGETS), help="Cap steps, evaluation size and seeds.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m sweep", description="Ray Tune sweeps tracked in MLflow.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    plan = commands.add_parser("plan", help="Print the trial matrix and its size; run nothing.")
+    _add_spec_arguments(plan)
+
+    run = commands.add_parser("run", help="Run a sweep (or finish it, if it was interrupted).")
+    _add_spec_arguments(run)
+    _add_cluster_arguments(run)
+    run.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
+
+    resume = commands.add_parser("resume", help="Finish the unfinished trials of sweep NAME.")
+    resume.add_argument("name")
+    _add_cluster_arguments(resume)
+
+    status = commands.add_parser("status", help="Each trial's state, row, seed, best dev score and MLflow run.")
+    status.add_argument("name")
+    status.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+
+    knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
+    knobs.add_argument("method")
+    return parser
+
+
+def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
+    parser.add_argument("--storage", help="Ray results path or URI shared by all nodes (default ./ray_results).")
+
+
+def _options(args: argparse.Namespace):
+    from sweep.engine import SweepOptions
+
+    return SweepOptions(
+        spec_path=args.spec,
+        overrides=dict(parse_override(o) for o in args.overrides),
+        budget=args.budget,
+        address=getattr(args, "address", None),
+        storage=getattr(args, "storage", None),
+        tracking_uri=getattr(args, "tracking_uri", DEFAULT_TRACKING_URI),
+    )
+
+
+def print_plan(args: argparse.Namespace) -> None:
+    spec = _options(args).load()
+    varied = list(spec.grid) + list(spec.sample)
+    print(f"{spec.name}: {spec.description}".rstrip(": "))
+    print(f"method {spec.method}; budget {spec.budget.name if spec.budget else 'none'}; spec hash {spec.spec_hash}")
+    header = f"{'row':<28}{'method':<9}{'seeds':<24}" + "".join(f"{k:<16}" for k in varied)
+    print(header)
+    for row in spec.rows:
+        for axes in spec.grid_points():
+            config = trial_config(spec, row.name, spec.seeds[0], axes)
+            cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
+            seeds = ",".join(map(str, spec.seeds))
+            print(f"{row.name:<28}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells))
+    print(
+        f"total: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
+        f" x {spec.num_samples} samples = {spec.trial_count} trials"
+    )
+
+
+def print_knobs(method_name: str) -> None:
+    from trainers.registry import get_method
+
+    for knob in get_method(method_name).all_knobs:
+        print(f"{knob.name:<22}{knob.describe():<40}default {knob.default!r}\n{'':<22}{knob.help}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "plan":
+            print_plan(args)
+        elif args.command == "knobs":
+            print_knobs(args.method)
+        elif args.command == "status":
+            from sweep.status import print_status
+
+            print_status(args.name, args.tracking_uri)
+        elif args.command == "run":
+            from sweep.engine import run
+
+            run(_options(args))
+        elif args.command == "resume":
+            from sweep.engine import resume
+
+            resume(args.name, args.storage, args.address)
+    except SpecError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except KeyError as error:
+        print(error.args[0], file=sys.stderr)
+        return 2
+    return 0

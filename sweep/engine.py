@@ -1,0 +1,205 @@
+"""Run, resume and inspect sweeps with Ray Tune.
+
+Rows and seeds are grid axes of the Tune param space, beside the spec's own
+grid and sampled axes. Each trial resolves its config with
+:func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` with
+``ray.tune.report`` as its reporter. A sweep's Ray state lives in
+``STORAGE/NAME``; a second ``run`` of the same spec, or ``resume NAME``,
+restores it: finished trials are kept, unfinished ones are run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+# Ray's older progress table lets us choose the columns (row, seed, dev score).
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Persist the experiment state often, so a killed driver loses (almost) no
+# record of finished trials and a resume never runs them again.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+
+import ray  # noqa: E402
+from ray import tune  # noqa: E402
+
+from sweep.budget import BUDGETS  # noqa: E402
+from sweep.spec import SweepSpec, load_spec, trial_config  # noqa: E402
+from sweep.tracking import DEFAULT_TRACKING_URI, MLflowTracker  # noqa: E402
+
+DEFAULT_STORAGE = "ray_results"
+SWEEP_RECORD = "sweep.json"
+# Environment that trial workers must see as the driver does (data and model locations).
+FORWARDED_ENV = ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM")
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    spec_path: str
+    overrides: Mapping[str, Any]
+    budget: str | None = None
+    address: str | None = None
+    storage: str | None = None
+    tracking_uri: str = DEFAULT_TRACKING_URI
+
+    def load(self) -> SweepSpec:
+        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None)
+
+
+def storage_root(storage: str | None) -> str:
+    """Absolute local path or a URI (s3://, gs://, ...) as Ray's storage_path wants."""
+    storage = storage or DEFAULT_STORAGE
+    return storage if "://" in storage else str(Path(storage).resolve())
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """``sqlite:///relative.db`` made absolute, so every process means the same file."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]) -> None:
+    """The Ray Tune function trainable: one trial of ``spec``.
+
+    ``finished`` holds the final metrics of trials MLflow already records as
+    finished; such a trial (re-queued by Ray after a driver crash) reports
+    them again instead of training again.
+    """
+    import torch
+
+    from trainers.loop import run_trial
+
+    trial_id = tune.get_context().get_trial_id()
+    if trial_id in finished:
+        tune.report(dict(finished[trial_id]))
+        return
+
+    torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
+    node_id = ray.get_runtime_context().get_node_id()
+    config = trial_config(spec, params["row"], params["seed"], params)
+    run_trial(config, reporter=lambda metrics: tune.report({**metrics, "node_id": node_id}))
+
+
+def param_space(spec: SweepSpec) -> dict[str, Any]:
+    space: dict[str, Any] = {
+        "row": tune.grid_search([row.name for row in spec.rows]),
+        "seed": tune.grid_search(list(spec.seeds)),
+    }
+    space.update({k: tune.grid_search(v) for k, v in spec.grid.items()})
+    for knob, axis in spec.sample.items():
+        sampler, arguments = next(iter(axis.items()))
+        space[knob] = tune.choice(arguments) if sampler == "choice" else getattr(tune, sampler)(*arguments)
+    return space
+
+
+def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]):
+    resources = {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]}
+    return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished), resources)
+
+
+def _scheduler(spec: SweepSpec):
+    if not spec.scheduler:
+        return None
+    options = dict(spec.scheduler["asha"] or {})
+    # ASHA counts Ray's training_iteration, i.e. evaluations of STS-B dev.
+    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", **options)
+
+
+def _progress_reporter(spec: SweepSpec):
+    return tune.CLIReporter(
+        parameter_columns={"row": "row", "seed": "seed"},
+        metric_columns={"step": "step", "dev_spearman": "dev", "best_dev_spearman": "best dev"},
+        max_report_frequency=10,
+    )
+
+
+def _init_ray(address: str | None) -> None:
+    if ray.is_initialized():
+        return
+    env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    address = address or os.environ.get("RAY_ADDRESS")
+    ray.init(address=address, runtime_env={"env_vars": env} if env else None, log_to_driver=True)
+
+
+def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None:
+    """What ``resume NAME`` needs to rebuild the sweep (local storage only)."""
+    if "://" in experiment_dir:
+        return
+    Path(experiment_dir).mkdir(parents=True, exist_ok=True)
+    record = {
+        "spec_path": str(spec.path),
+        "overrides": dict(options.overrides),
+        "budget": options.budget,
+        "tracking_uri": options.tracking_uri,
+        "spec_hash": spec.spec_hash,
+    }
+    (Path(experiment_dir) / SWEEP_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+
+
+def run(options: SweepOptions) -> tune.ResultGrid:
+    """Start the sweep, or finish it if its Ray state already exists."""
+    spec = options.load()  # validate everything before Ray starts
+    options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
+    root = storage_root(options.storage)
+    experiment_dir = f"{root}/{spec.name}"
+    _init_ray(options.address)
+    tracker = MLflowTracker(spec, options.tracking_uri)
+    trainable = _trainable(spec, tracker.finished_trials())
+    if tune.Tuner.can_restore(experiment_dir):
+        previous = _read_record(experiment_dir)
+        if previous and previous["spec_hash"] != spec.spec_hash:
+            raise SystemExit(
+                f"{experiment_dir} holds sweep {spec.name!r} with another spec hash "
+                f"({previous['spec_hash']} != {spec.spec_hash}); rename the spec or use another --storage"
+            )
+        print(f"Resuming {spec.name} from {experiment_dir}: finished trials are kept")
+        tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
+    else:
+        _record(options, spec, experiment_dir)
+        tuner = tune.Tuner(
+            trainable,
+            param_space=param_space(spec),
+            tune_config=tune.TuneConfig(
+                metric=spec.metric,
+                mode=spec.mode,
+                num_samples=spec.num_samples,
+                scheduler=_scheduler(spec),
+                max_concurrent_trials=spec.max_concurrent_trials,
+            ),
+            run_config=tune.RunConfig(
+                name=spec.name,
+                storage_path=root,
+                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+                callbacks=[tracker],
+                progress_reporter=_progress_reporter(spec),
+                verbose=1,
+            ),
+        )
+    return tuner.fit()
+
+
+def _read_record(experiment_dir: str) -> dict[str, Any] | None:
+    path = Path(experiment_dir) / SWEEP_RECORD
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def resume(name: str, storage: str | None = None, address: str | None = None) -> tune.ResultGrid:
+    experiment_dir = f"{storage_root(storage)}/{name}"
+    record = _read_record(experiment_dir)
+    if record is None:
+        raise SystemExit(f"no sweep named {name!r} under {storage_root(storage)} (missing {SWEEP_RECORD})")
+    return run(
+        SweepOptions(
+            spec_path=record["spec_path"],
+            overrides=record["overrides"],
+            budget=record["budget"],
+            address=address,
+            storage=storage,
+            tracking_uri=record["tracking_uri"],
+        )
+    )

@@ -1,0 +1,348 @@
+"""Sweep specs: YAML under ``search_spaces/`` -> validated :class:`SweepSpec`.
+
+A spec names a method and its base config, named ablation rows (each a set of
+knob overrides, named as the paper's table names them), seeds, grid and
+sampled axes, the metric, an optional ASHA scheduler, resources, and tags.
+:func:`load_spec` validates everything before any trial starts and reports
+every problem at once as ``FILE: key.path: message``.
+
+:func:`trial_config` is the one place where base, row, axes and seed become a
+trial's config; the planner, the validator, the Ray trainable and the MLflow
+tracker all call it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import yaml
+
+from sweep.budget import Budget
+from trainers.knobs import Knob
+from trainers.method import Method
+from trainers.registry import METHODS, get_method
+
+TOP_LEVEL_KEYS = {
+    "name": "experiment name (MLflow experiment and Ray run folder)",
+    "description": "what the spec reproduces",
+    "tags": "mapping of tag -> value, e.g. paper and table",
+    "method": "method name",
+    "base": "mapping of knob -> value shared by every trial",
+    "rows": "list of {name, set} ablation rows",
+    "seeds": "list of integer seeds",
+    "grid": "mapping of knob -> list of values (grid search)",
+    "sample": "mapping of knob -> {choice|uniform|loguniform: ...}",
+    "num_samples": "samples drawn from the sampled axes",
+    "metric": "metric to optimise",
+    "mode": "'max' or 'min'",
+    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor}}",
+    "resources": "{cpu: N, gpu: fraction}",
+    "max_concurrent_trials": "trials run at once",
+    "max_failures": "retries of a failing trial before it is marked failed",
+}
+SAMPLERS = ("choice", "uniform", "loguniform")
+METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
+
+
+class SpecError(ValueError):
+    """An invalid spec; ``problems`` holds every ``FILE: key.path: message``."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid sweep spec:\n  " + "\n  ".join(problems))
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    overrides: Mapping[str, Any]
+
+    @property
+    def method(self) -> str | None:
+        return self.overrides.get("method")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    path: Path
+    name: str
+    description: str
+    tags: Mapping[str, str]
+    method: str
+    base: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    seeds: tuple[int, ...]
+    grid: Mapping[str, list]
+    sample: Mapping[str, Mapping[str, Any]]
+    num_samples: int
+    metric: str
+    mode: str
+    scheduler: Mapping[str, Any] | None
+    resources: Mapping[str, float]
+    max_concurrent_trials: int
+    max_failures: int
+    budget: Budget | None
+    spec_hash: str
+
+    def row(self, name: str) -> Row:
+        return next(r for r in self.rows if r.name == name)
+
+    def grid_points(self) -> Iterator[dict[str, Any]]:
+        keys = list(self.grid)
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            yield dict(zip(keys, values))
+
+    @property
+    def trial_count(self) -> int:
+        points = len(list(self.grid_points()))
+        return len(self.rows) * len(self.seeds) * points * self.num_samples
+
+
+def row_method(spec: SweepSpec, row: Row) -> Method:
+    return get_method(row.method or spec.method)
+
+
+def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, Any]) -> dict[str, Any]:
+    """The full, validated config of one trial: knob defaults <- base <- row <- axes <- seed <- budget.
+
+    A row may switch the method (a paper table mixes untuned baselines and
+    trained methods); base knobs that method lacks do not apply to that row.
+    """
+    row = spec.row(row_name)
+    method = row_method(spec, row)
+    knobs = method.all_knobs
+    overrides = {k: v for k, v in spec.base.items() if k in knobs}
+    overrides.update({k: v for k, v in row.overrides.items() if k != "method"})
+    overrides.update({k: v for k, v in axes.items() if k in knobs})
+    overrides["seed"] = seed
+    if spec.budget is not None:
+        overrides = spec.budget.apply(overrides, knobs)
+    return method.resolve(overrides)
+
+
+def _hash(raw: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+class _Problems:
+    def __init__(self, path: Path):
+        self.path, self.items = path, []
+
+    def add(self, key: str, message: str) -> None:
+        self.items.append(f"{self.path}: {key}: {message}")
+
+
+def _check_knob_values(problems: _Problems, where: str, values: Mapping[str, Any], method: Method) -> None:
+    for name, message in method.all_knobs.problems(values):
+        problems.add(f"{where}.{name}", f"{message} (method {method.name!r})")
+
+
+def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -> None:
+    if not isinstance(axis, Mapping) or len(axis) != 1 or next(iter(axis)) not in SAMPLERS:
+        problems.add(key, f"expected one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, got {axis!r}")
+        return
+    sampler, arguments = next(iter(axis.items()))
+    if not isinstance(arguments, list) or not arguments:
+        problems.add(f"{key}.{sampler}", f"expected a non-empty list, got {arguments!r}")
+        return
+    if sampler != "choice" and (len(arguments) != 2 or not arguments[0] < arguments[1]):
+        problems.add(f"{key}.{sampler}", f"expected [low, high] with low < high, got {arguments!r}")
+    if sampler == "loguniform" and arguments[0] <= 0:
+        problems.add(f"{key}.{sampler}", f"expected a positive low bound, got {arguments[0]!r}")
+    if knob is not None:
+        for value in arguments:
+            message = knob.problem(value)
+            if message:
+                problems.add(f"{key}.{sampler}", message)
+
+
+def _read_yaml(path: Path) -> Any:
+    if not path.is_file():
+        raise SpecError([f"{path}: file not found (expected a sweep spec in YAML)"])
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        raise SpecError([f"{path}: {where}: not valid YAML: {getattr(error, 'problem', error)}"]) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``key=value`` from ``--set``; the value is read as YAML (numbers, bools, strings)."""
+    if "=" not in text:
+        raise SpecError([f"--set {text}: expected key=value"])
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value) if value.strip() else ""
+
+
+def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None, budget: Budget | None = None) -> SweepSpec:
+    """Read and validate a spec; ``overrides`` (from ``--set``) update its base."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    problems = _Problems(path)
+    if not isinstance(raw, Mapping):
+        raise SpecError([f"{path}: expected a mapping of {sorted(TOP_LEVEL_KEYS)}, got {type(raw).__name__}"])
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            problems.add(str(key), f"unknown key (expected one of {sorted(TOP_LEVEL_KEYS)})")
+
+    name = raw.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        problems.add("name", f"expected a non-empty name without '/', got {name!r}")
+    method_name = raw.get("method")
+    if method_name not in METHODS:
+        try:
+            get_method(str(method_name))
+        except KeyError as error:
+            problems.add("method", str(error.args[0]))
+        raise SpecError(problems.items)
+    method = get_method(method_name)
+
+    base = dict(raw.get("base") or {})
+    base.update(overrides or {})
+    if "method" in base:
+        problems.add("base.method", "the method is set by the top-level 'method' key")
+        base.pop("method")
+    _check_knob_values(problems, "base", base, method)
+
+    rows = _parse_rows(problems, raw.get("rows"), method)
+    seeds = raw.get("seeds", [method.all_knobs["seed"].default])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        problems.add("seeds", f"expected a non-empty list of non-negative integers, got {seeds!r}")
+        seeds = [0]
+    elif len(set(seeds)) != len(seeds):
+        problems.add("seeds", f"seeds repeat: {seeds}")
+
+    grid = raw.get("grid") or {}
+    sample = raw.get("sample") or {}
+    for axis_name, axes in (("grid", grid), ("sample", sample)):
+        if not isinstance(axes, Mapping):
+            problems.add(axis_name, f"expected a mapping of knob -> values, got {axes!r}")
+    grid = grid if isinstance(grid, Mapping) else {}
+    sample = sample if isinstance(sample, Mapping) else {}
+    knobs = method.all_knobs
+    for knob_name, values in grid.items():
+        key = f"grid.{knob_name}"
+        if knob_name in ("seed", "method"):
+            problems.add(key, "use the top-level 'seeds' key" if knob_name == "seed" else "use rows to change the method")
+        elif knob_name not in knobs:
+            _check_knob_values(problems, "grid", {knob_name: None}, method)
+        elif not isinstance(values, list) or not values:
+            problems.add(key, f"empty grid: expected a non-empty list of values, got {values!r}")
+        else:
+            for index, value in enumerate(values):
+                message = knobs[knob_name].problem(value)
+                if message:
+                    problems.add(f"{key}[{index}]", message)
+    for knob_name, axis in sample.items():
+        if knob_name not in knobs:
+            _check_knob_values(problems, "sample", {knob_name: None}, method)
+        else:
+            _check_sample(problems, f"sample.{knob_name}", axis, knobs[knob_name])
+    for knob_name in set(grid) & set(sample):
+        problems.add(f"sample.{knob_name}", "also a grid axis: an axis is either grid or sampled")
+
+    num_samples = raw.get("num_samples", 1)
+    if not isinstance(num_samples, int) or num_samples < 1:
+        problems.add("num_samples", f"expected an integer >= 1, got {num_samples!r}")
+        num_samples = 1
+    metric = raw.get("metric", "best_dev_spearman")
+    if metric not in METRICS and not str(metric).startswith("test_"):
+        problems.add("metric", f"expected one of {list(METRICS)} or a test_* metric, got {metric!r}")
+    mode = raw.get("mode", "max")
+    if mode not in ("max", "min"):
+        problems.add("mode", f"expected 'max' or 'min', got {mode!r}")
+    scheduler = raw.get("scheduler")
+    if scheduler is not None and (not isinstance(scheduler, Mapping) or set(scheduler) != {"asha"}):
+        problems.add("scheduler", f"expected {{asha: {{max_t, grace_period, reduction_factor}}}}, got {scheduler!r}")
+    resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
+    for key, value in resources.items():
+        if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:
+            problems.add(f"resources.{key}", f"expected cpu or gpu with a non-negative number, got {value!r}")
+    concurrency = raw.get("max_concurrent_trials", 2)
+    if not isinstance(concurrency, int) or concurrency < 1:
+        problems.add("max_concurrent_trials", f"expected an integer >= 1, got {concurrency!r}")
+    failures = raw.get("max_failures", 1)
+    if not isinstance(failures, int) or failures < 0:
+        problems.add("max_failures", f"expected an integer >= 0, got {failures!r}")
+    tags = raw.get("tags") or {}
+    if not isinstance(tags, Mapping):
+        problems.add("tags", f"expected a mapping, got {tags!r}")
+        tags = {}
+    if problems.items:
+        raise SpecError(problems.items)
+
+    spec = SweepSpec(
+        path=path.resolve(),
+        name=name,
+        description=str(raw.get("description", "")),
+        tags={str(k): str(v) for k, v in tags.items()},
+        method=method_name,
+        base=base,
+        rows=rows,
+        seeds=tuple(budget.seeds(seeds) if budget else seeds),
+        grid={k: list(v) for k, v in grid.items()},
+        sample=dict(sample),
+        num_samples=budget.num_samples(num_samples) if budget else num_samples,
+        metric=metric,
+        mode=mode,
+        scheduler=scheduler,
+        resources=resources,
+        max_concurrent_trials=concurrency,
+        max_failures=failures,
+        budget=budget,
+        spec_hash=_hash({"spec": raw, "overrides": dict(overrides or {}), "budget": budget.name if budget else None}),
+    )
+    _check_environment(spec)
+    return spec
+
+
+def _parse_rows(problems: _Problems, rows: Any, method: Method) -> tuple[Row, ...]:
+    if rows is None:
+        return (Row("", {}),)
+    if not isinstance(rows, list) or not rows:
+        problems.add("rows", f"expected a non-empty list of {{name, set}}, got {rows!r}")
+        return ()
+    parsed, seen = [], set()
+    for index, row in enumerate(rows):
+        key = f"rows[{index}]"
+        if not isinstance(row, Mapping) or not isinstance(row.get("name"), str) or set(row) - {"name", "set"}:
+            problems.add(key, f"expected {{name: str, set: {{knob: value}}}}, got {row!r}")
+            continue
+        name, overrides = row["name"], dict(row.get("set") or {})
+        if name in seen:
+            problems.add(f"{key}.name", f"duplicate row name {name!r}")
+        seen.add(name)
+        row_method_name = overrides.get("method", method.name)
+        if row_method_name not in METHODS:
+            problems.add(f"{key}.set.method", f"unknown method {row_method_name!r} (known: {sorted(METHODS)})")
+            continue
+        _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, get_method(row_method_name))
+        parsed.append(Row(name, overrides))
+    return tuple(parsed)
+
+
+def _check_environment(spec: SweepSpec) -> None:
+    """Resolve every row x grid point once (seeds and samples cannot change validity
+    beyond their checked ranges) and ask each method what this machine lacks."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for row in spec.rows:
+        for axes in spec.grid_points():
+            try:
+                config = trial_config(spec, row.name, spec.seeds[0], axes)
+            except ValueError as error:
+                problems.append(f"{spec.path}: rows[{row.name!r}]: {error}")
+                continue
+            for problem in row_method(spec, row).environment_problems(config):
+                message = f"{spec.path}: rows[{row.name!r}]: {problem}"
+                if message not in seen:
+                    seen.add(message)
+                    problems.append(message)
+    if problems:
+        raise SpecError(problems)

@@ -1,0 +1,54 @@
+"""``python -m sweep status NAME``: one line per trial from the MLflow store."""
+
+from __future__ import annotations
+
+from mlflow import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+from sweep.engine import absolute_tracking_uri
+from sweep.tracking import TAG
+
+
+def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
+    client = MlflowClient(absolute_tracking_uri(tracking_uri))
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None:
+        raise KeyError(f"no MLflow experiment named {name!r} at {tracking_uri}")
+    runs = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'trial'", max_results=50000,
+        order_by=["attributes.start_time ASC"],
+    )
+    rows = []
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        rows.append(
+            {
+                "state": run.info.status,
+                "row": tags.get(f"{TAG}row", ""),
+                "seed": tags.get(f"{TAG}seed", ""),
+                "best_dev": metrics.get("best_dev_spearman"),
+                "test_avg": metrics.get("test_avg_spearman"),
+                "trial": tags.get(f"{TAG}trial_id", ""),
+                "run": f"{tracking_uri} experiment {experiment.experiment_id} run {run.info.run_id}",
+                "parent": tags.get(MLFLOW_PARENT_RUN_ID, ""),
+            }
+        )
+    return rows
+
+
+def _number(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else "-"
+
+
+def print_status(name: str, tracking_uri: str) -> None:
+    rows = trial_rows(name, tracking_uri)
+    print(f"{'state':<10}{'row':<28}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<12}mlflow run")
+    for r in rows:
+        print(
+            f"{r['state']:<10}{str(r['row'])[:27]:<28}{r['seed']:<6}{_number(r['best_dev']):>9}"
+            f"{_number(r['test_avg']):>9}  {r['trial']:<12}{r['run']}"
+        )
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    print("trials: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))

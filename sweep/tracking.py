@@ -1,0 +1,191 @@
+"""MLflow tracking from the Ray Tune driver.
+
+Only the driver writes to MLflow (a :class:`ray.tune.Callback`), so a SQLite
+store is never written by several processes and workers need no access to it.
+Layout: one experiment per spec name, one parent run per sweep, one nested
+child run per trial, found again by its ``sweep.trial_id`` tag when a sweep is
+resumed, so nothing is logged twice.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping
+
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunStatus
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from ray.tune import Callback
+
+from sweep.spec import SweepSpec, trial_config
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+PROGRESS_METRICS = ("loss", "lr", "dev_spearman", "best_dev_spearman")
+TAG = "sweep."
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+            cwd=Path(__file__).resolve().parent,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def sweep_tags(spec: SweepSpec) -> dict[str, str]:
+    return {
+        f"{TAG}spec_file": str(spec.path),
+        f"{TAG}spec_hash": spec.spec_hash,
+        f"{TAG}name": spec.name,
+        f"{TAG}budget": spec.budget.name if spec.budget else "none",
+        f"{TAG}git_commit": git_commit(),
+    }
+
+
+def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
+    """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
+    experiment = client.get_experiment_by_name(spec.name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(spec.name)
+    existing = client.search_runs(
+        [experiment_id],
+        filter_string=f"tags.`{TAG}role` = 'parent' and tags.`{TAG}spec_hash` = '{spec.spec_hash}'",
+        max_results=1,
+    )
+    if existing:
+        client.update_run(existing[0].info.run_id, status="RUNNING")
+        return experiment_id, existing[0].info.run_id
+    tags = {**sweep_tags(spec), f"{TAG}role": "parent", MLFLOW_RUN_NAME: spec.name}
+    tags.update({f"spec.{k}": v for k, v in spec.tags.items()})
+    parent = client.create_run(experiment_id, tags=tags, run_name=spec.name)
+    if spec.description:
+        client.set_tag(parent.info.run_id, "mlflow.note.content", spec.description)
+    return experiment_id, parent.info.run_id
+
+
+def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
+    """The trainable's own numeric figures (Ray's bookkeeping keys are left out)."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    skip = set(AUTO_RESULT_KEYS) | {"done", "training_iteration", "iterations_since_restore", "seed"}
+    return {
+        k: float(v)
+        for k, v in result.items()
+        if k not in skip and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    }
+
+
+class MLflowTracker(Callback):
+    """Logs each trial as a child run of the sweep's parent run."""
+
+    def __init__(self, spec: SweepSpec, tracking_uri: str):
+        self.spec = spec
+        self.tracking_uri = tracking_uri
+        self._client: MlflowClient | None = None
+        self._runs: dict[str, str] = {}
+        self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
+        # A driver killed right after a trial finished can leave Ray believing the
+        # trial unfinished; MLflow's record wins, so nothing is logged twice.
+        self._finished = set(self.finished_trials())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray pickles callbacks with the experiment state: keep no live client.
+        return {**self.__dict__, "_client": None}
+
+    @property
+    def client(self) -> MlflowClient:
+        if self._client is None:
+            self._client = MlflowClient(self.tracking_uri)
+        return self._client
+
+    def child_runs(self) -> list:
+        return self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{self.parent_run_id}'",
+            max_results=50000,
+        )
+
+    def finished_trials(self) -> dict[str, dict[str, float]]:
+        """Final metrics of the trials already FINISHED in MLflow, by Ray trial id."""
+        return {
+            run.data.tags[f"{TAG}trial_id"]: dict(run.data.metrics)
+            for run in self.child_runs()
+            if run.info.status == "FINISHED" and f"{TAG}trial_id" in run.data.tags
+        }
+
+    def _is_finished(self, trial) -> bool:
+        return trial.trial_id in self._finished
+
+    def _run_id(self, trial) -> str:
+        if trial.trial_id in self._runs:
+            return self._runs[trial.trial_id]
+        found = self.client.search_runs(
+            [self.experiment_id],
+            filter_string=f"tags.`{TAG}trial_id` = '{trial.trial_id}' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{self.parent_run_id}'",
+            max_results=1,
+        )
+        if found:
+            run_id = found[0].info.run_id
+            if found[0].info.status != "FINISHED":
+                self.client.update_run(run_id, status="RUNNING")
+        else:
+            run_id = self._create_run(trial)
+        self._runs[trial.trial_id] = run_id
+        return run_id
+
+    def _create_run(self, trial) -> str:
+        params = dict(trial.config)
+        config = trial_config(self.spec, params["row"], params["seed"], params)
+        tags = {
+            **sweep_tags(self.spec),
+            f"{TAG}role": "trial",
+            f"{TAG}row": params["row"],
+            f"{TAG}seed": str(params["seed"]),
+            f"{TAG}method": config["method"],
+            f"{TAG}trial_id": trial.trial_id,
+            MLFLOW_PARENT_RUN_ID: self.parent_run_id,
+        }
+        name = f"{params['row'] or self.spec.name} | seed {params['seed']} | {trial.trial_id}"
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
+        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
+        return run.info.run_id
+
+    def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
+        self._run_id(trial)
+
+    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
+        if self._is_finished(trial):
+            return
+        run_id = self._run_id(trial)
+        step = int(result.get("step", 0))
+        timestamp = int(1000 * result.get("timestamp", 0)) or 0
+        metrics = [Metric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
+        for start in range(0, len(metrics), 500):
+            self.client.log_batch(run_id, metrics=metrics[start : start + 500])
+        if "node_id" in result:
+            self.client.set_tag(run_id, f"{TAG}node_id", str(result["node_id"]))
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+        if self._is_finished(trial):
+            return
+        self.client.set_terminated(self._run_id(trial), RunStatus.to_string(RunStatus.FINISHED))
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
+        run_id = self._run_id(trial)
+        error = _trial_error(trial)
+        self.client.set_tag(run_id, f"{TAG}error", error[:5000])
+        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+
+    def on_experiment_end(self, trials: list, **info) -> None:
+        failed = sum(t.status == "ERROR" for t in trials)
+        self.client.set_tag(self.parent_run_id, f"{TAG}failed_trials", str(failed))
+        self.client.set_terminated(self.parent_run_id, "FINISHED")
+
+
+def _trial_error(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and Path(path).is_file():
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    return str(getattr(trial, "error_msg", None) or "the trial failed; Ray gave no message")

@@ -1,0 +1,164 @@
+"""End-to-end sweeps on a real local Ray, with the tiny BERT and tiny STS files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import ray
+import yaml
+from mlflow import MlflowClient
+
+from sweep.engine import SweepOptions, run
+from sweep.status import trial_rows
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec_file(tmp_path: Path, tiny_bert: str, name: str, **extra) -> Path:
+    spec = {
+        "name": name,
+        "tags": {"paper": "test", "table": "e2e"},
+        "method": "simcse",
+        "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 48, "max_steps": 4, "eval_every": 2},
+        "rows": [
+            {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
+            {"name": "simcse", "set": {}},
+        ],
+        "seeds": [1, 2],
+        "resources": {"cpu": 1},
+        "max_concurrent_trials": 2,
+        **extra,
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def local_ray(use_tiny_sts):
+    ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+def child_runs(uri: str, name: str):
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    return client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'", max_results=1000)
+
+
+def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = spec_file(tmp_path, tiny_bert, "e2e")
+    run(SweepOptions(str(path), {"learning_rate": 1e-4}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("e2e")
+    parents = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'parent'")
+    assert len(parents) == 1 and parents[0].data.tags["spec.table"] == "e2e"
+    children = child_runs(uri, "e2e")
+    assert len(children) == 4
+    assert {(r.data.tags["sweep.row"], r.data.tags["sweep.seed"]) for r in children} == {
+        ("untuned", "1"), ("untuned", "2"), ("simcse", "1"), ("simcse", "2")
+    }
+    for child in children:
+        tags, params, metrics = child.data.tags, child.data.params, child.data.metrics
+        assert child.info.status == "FINISHED"
+        assert tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert tags["sweep.spec_hash"] == parents[0].data.tags["sweep.spec_hash"]
+        assert {"sweep.spec_file", "sweep.git_commit", "sweep.method", "sweep.trial_id"} <= set(tags)
+        assert params["model"] == tiny_bert and params["seed"] == tags["sweep.seed"]
+        assert {f"test_{n}_spearman" for n in ("stsb", "sickr", "sts12", "sts16", "avg")} <= set(metrics)
+        assert "wall_seconds" in metrics
+        if tags["sweep.row"] == "simcse":
+            # Full resolved config, not only what varied; --set reached the trial.
+            assert params["temperature"] == "0.05" and params["learning_rate"] == "0.0001"
+            history = client.get_metric_history(child.info.run_id, "dev_spearman")
+            assert [m.step for m in history] == [2, 4]
+            assert metrics["steps"] == 4 and "sentences_per_second" in metrics
+    statuses = trial_rows("e2e", uri)
+    assert len(statuses) == 4 and {s["state"] for s in statuses} == {"FINISHED"}
+
+
+def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = spec_file(
+        tmp_path, tiny_bert, "faults",
+        rows=[
+            {"name": "broken", "set": {"model": str(tmp_path / "no-such-model")}},
+            {"name": "simcse", "set": {}},
+        ],
+        seeds=[1],
+        max_failures=1,
+    )
+    results = run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+    assert len(results.errors) == 1
+    runs = {r.data.tags["sweep.row"]: r for r in child_runs(uri, "faults")}
+    assert runs["simcse"].info.status == "FINISHED" and "test_avg_spearman" in runs["simcse"].data.metrics
+    assert runs["broken"].info.status == "FAILED"
+    assert "no-such-model" in runs["broken"].data.tags["sweep.error"]
+    assert len(runs) == 2  # the retry logged into the same run
+
+
+def test_killed_driver_resumes_without_duplicates(tmp_path, tiny_bert, use_tiny_sts):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = spec_file(
+        tmp_path, tiny_bert, "killed",
+        rows=[{"name": f"simcse {i}", "set": {"max_steps": 6}} for i in range(3)],
+        seeds=[1, 2],
+        max_concurrent_trials=1,
+    )
+    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    driver = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    finished = 0
+    while time.time() < deadline and finished < 2:
+        time.sleep(1)
+        try:
+            finished = sum(r.info.status == "FINISHED" for r in child_runs(uri, "killed"))
+        except Exception:  # the store may not exist yet
+            finished = 0
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
+    driver.wait()
+    assert 2 <= finished < 6, f"the sweep should be cut off part way, {finished} trials had finished"
+    before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed") if r.info.status == "FINISHED"}
+
+    resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    runs = child_runs(uri, "killed")
+    trial_ids = [r.data.tags["sweep.trial_id"] for r in runs]
+    assert len(trial_ids) == len(set(trial_ids)) == 6
+    assert all(r.info.status == "FINISHED" for r in runs)
+    after = {r.data.tags["sweep.trial_id"]: r for r in runs}
+    for trial_id, run_id in before.items():  # finished trials were not run again
+        assert after[trial_id].info.run_id == run_id
+        assert len(MlflowClient(uri).get_metric_history(run_id, "test_avg_spearman")) == 1
+
+
+def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_tiny_sts):
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        uri = f"sqlite:///{tmp_path}/mlflow.db"
+        path = spec_file(tmp_path, tiny_bert, "cluster", seeds=[1, 2, 3])
+        run(SweepOptions(str(path), {}, address=cluster.address, tracking_uri=uri, storage=str(tmp_path / "ray")))
+        runs = child_runs(uri, "cluster")
+        assert len(runs) == 6 and all(r.info.status == "FINISHED" for r in runs)
+        nodes = {r.data.tags["sweep.node_id"] for r in runs}
+        assert nodes == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
+        assert len(nodes) == 2
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
