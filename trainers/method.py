@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, hub_reachable, load_corpus
-from trainers.encoder import SentenceEncoder
+from trainers.encoder import SentenceEncoder, model_problem
 from trainers.knobs import KnobSet
 
 Config = Mapping[str, Any]
@@ -94,6 +94,9 @@ class Method:
             problem = corpus_problem(config["train_corpus"])
             if problem:
                 found.append(f"train_corpus: {problem}")
+        problem = model_problem(config["model"])
+        if problem:
+            found.append(f"model: {problem}")
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
         return found + self.check(config)

@@ -1,0 +1,58 @@
+"""SG-BERT's losses (Kim et al., ACL 2021, section 3), as pure functions.
+
+``c`` holds the sentence vectors c_i of BERT_T (``[b, d]``); ``h`` holds views
+of BERT_F: one view per sentence (``[b, d]``) for the single-view losses, or
+every layer's view (``[b, l+1, d]``) for L_opt. Vectors arrive already passed
+through the projection head f; similarities are cosines divided by tau.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.losses.contrastive import cosine_matrix, info_nce, nt_xent
+
+
+def sg_base_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
+    """L^base without the regulariser: NT-Xent over X = {c_i} u {h_i}, 2b vectors,
+    with mu matching c_i and h_i (Section 3.1), averaged over the 2b anchors."""
+    return nt_xent(c, h, temperature)
+
+
+def sg_opt1_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
+    """L^opt1 (Section 3.2): -log phi(c_i, h_i) / Z^, with
+    Z^ = sum_{j != i} phi(c_i, c_j) + sum_j phi(c_i, h_j); mean over i."""
+    to_views = cosine_matrix(c, h) / temperature
+    to_sentences = cosine_matrix(c, c) / temperature
+    eye = torch.eye(len(c), dtype=torch.bool, device=c.device)
+    logits = torch.cat([to_views, to_sentences.masked_fill(eye, float("-inf"))], dim=1)
+    return F.cross_entropy(logits, torch.arange(len(c), device=c.device))
+
+
+def sg_opt2_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
+    """L^opt2 (Section 3.2): -log phi(c_i, h_i) / sum_j phi(c_i, h_j); mean over i."""
+    return info_nce(c, h, temperature)
+
+
+def sg_opt3_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
+    """L^opt without the regulariser (Section 3.2): every layer's view guides c_i.
+
+    L_{i,k} = -log phi(c_i, h_{i,k}) / (phi(c_i, h_{i,k}) + sum_{m != i} sum_n phi(c_i, h_{m,n})),
+    summed over i = 1..b and k = 0..l and divided by b(l+1). ``h`` is ``[b, l+1, d]``.
+    """
+    b, layers, _ = h.shape
+    scores = (F.normalize(c, dim=-1) @ F.normalize(h, dim=-1).reshape(b * layers, -1).T) / temperature
+    scores = scores.view(b, b, layers)  # scores[i, m, n] = log phi(c_i, h_{m,n})
+    positives = scores[torch.arange(b), torch.arange(b)]  # [b, l+1]
+    others = scores.masked_fill(torch.eye(b, dtype=torch.bool, device=c.device)[:, :, None], float("-inf"))
+    negatives = torch.logsumexp(others.view(b, -1), dim=1, keepdim=True)  # log sum_{m != i, n} phi
+    # -log(p / (p + N)) = log(1 + N / p) = softplus(log N - log p)
+    return F.softplus(negatives - positives).mean()
+
+
+def parameter_distance(tuned: nn.Module, fixed: nn.Module) -> Tensor:
+    """L^reg = ||BERT_F - BERT_T||_2^2: the sum of squared differences of all parameters."""
+    fixed_parameters = dict(fixed.named_parameters())
+    return sum(((p - fixed_parameters[name]) ** 2).sum() for name, p in tuned.named_parameters())
