@@ -16,6 +16,14 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override a base knob (repeatable); the value is read as YAML.")
     parser.add_argument("--budget", choices=sorted(BUDGETS), help="Cap steps, evaluation size and seeds.")
+    parser.add_argument("--seeds", type=_seed_list, help="Replace the spec's seeds, e.g. --seeds 1,2.")
+
+
+def _seed_list(text: str) -> list[int]:
+    try:
+        return [int(seed) for seed in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +63,7 @@ def _options(args: argparse.Namespace):
         spec_path=args.spec,
         overrides=dict(parse_override(o) for o in args.overrides),
         budget=args.budget,
+        seeds=args.seeds,
         address=getattr(args, "address", None),
         storage=getattr(args, "storage", None),
         tracking_uri=getattr(args, "tracking_uri", DEFAULT_TRACKING_URI),

@@ -41,12 +41,13 @@ class SweepOptions:
     spec_path: str
     overrides: Mapping[str, Any]
     budget: str | None = None
+    seeds: list[int] | None = None
     address: str | None = None
     storage: str | None = None
     tracking_uri: str = DEFAULT_TRACKING_URI
 
     def load(self) -> SweepSpec:
-        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None)
+        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds)
 
 
 def storage_root(storage: str | None) -> str:
@@ -135,6 +136,7 @@ def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None
         "spec_path": str(spec.path),
         "overrides": dict(options.overrides),
         "budget": options.budget,
+        "seeds": options.seeds,
         "tracking_uri": options.tracking_uri,
         "spec_hash": spec.spec_hash,
     }
@@ -198,6 +200,7 @@ def resume(name: str, storage: str | None = None, address: str | None = None) ->
             spec_path=record["spec_path"],
             overrides=record["overrides"],
             budget=record["budget"],
+            seeds=record.get("seeds"),
             address=address,
             storage=storage,
             tracking_uri=record["tracking_uri"],

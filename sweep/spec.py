@@ -180,10 +180,18 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value) if value.strip() else ""
 
 
-def load_spec(path: str | Path, overrides: Mapping[str, Any] | None = None, budget: Budget | None = None) -> SweepSpec:
-    """Read and validate a spec; ``overrides`` (from ``--set``) update its base."""
+def load_spec(
+    path: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    budget: Budget | None = None,
+    seeds: list[int] | None = None,
+) -> SweepSpec:
+    """Read and validate a spec; ``overrides`` (from ``--set``) update its base,
+    ``seeds`` (from ``--seeds``) replace its seeds."""
     path = Path(path)
     raw = _read_yaml(path)
+    if seeds is not None and isinstance(raw, dict):
+        raw = {**raw, "seeds": list(seeds)}
     problems = _Problems(path)
     if not isinstance(raw, Mapping):
         raise SpecError([f"{path}: expected a mapping of {sorted(TOP_LEVEL_KEYS)}, got {type(raw).__name__}"])

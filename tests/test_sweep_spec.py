@@ -125,6 +125,16 @@ def test_plan_command_prints_matrix(tmp_path, capsys):
     assert out.count("tau = 0.1") == 3
 
 
+def test_seeds_option_replaces_the_spec_seeds(tmp_path, capsys):
+    path = write(tmp_path, SPEC)
+    assert load_spec(path, seeds=[7]).seeds == (7,)
+    assert load_spec(path, seeds=[7]).spec_hash != load_spec(path).spec_hash
+    assert main(["plan", str(path), "--seeds", "5,6,7"]) == 0
+    assert "3 rows x 3 seeds x 3 grid points" in capsys.readouterr().out
+    with pytest.raises(SpecError, match="seeds repeat"):
+        load_spec(path, seeds=[1, 1])
+
+
 def test_plan_command_exit_code_on_bad_spec(tmp_path, capsys):
     assert main(["plan", str(write(tmp_path, {**SPEC, "seeds": []}))]) == 2
     assert "seeds: expected a non-empty list" in capsys.readouterr().err
