@@ -99,3 +99,4 @@ def test_batches_cover_the_epoch_and_total_steps_agree():
     config = {"batch_size": 4, "epochs": 3, "max_steps": 0}
     assert total_steps(config, 21) == 15 and total_steps({**config, "max_steps": 7}, 21) == 7
     assert total_steps(config, 22) == 18  # a last batch of two is kept
+    assert batches(1, 4, generator) == [[0]] and total_steps(config, 1) == 3  # a one-sentence corpus still trains

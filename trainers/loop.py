@@ -66,11 +66,11 @@ class _Timer:
 
 
 def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
-    """One epoch of shuffled index batches; a last batch of one example is dropped
-    (a contrastive loss needs at least two)."""
+    """One epoch of shuffled index batches. A trailing batch of one example is
+    dropped (it has no in-batch negatives) unless it is the whole corpus."""
     order = torch.randperm(n_examples, generator=generator).tolist()
     chunks = [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
-    return [chunk for chunk in chunks if len(chunk) > 1]
+    return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
 
 
 def make_optimizer(config: Config, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -92,7 +92,7 @@ def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps:
 
 def total_steps(config: Config, n_examples: int) -> int:
     full, rest = divmod(n_examples, config["batch_size"])
-    per_epoch = full + (rest > 1)  # as in batches(): a last batch of one is dropped
+    per_epoch = full + (rest > 1 or (rest == 1 and full == 0))  # as batches() cuts an epoch
     steps = per_epoch * config["epochs"]
     return min(steps, config["max_steps"]) if config["max_steps"] else steps
 

@@ -1,0 +1,81 @@
+import pytest
+import torch
+
+from trainers.augmentations import (
+    augmented_hidden_states,
+    dropout,
+    feature_cutoff,
+    shuffled_position_ids,
+    span_cutoff,
+    token_cutoff,
+)
+from trainers.encoder import SentenceEncoder
+
+MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
+
+
+@pytest.fixture
+def embeddings():
+    torch.manual_seed(0)
+    return torch.randn(3, 14, 20) + 5.0  # no exact zeros before augmentation
+
+
+def zero_rows(x):
+    return (x == 0).all(-1)
+
+
+def test_token_cutoff_erases_int_len_times_rate_real_rows(embeddings):
+    out = token_cutoff(embeddings, MASK, 0.15)
+    assert zero_rows(out).sum(1).tolist() == [int(10 * 0.15), int(14 * 0.15), int(7 * 0.15)]
+    assert not zero_rows(out)[MASK == 0].any()  # padding untouched
+    kept = ~zero_rows(out)
+    torch.testing.assert_close(out[kept], embeddings[kept])
+
+
+def test_feature_cutoff_erases_whole_columns(embeddings):
+    out = feature_cutoff(embeddings, MASK, 0.2)
+    for i in range(3):
+        zero_columns = (out[i] == 0).all(0)
+        assert zero_columns.sum() == int(20 * 0.2)
+        torch.testing.assert_close(out[i][:, ~zero_columns], embeddings[i][:, ~zero_columns])
+
+
+def test_dropout_zeroes_single_elements_without_rescaling(embeddings):
+    out = dropout(embeddings, MASK, 0.2)
+    for i, length in enumerate([10, 14, 7]):
+        assert int((out[i, :length] == 0).sum()) == int(length * 20 * 0.2)
+        assert not (out[i, length:] == 0).any()
+    changed = out != embeddings
+    assert (out[changed] == 0).all()
+    assert not zero_rows(out).any()  # single elements, not whole rows
+
+
+def test_span_cutoff_erases_one_contiguous_span(embeddings):
+    out = span_cutoff(embeddings, MASK, 0.3)
+    for i, length in enumerate([10, 14, 7]):
+        erased = zero_rows(out[i]).nonzero().flatten().tolist()
+        assert len(erased) == int(length * 0.3)
+        assert erased == list(range(erased[0], erased[0] + len(erased))) and erased[-1] < length
+
+
+def test_shuffle_permutes_real_positions_only():
+    torch.manual_seed(3)
+    positions = shuffled_position_ids(MASK)
+    for i, length in enumerate([10, 14, 7]):
+        assert sorted(positions[i, :length].tolist()) == list(range(length))  # same multiset
+        assert positions[i, length:].tolist() == list(range(length, 14))
+    assert not torch.equal(positions, torch.arange(14).repeat(3, 1))
+
+
+def test_augmentations_reach_the_encoder(tiny_bert):
+    encoder = SentenceEncoder.from_pretrained(tiny_bert).eval()
+    features = encoder.tokenize(["A man is playing a guitar on stage.", "Dogs run."], 32)
+    with torch.no_grad():
+        plain = augmented_hidden_states(encoder, features, "none", 0.0)[-1]
+        torch.manual_seed(0)
+        shuffled = augmented_hidden_states(encoder, features, "shuffle", 0.0)[-1]
+        cut = augmented_hidden_states(encoder, features, "token_cutoff", 0.5)[-1]
+        again = augmented_hidden_states(encoder, features, "none", 0.0)[-1]
+    assert not torch.allclose(plain, shuffled) and not torch.allclose(plain, cut)
+    torch.testing.assert_close(plain, again)  # the hook is removed afterwards
+    assert torch.equal(features["input_ids"], encoder.tokenize(["A man is playing a guitar on stage.", "Dogs run."], 32)["input_ids"])

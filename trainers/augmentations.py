@@ -1,0 +1,111 @@
+"""Token-level augmentations on the embedding layer (ConSERT, Yan et al. 2021, Section 3.2).
+
+Each transformation is a pure function of the embedding-layer output
+``[batch, tokens, dim]`` and the attention mask (1 = real token), except
+``shuffle``, which permutes position ids. Erased counts follow the authors'
+implementation: int(n x rate) of the n candidates of each sentence, where the
+candidates are its real tokens (rows), its feature dimensions (columns), or
+its real-token elements (dropout). Padding is never touched. Randomness comes
+from torch's global generator, which the training loop seeds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:
+    from trainers.encoder import SentenceEncoder
+
+EmbeddingAugmentation = Callable[[Tensor, Tensor, float], Tensor]
+
+
+def _lengths(attention_mask: Tensor) -> list[int]:
+    return attention_mask.sum(1).tolist()
+
+
+def _random_subset(n: int, rate: float, device: torch.device) -> Tensor:
+    return torch.randperm(n, device=device)[: int(n * rate)]
+
+
+def token_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+    """Erase int(len x rate) whole token rows of each sentence's real tokens."""
+    out = embeddings.clone()
+    for i, length in enumerate(_lengths(attention_mask)):
+        out[i, _random_subset(length, rate, embeddings.device)] = 0.0
+    return out
+
+
+def feature_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+    """Erase int(dim x rate) whole feature columns of each sentence."""
+    out = embeddings.clone()
+    for i in range(len(embeddings)):
+        out[i, :, _random_subset(embeddings.shape[-1], rate, embeddings.device)] = 0.0
+    return out
+
+
+def dropout(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+    """Zero int(len x dim x rate) single elements among each sentence's real tokens
+    (no rescaling, unlike nn.Dropout: the authors' 'random cutoff')."""
+    out = embeddings.clone()
+    dim = embeddings.shape[-1]
+    for i, length in enumerate(_lengths(attention_mask)):
+        flat = out[i, :length].reshape(-1)
+        flat[_random_subset(length * dim, rate, embeddings.device)] = 0.0
+        out[i, :length] = flat.view(length, dim)
+    return out
+
+
+def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+    """Erase one contiguous span of int(len x rate) real tokens, at a random start."""
+    out = embeddings.clone()
+    for i, length in enumerate(_lengths(attention_mask)):
+        span = int(length * rate)
+        start = int(torch.randint(length - span + 1, ()))
+        out[i, start : start + span] = 0.0
+    return out
+
+
+def no_augmentation(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+    return embeddings
+
+
+def shuffled_position_ids(attention_mask: Tensor) -> Tensor:
+    """Position ids with each sentence's real tokens permuted (token shuffle);
+    padding keeps its positions, token ids are untouched."""
+    batch, width = attention_mask.shape
+    positions = torch.arange(width, device=attention_mask.device).repeat(batch, 1)
+    for i, length in enumerate(_lengths(attention_mask)):
+        positions[i, :length] = torch.randperm(length, device=attention_mask.device)
+    return positions
+
+
+EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
+    "none": no_augmentation,
+    "token_cutoff": token_cutoff,
+    "feature_cutoff": feature_cutoff,
+    "dropout": dropout,
+    "span_cutoff": span_cutoff,
+}
+AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
+
+
+def augmented_hidden_states(
+    encoder: "SentenceEncoder", features: dict[str, Tensor], augmentation: str, rate: float
+) -> tuple[Tensor, ...]:
+    """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer.
+
+    The embedding-layer output is rewritten by a forward hook, so the encoder
+    itself is used unchanged; ``shuffle`` passes permuted position ids instead.
+    """
+    if augmentation == "shuffle":
+        return encoder.hidden_states(features, position_ids=shuffled_position_ids(features["attention_mask"]))
+    transform = EMBEDDING_AUGMENTATIONS[augmentation]
+    mask = features["attention_mask"]
+    hook = encoder.model.embeddings.register_forward_hook(lambda module, inputs, output: transform(output, mask, rate))
+    try:
+        return encoder.hidden_states(features)
+    finally:
+        hook.remove()
