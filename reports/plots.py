@@ -2,9 +2,11 @@
 
     python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out]
 
-Heatmaps come from the ``kind: grid`` tables of ``table_specs.yaml`` (SG-BERT
-Figure 1's layer x pooling, ConSERT Figure 5's augmentation pairs); curves of
-STS-B dev Spearman per trial come from MLflow's metric history.
+The ``kind: grid`` tables of ``table_specs.yaml`` become heatmaps over two
+knobs (SG-BERT Figure 1's layer x pooling, ConSERT Figure 5's augmentation
+pairs) or curves over one (temperature, batch size, few-shot size, queue
+size); curves of STS-B dev Spearman per trial come from MLflow's metric
+history.
 """
 
 from __future__ import annotations
@@ -55,6 +57,21 @@ def heatmap(table: RenderedTable, path: Path) -> Path:
     return path
 
 
+def curve(table: RenderedTable, path: Path) -> Path:
+    """One metric over one knob (temperature, batch size, queue size, few-shot size)."""
+    points = [(line[0], _mean_of(line[1])) for line in table.lines]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot(range(len(points)), [y for _, y in points], marker="o")
+    axes.set_xticks(range(len(points)), [x for x, _ in points], rotation=45)
+    axes.set_xlabel(table.header[0])
+    axes.set_ylabel(f"{table.header[1]} Spearman x 100")
+    axes.set_title(table.title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
 def dev_curves(results: pd.DataFrame, tracking_uri: str, experiment: str, path: Path) -> Path:
     client = MlflowClient(absolute_tracking_uri(tracking_uri))
     runs = results[results["experiment"] == experiment]
@@ -88,7 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     specs = load_yaml(TABLE_SPECS)
     grids = [name for name, spec in specs.items() if spec["kind"] == "grid"]
-    written = [heatmap(table, out / f"{table.name}.png") for table in build_tables(results, grids)]
+    written = [
+        (heatmap if specs[table.name].get("columns") else curve)(table, out / f"{table.name}.png")
+        for table in build_tables(results, grids)
+    ]
     for experiment in sorted(results["experiment"].unique()):
         written.append(dev_curves(results, args.tracking_uri, experiment, out / f"{experiment}_dev_curves.png"))
     print("\n".join(str(p) for p in written))

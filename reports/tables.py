@@ -88,13 +88,11 @@ def sweep_spec(table: Mapping[str, Any]) -> dict[str, Any]:
     return load_yaml(PROJECT / table["spec"])
 
 
-def finished_runs(results: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    runs = results[(results["experiment"] == experiment) & (results["status"] == "FINISHED")]
-    return runs.sort_values("start_time").drop_duplicates(["row", "seed"] + _grid_keys(runs), keep="last")
-
-
-def _grid_keys(runs: pd.DataFrame) -> list[str]:
-    return [c for c in ("pooling_layer", "pooling", "aug1", "aug2") if c in runs.columns and runs[c].nunique() > 1]
+def finished_runs(results: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
+    """The spec's FINISHED trials, the latest one for each (row, seed, grid point)."""
+    runs = results[(results["experiment"] == spec["name"]) & (results["status"] == "FINISHED")]
+    keys = ["row", "seed"] + [k for k in spec.get("grid", {}) if k in runs.columns]
+    return runs.sort_values("start_time").drop_duplicates(keys, keep="last")
 
 
 def paper_values(numbers: Mapping[str, Any], source: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
@@ -112,7 +110,7 @@ def fmt(value: float, digits: int = 2) -> str:
 
 def rows_table(name: str, table: Mapping[str, Any], results: pd.DataFrame, numbers: Mapping[str, Any]) -> RenderedTable:
     spec = sweep_spec(table)
-    runs = finished_runs(results, spec["name"])
+    runs = finished_runs(results, spec)
     seeds = list(spec.get("seeds", [42]))
     paper = paper_values(numbers, table.get("paper"))
     columns = list(table["columns"])
@@ -157,23 +155,31 @@ def _paper_text(value: float | None, ours: Cell) -> str:
 
 def grid_table(name: str, table: Mapping[str, Any], results: pd.DataFrame) -> RenderedTable:
     spec = sweep_spec(table)
-    runs = finished_runs(results, spec["name"])
-    index_values, column_values = spec["grid"][table["index"]], spec["grid"][table["columns"]]
+    runs = finished_runs(results, spec)
+    index, columns = table["index"], table.get("columns")
+    index_values = spec["grid"][index]
+    column_values = spec["grid"][columns] if columns else [None]
     metric = COLUMN_METRICS[table["metric"]]
     lines, notes, best = [], [], {}
     for i, index_value in enumerate(index_values):
         line = [str(index_value)]
         for j, column_value in enumerate(column_values):
-            match = runs[(runs.get(table["index"]) == index_value) & (runs.get(table["columns"]) == column_value)]
+            match = runs[runs[index] == index_value] if index in runs else runs.iloc[0:0]
+            if columns and columns in match:
+                match = match[match[columns] == column_value]
             cell = Cell(tuple(match[metric].dropna().astype(float))) if metric in match else Cell(())
             if cell.n == 0:
-                notes.append(f"{table['index']}={index_value}, {table['columns']}={column_value}: missing")
+                where = f"{index}={index_value}" + (f", {columns}={column_value}" if columns else "")
+                notes.append(f"{where}: missing")
             elif cell.mean > best.get(j, (None, -math.inf))[1]:
                 best[j] = (i, cell.mean)
             line.append(_cell_text(cell))
         lines.append(line)
     bold = {(i, j + 1) for j, (i, _) in best.items()}
-    header = [f"{table['index']} \\ {table['columns']}"] + [str(v) for v in column_values]
+    if columns:
+        header = [f"{index} \\ {columns}"] + [str(v) for v in column_values]
+    else:
+        header = [index, table["metric"]]
     return RenderedTable(name, f"{table['title']} ({table['metric']})", header, lines, bold, notes)
 
 
