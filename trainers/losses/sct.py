@@ -1,0 +1,71 @@
+"""SCT's losses (Limkonchotiwat et al., Section 3.2-3.3), as pure functions.
+
+Vectors are unit-normalised; ``queue`` tensors are ``[k, d]``. SR(z, D, tau)
+is the softmax over z . d_j / tau for the k queue entries (Eq. 1).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def similarity_log_distribution(z: Tensor, queue: Tensor, temperature: float) -> Tensor:
+    """log SR(z, D, tau): log-softmax of dot products with the queue (Eq. 1), ``[b, k]``."""
+    return F.log_softmax(z @ queue.T / temperature, dim=1)
+
+
+def kl_to_reference(reference_log: Tensor, online_log: Tensor) -> Tensor:
+    """KL(SG(p_ref) || p_online), averaged over the batch; no gradient reaches the reference."""
+    reference_log = reference_log.detach()
+    return (reference_log.exp() * (reference_log - online_log)).sum(1).mean()
+
+
+def hard_cross_entropy(reference_log: Tensor, online_log: Tensor) -> Tensor:
+    """The 'KL -> CE' ablation: cross-entropy against the reference's most similar queue entry."""
+    return F.nll_loss(online_log, reference_log.detach().argmax(1))
+
+
+DIVERGENCES = {"kl": kl_to_reference, "ce": hard_cross_entropy}
+
+
+def sct_loss(
+    online: tuple[Tensor, Tensor],
+    reference: tuple[Tensor, Tensor],
+    queues: tuple[Tensor, Tensor],
+    tau_online: float,
+    tau_reference: float,
+    divergence: str = "kl",
+    cross_view: bool = True,
+) -> Tensor:
+    """L_SCT (Eq. 2) = 1/2 D(SG(c2_ref) || c1_theta) + 1/2 D(SG(c1_ref) || c2_theta), with
+    c1_theta = SR(z1_theta, D2, tau_theta), c2_theta = SR(z2_theta, D1, tau_theta),
+    c1_ref = SR(z1_ref, D1, tau_ref), c2_ref = SR(z2_ref, D2, tau_ref) and D = KL by default.
+
+    ``cross_view=False`` is the identical-view ablation: each online view is
+    compared with the reference of the same view, through that view's queue.
+    """
+    (z1, z2), (r1, r2), (d1, d2) = online, reference, queues
+    measure = DIVERGENCES[divergence]
+    if cross_view:
+        c1_online, c2_online = similarity_log_distribution(z1, d2, tau_online), similarity_log_distribution(z2, d1, tau_online)
+        targets = (similarity_log_distribution(r2, d2, tau_reference), similarity_log_distribution(r1, d1, tau_reference))
+    else:
+        c1_online, c2_online = similarity_log_distribution(z1, d1, tau_online), similarity_log_distribution(z2, d2, tau_online)
+        targets = (similarity_log_distribution(r1, d1, tau_reference), similarity_log_distribution(r2, d2, tau_reference))
+    return 0.5 * measure(targets[0], c1_online) + 0.5 * measure(targets[1], c2_online)
+
+
+def queue_contrastive_loss(
+    online: tuple[Tensor, Tensor], reference: tuple[Tensor, Tensor], queues: tuple[Tensor, Tensor], temperature: float
+) -> Tensor:
+    """The 'distribution -> contrastive' ablation: InfoNCE where z1_theta's positive is
+    SG(z2_ref) and its negatives are D2 (and symmetrically for view 2), MoCo-style."""
+
+    def one_side(z: Tensor, positive: Tensor, queue: Tensor) -> Tensor:
+        logits = torch.cat([(z * positive.detach()).sum(1, keepdim=True), z @ queue.T], dim=1) / temperature
+        return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
+
+    (z1, z2), (r1, r2), (d1, d2) = online, reference, queues
+    return 0.5 * one_side(z1, r2, d2) + 0.5 * one_side(z2, r1, d1)
