@@ -1,0 +1,233 @@
+"""Training-step time of each method through the shared loop, against a minimal
+plain-PyTorch loop doing the same forward and backward, in one command.
+
+    python -m benchmarks.step_time [--steps 15] [--methods sg consert sct]
+
+Both sides use the bundled all-MiniLM-L6-v2, the method's default batch size
+and the same batches; the plain loop calls the same pure loss functions (the
+maths is not what is measured: the loop machinery is). Figures go to
+benchmarks/results.md. Also measured: what SG's ``cache_views`` saves, and the
+peak memory of an SCT step with a 262,144 x 384 queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import resource
+import subprocess
+import sys
+import time
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.results_file import write_section
+from trainers.augmentations import shuffled_position_ids
+from trainers.data import load_corpus
+from trainers.encoder import BUNDLED_MODEL, SentenceEncoder, masked_max, masked_mean
+from trainers.loop import make_optimizer, train
+from trainers.losses.contrastive import nt_xent
+from trainers.losses.sct import sct_loss
+from trainers.losses.self_guided import parameter_distance, sg_opt3_loss
+from trainers.registry import get_method
+
+WARMUP = 3
+
+
+class _NoEvaluation:
+    """Stands in for the STS evaluator: the benchmark times training steps only."""
+
+    def dev(self, encode):
+        return {"dev_spearman": 0.0}
+
+
+def loop_step_seconds(method: str, steps: int, **overrides) -> float:
+    torch.manual_seed(0)
+    config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})
+    objective = get_method(method).build(config, SentenceEncoder.from_pretrained(BUNDLED_MODEL))
+    examples = load_corpus(config["train_corpus"])[: config["batch_size"] * (steps + WARMUP)]
+    timings: list[float] = []
+    original = objective.after_step
+
+    def timed_after_step() -> None:  # per-step wall time, from one step's end to the next
+        original()
+        timings.append(time.perf_counter())
+
+    objective.after_step = timed_after_step
+    train(objective, examples, config, _NoEvaluation(), lambda metrics: None)
+    return (timings[-1] - timings[WARMUP - 1]) / (len(timings) - WARMUP)
+
+
+def plain_loop_seconds(step: Callable[[list[str]], torch.Tensor], parameters, batches: list[list[str]]) -> float:
+    optimizer = torch.optim.AdamW(parameters, lr=1e-5)
+    for index, batch in enumerate(batches):
+        if index == WARMUP:
+            started = time.perf_counter()
+        loss = step(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return (time.perf_counter() - started) / (len(batches) - WARMUP)
+
+
+def plain_sg(steps: int) -> float:
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
+    tuned, tokenizer = encoder.model, encoder.tokenizer
+    fixed = copy.deepcopy(tuned).eval().requires_grad_(False)
+    tuned.embeddings.requires_grad_(False)
+    head = torch.nn.Sequential(torch.nn.Linear(384, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 4096), torch.nn.GELU())
+    tuned.train()
+
+    def step(batch: list[str]) -> torch.Tensor:
+        features = tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
+        with torch.no_grad():
+            states = fixed(**features, output_hidden_states=True).hidden_states
+            views = torch.stack([masked_max(s, features["attention_mask"]) for s in states], dim=1)
+        cls = tuned(**features).last_hidden_state[:, 0]
+        return sg_opt3_loss(head(cls), head(views), 0.01) + 0.1 * parameter_distance(tuned, fixed)
+
+    corpus = load_corpus("stsb_sentences")
+    batches = [corpus[i * 16 : (i + 1) * 16] for i in range(steps + WARMUP)]
+    return plain_loop_seconds(step, [p for p in [*tuned.parameters(), *head.parameters()] if p.requires_grad], batches)
+
+
+def plain_consert(steps: int) -> float:
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
+    model, tokenizer = encoder.model, encoder.tokenizer
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    model.train()
+
+    def feature_cutoff(module, inputs, output):
+        out = output.clone()
+        for i in range(len(out)):
+            out[i, :, torch.randperm(out.shape[-1])[: int(out.shape[-1] * 0.2)]] = 0.0
+        return out
+
+    def step(batch: list[str]) -> torch.Tensor:
+        features = tokenizer(batch, padding=True, truncation=True, max_length=64, return_tensors="pt")
+        mask = features["attention_mask"]
+        first = masked_mean(model(**features, position_ids=shuffled_position_ids(mask)).last_hidden_state, mask)
+        hook = model.embeddings.register_forward_hook(feature_cutoff)
+        second = masked_mean(model(**features).last_hidden_state, mask)
+        hook.remove()
+        return nt_xent(first, second, 0.1)
+
+    corpus = load_corpus("sts_all_sentences")
+    batches = [corpus[i * 96 : (i + 1) * 96] for i in range(steps + WARMUP)]
+    return plain_loop_seconds(step, list(model.parameters()), batches)
+
+
+def plain_sct(steps: int) -> float:
+    torch.manual_seed(0)
+    encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
+    model, tokenizer = encoder.model, encoder.tokenizer
+    reference = copy.deepcopy(model).eval().requires_grad_(False)
+    layers = []
+    for _ in range(3):
+        layers += [torch.nn.Linear(384, 3840), torch.nn.ReLU(), torch.nn.Linear(3840, 384)]
+    head = torch.nn.Sequential(*layers)
+    queues = [F.normalize(torch.randn(65536, 384), dim=1) for _ in range(2)]
+    pointer, pending = [0], []
+    model.train()
+
+    def feature_cutoff(module, inputs, output):
+        out = output.clone()
+        for i in range(len(out)):
+            out[i, :, torch.randperm(out.shape[-1])[: int(out.shape[-1] * 0.2)]] = 0.0
+        return out
+
+    def encode(network, features, view, seed):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if view == "shuffle":
+                out = network(**features, position_ids=shuffled_position_ids(features["attention_mask"]))
+            else:
+                hook = network.embeddings.register_forward_hook(feature_cutoff)
+                out = network(**features)
+                hook.remove()
+        return masked_mean(out.last_hidden_state, features["attention_mask"])
+
+    def step(batch: list[str]) -> torch.Tensor:
+        if pending:  # enqueue the previous step's references, after its backward pass
+            refs = pending.pop()
+            positions = (pointer[0] + torch.arange(len(refs[0]))) % 65536
+            for queue, ref in zip(queues, refs):
+                queue[positions] = ref
+            pointer[0] = (pointer[0] + len(refs[0])) % 65536
+        features = tokenizer(batch, padding=True, truncation=True, max_length=64, return_tensors="pt")
+        online, refs = [], []
+        for view in ("shuffle", "feature_cutoff"):
+            seed = int(torch.randint(2**31 - 1, ()))
+            online.append(F.normalize(head(encode(model, features, view, seed)), dim=1))
+            with torch.no_grad():
+                refs.append(F.normalize(encode(reference, features, view, seed), dim=1))
+        pending.append(refs)
+        return sct_loss(tuple(online), tuple(refs), (queues[0], queues[1]), 0.03, 0.02)
+
+    corpus = load_corpus("sts_all_sentences")
+    batches = [corpus[i * 128 : (i + 1) * 128] for i in range(steps + WARMUP)]
+    return plain_loop_seconds(step, [*model.parameters(), *head.parameters()], batches)
+
+
+PLAIN = {"sg": plain_sg, "consert": plain_consert, "sct": plain_sct}
+DESCRIPTION = {
+    "sg": "SG-OPT (L_opt3), batch 16, max length 128",
+    "consert": "ConSERT shuffle + feature cutoff, batch 96, max length 64",
+    "sct": "SCT shuffle + feature cutoff, batch 128, k = 65,536",
+}
+
+
+def sct_peak_memory_mib(queue_size: int) -> float:
+    """Peak resident memory of a fresh process that takes three SCT steps (MiB)."""
+    code = (
+        "import resource; from benchmarks.step_time import loop_step_seconds; "
+        f"loop_step_seconds('sct', 1, queue_size={queue_size}, student_layers=2); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return int(out.strip().splitlines()[-1]) / 1024
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.step_time")
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--methods", nargs="+", default=list(PLAIN), choices=list(PLAIN))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(torch.get_num_threads())
+    rows = []
+    for method in args.methods:
+        plain = PLAIN[method](args.steps)
+        ours = loop_step_seconds(method, args.steps)
+        rows.append(f"| {DESCRIPTION[method]} | {plain:.3f} | {ours:.3f} | {ours / plain:.2f} |")
+        print(rows[-1], flush=True)
+    body = [
+        f"Command: `python -m benchmarks.step_time --steps {args.steps}` (bundled all-MiniLM-L6-v2, "
+        f"{torch.get_num_threads()} torch threads, CPU, {time.strftime('%Y-%m-%d')}; seconds per step after "
+        f"{WARMUP} warm-up steps; target ratio <= 1.15).",
+        "",
+        "| method | plain PyTorch loop (s/step) | shared loop (s/step) | ratio |",
+        "| --- | ---: | ---: | ---: |",
+        *rows,
+    ]
+    if "sg" in args.methods:
+        fresh = loop_step_seconds("sg", args.steps, cache_views=False, epochs=6, train_limit=16 * 4)
+        cached = loop_step_seconds("sg", args.steps, cache_views=True, epochs=6, train_limit=16 * 4)
+        body += ["", f"SG `cache_views` (views of BERT_F reused after their first computation, 4 batches x "
+                 f"up to 6 epochs): {fresh:.3f} s/step without, {cached:.3f} s/step with "
+                 f"({100 * (1 - cached / fresh):.0f}% saved)."]
+    if "sct" in args.methods:
+        small, large = sct_peak_memory_mib(128), sct_peak_memory_mib(262144)
+        body += ["", f"SCT peak memory (fresh process, 2-layer student, 3 steps of batch 128): "
+                 f"{small:.0f} MiB with k = 128, {large:.0f} MiB with k = 262,144 x 384 (two queues)."]
+    write_section("Training step time", "\n".join(body))
+    print("\n".join(body))
+
+
+if __name__ == "__main__":
+    main()
