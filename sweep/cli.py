@@ -93,7 +93,7 @@ def print_knobs(method_name: str) -> None:
     from trainers.registry import get_method
 
     for knob in get_method(method_name).all_knobs:
-        print(f"{knob.name:<22}{knob.describe():<40}default {knob.default!r}\n{'':<22}{knob.help}")
+        print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
