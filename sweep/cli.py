@@ -96,6 +96,15 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
+def _summarise(results) -> int:
+    """Say how the sweep ended; exit 1 if any trial failed (the others still finished)."""
+    failed = [r for r in results if r.error is not None]
+    print(f"{len(results) - len(failed)} trials finished, {len(failed)} failed")
+    for result in failed:
+        print(f"  failed: {result.config.get('row', '')!r} seed {result.config.get('seed')}: {type(result.error).__name__}")
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -110,11 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             from sweep.engine import run
 
-            run(_options(args))
+            return _summarise(run(_options(args)))
         elif args.command == "resume":
             from sweep.engine import resume
 
-            resume(args.name, args.storage, args.address)
+            return _summarise(resume(args.name, args.storage, args.address))
     except SpecError as error:
         print(error, file=sys.stderr)
         return 2
