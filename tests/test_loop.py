@@ -100,3 +100,15 @@ def test_batches_cover_the_epoch_and_total_steps_agree():
     assert total_steps(config, 21) == 15 and total_steps({**config, "max_steps": 7}, 21) == 7
     assert total_steps(config, 22) == 18  # a last batch of two is kept
     assert batches(1, 4, generator) == [[0]] and total_steps(config, 1) == 3  # a one-sentence corpus still trains
+
+
+def test_constant_schedule_keeps_the_rate_after_warmup(base):
+    reports = []
+    run_trial({**base, "max_steps": 6, "warmup_ratio": 0.5, "learning_rate": 1e-3, "lr_schedule": "constant"}, reports.append)
+    assert [r["lr"] for r in reports[:-1]] == pytest.approx([2e-3 / 3, 1e-3, 1e-3])
+
+
+@pytest.mark.parametrize("knob, value", [("optimizer", "adam"), ("weight_decay", 50.0), ("adam_beta2", 0.5)])
+def test_optimizer_knobs_change_training(base, knob, value):
+    common = {**base, "max_steps": 3, "learning_rate": 1e-3, "weight_decay": 0.1}
+    assert run_trial({**common, knob: value})["test_avg_spearman"] != run_trial(common)["test_avg_spearman"]
