@@ -87,8 +87,14 @@ class MLflowTracker(Callback):
         self._client: MlflowClient | None = None
         self._runs: dict[str, str] = {}
         self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
-        # A driver killed right after a trial finished can leave Ray believing the
-        # trial unfinished; MLflow's record wins, so nothing is logged twice.
+        self._finished: set[str] = set()
+
+    def setup(self, **info) -> None:
+        # Called when the experiment starts, also after a restore (Ray then uses the
+        # pickled callback). A driver killed right after a trial finished can leave
+        # Ray believing the trial unfinished; MLflow's record wins, so nothing is
+        # logged twice.
+        self._runs = {}
         self._finished = set(self.finished_trials())
 
     def __getstate__(self) -> dict[str, Any]:
