@@ -119,7 +119,7 @@ def _progress_reporter(spec: SweepSpec):
     )
 
 
-def _init_ray(address: str | None) -> None:
+def init_ray(address: str | None) -> None:
     if ray.is_initialized():
         return
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
@@ -149,7 +149,7 @@ def run(options: SweepOptions) -> tune.ResultGrid:
     options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
     root = storage_root(options.storage)
     experiment_dir = f"{root}/{spec.name}"
-    _init_ray(options.address)
+    init_ray(options.address)
     tracker = MLflowTracker(spec, options.tracking_uri)
     trainable = _trainable(spec, tracker.finished_trials())
     if tune.Tuner.can_restore(experiment_dir):
