@@ -24,7 +24,7 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
         rows.append(
             {
                 "state": run.info.status,
-                "row": tags.get(f"{TAG}row", ""),
+                "row": tags.get(f"{TAG}row") or tags.get(f"{TAG}axes", ""),
                 "seed": tags.get(f"{TAG}seed", ""),
                 "best_dev": metrics.get("best_dev_spearman"),
                 "test_avg": metrics.get("test_avg_spearman"),
@@ -42,7 +42,7 @@ def _number(value: object) -> str:
 
 def print_status(name: str, tracking_uri: str) -> None:
     rows = trial_rows(name, tracking_uri)
-    print(f"{'state':<10}{'row':<28}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<12}mlflow run")
+    print(f"{'state':<10}{'row / grid point':<28}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<12}mlflow run")
     for r in rows:
         print(
             f"{r['state']:<10}{str(r['row'])[:27]:<28}{r['seed']:<6}{_number(r['best_dev']):>9}"

@@ -151,9 +151,10 @@ class MLflowTracker(Callback):
             f"{TAG}seed": str(params["seed"]),
             f"{TAG}method": config["method"],
             f"{TAG}trial_id": trial.trial_id,
+            f"{TAG}axes": ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
             MLFLOW_PARENT_RUN_ID: self.parent_run_id,
         }
-        name = f"{params['row'] or self.spec.name} | seed {params['seed']} | {trial.trial_id}"
+        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | seed {params['seed']} | {trial.trial_id}"
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
         return run.info.run_id
