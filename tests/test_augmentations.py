@@ -5,6 +5,8 @@ from trainers.augmentations import (
     augmented_hidden_states,
     dropout,
     feature_cutoff,
+    fgv_perturbation,
+    hidden_states_with_embedding_transform,
     shuffled_position_ids,
     span_cutoff,
     token_cutoff,
@@ -79,3 +81,29 @@ def test_augmentations_reach_the_encoder(tiny_bert):
     assert not torch.allclose(plain, shuffled) and not torch.allclose(plain, cut)
     torch.testing.assert_close(plain, again)  # the hook is removed afterwards
     assert torch.equal(features["input_ids"], encoder.tokenize(["A man is playing a guitar on stage.", "Dogs run."], 32)["input_ids"])
+
+
+def test_fgv_perturbation_has_the_given_norm_along_each_tokens_gradient():
+    torch.manual_seed(1)
+    gradient = torch.randn(2, 3, 5, dtype=torch.float64)
+    gradient[1, 2] = 0.0  # a token the loss does not depend on gets no perturbation
+    out = fgv_perturbation(gradient, 0.5)
+    for i in range(2):
+        for t in range(3):
+            g = gradient[i, t]
+            norm = sum(float(x) ** 2 for x in g) ** 0.5
+            expected = torch.zeros(5, dtype=torch.float64) if norm == 0 else 0.5 * g / norm
+            torch.testing.assert_close(out[i, t], expected)
+
+
+def test_embedding_transform_replaces_what_the_first_layer_reads(tiny_bert):
+    encoder = SentenceEncoder.from_pretrained(tiny_bert).eval()
+    features = encoder.tokenize(["A man is playing a guitar.", "Dogs run."], 32)
+    noise = torch.full((2, features["input_ids"].shape[1], 32), 0.3)
+    with torch.no_grad():
+        plain = encoder.hidden_states(features)
+        moved = hidden_states_with_embedding_transform(encoder, features, lambda output: output + noise)
+        again = encoder.hidden_states(features)
+    torch.testing.assert_close(moved[0], plain[0] + noise)
+    assert not torch.allclose(moved[-1], plain[-1])
+    torch.testing.assert_close(again[-1], plain[-1])  # the hook is removed afterwards

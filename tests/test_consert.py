@@ -1,13 +1,28 @@
+import math
+from pathlib import Path
+
 import pytest
 import torch
 
-from trainers.encoder import SentenceEncoder
+import trainers.methods.consert as consert
+from sweep.spec import SpecError, load_spec
+from trainers.augmentations import augmented_hidden_states
+from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.loop import run_trial
 from trainers.losses.contrastive import info_nce, nt_xent
-from trainers.methods.consert import ConSERTObjective
+from trainers.methods.consert import ConSERTObjective, NLIObjective, nli_classification_loss
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
+NLI = [
+    ("A man plays a guitar on stage.", "A man is performing music.", 0),
+    ("A man plays a guitar on stage.", "Nobody is playing anything.", 2),
+    ("Two dogs run in a field.", "The dogs are brothers.", 1),
+    ("Two dogs run in a field.", "Animals are outside.", 0),
+    ("The market fell sharply today.", "Stocks went up.", 2),
+    ("She cooks dinner for her family.", "She is a good cook.", 1),
+]
+SPECS = Path(__file__).resolve().parent.parent / "search_spaces"
 
 
 def slow_nt_xent(a, b, tau):
@@ -26,6 +41,15 @@ def slow_info_nce(a, b, tau):
     return sum(-torch.log(sim(a[i], b[i]) / sum(sim(a[i], b[j]) for j in range(len(b)))) for i in range(len(a))) / len(a)
 
 
+def slow_nli_classification_loss(r1, r2, labels, weight, bias):
+    total = 0
+    for u, v, y in zip(r1, r2, labels.tolist()):
+        f = torch.cat([u, v, torch.stack([abs(x - z) for x, z in zip(u, v)])])
+        logits = [torch.dot(weight[c], f) + bias[c] for c in range(len(bias))]
+        total = total - (logits[y] - torch.log(sum(torch.exp(logit) for logit in logits)))
+    return total / len(labels)
+
+
 @pytest.mark.parametrize("fast, slow", [(nt_xent, slow_nt_xent), (info_nce, slow_info_nce)])
 def test_contrastive_losses_and_gradients_match_slow_references(fast, slow):
     torch.manual_seed(0)
@@ -37,19 +61,33 @@ def test_contrastive_losses_and_gradients_match_slow_references(fast, slow):
         torch.testing.assert_close(x, y)
 
 
+def test_nli_classification_loss_and_gradients_match_slow_reference():
+    torch.manual_seed(0)
+    shapes = ((5, 4), (5, 4), (3, 12), (3,))  # r1, r2, W, b
+    tensors = [torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in shapes]
+    labels = torch.tensor([0, 2, 1, 1, 0])
+    value = nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3])
+    reference = slow_nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3])
+    torch.testing.assert_close(value, reference)
+    for x, y in zip(torch.autograd.grad(value, tensors), torch.autograd.grad(reference, tensors)):
+        torch.testing.assert_close(x, y)
+
+
+def config_of(tiny_bert, **overrides):
+    return get_method("consert").resolve({"model": tiny_bert, **overrides})
+
+
 def build(tiny_bert, **overrides):
-    config = get_method("consert").resolve({"model": tiny_bert, **overrides})
-    return ConSERTObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
+    return consert.build(config_of(tiny_bert, **overrides), SentenceEncoder.from_pretrained(tiny_bert))
 
 
-def loss_of(objective, seed=0):
+def loss_of(objective, batch=BATCH, seed=0):
     torch.manual_seed(seed)
-    return float(objective.loss(BATCH))
+    return objective.loss(batch).item()
 
 
 def test_bert_dropout_is_removed_so_none_none_views_coincide(tiny_bert):
-    objective = build(tiny_bert, aug1="none", aug2="none")
-    objective.train()
+    objective = build(tiny_bert, aug1="none", aug2="none").train()
     features = objective.encoder.tokenize(BATCH, 64)
     torch.testing.assert_close(objective.view(features, "none"), objective.view(features, "none"))
     kept = build(tiny_bert, aug1="none", aug2="none", remove_bert_dropout=False).train()
@@ -78,3 +116,106 @@ def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
     assert final["steps"] == 3 and "test_avg_spearman" in final
     config = get_method("consert").resolve({})
     assert (config["batch_size"], config["learning_rate"], config["optimizer"], config["pooling"]) == (96, 5e-7, "adam", "last2avg")
+    assert (config["epochs"], config["patience"], config["supervision"]) == (10, 10, "none")
+
+
+# Supervised settings (Section 3.3), on a fake labelled NLI batch: the hub is not reachable here.
+
+
+@pytest.fixture
+def fake_nli(monkeypatch):
+    calls = []
+
+    def load():
+        calls.append(1)
+        return list(NLI)
+
+    monkeypatch.setattr(consert, "load_nli_pairs", load)
+    return calls
+
+
+def test_joint_loss_is_ce_plus_alpha_times_both_sides_nt_xent(tiny_bert):
+    objective = build(tiny_bert, supervision="joint", joint_weight=0.3).train()
+    assert isinstance(objective, NLIObjective)
+    value = loss_of(objective, NLI)
+
+    # The same computation, written out: plain views feed L_ce, augmented views (drawn in the
+    # same order from the same seed) pair with them in NT-Xent, one loss per side.
+    torch.manual_seed(0)
+    encoder, classifier = objective.encoder, objective.classifier
+    sides = [encoder.tokenize([pair[i] for pair in NLI], 64) for i in (0, 1)]
+    plain = [masked_mean(encoder.hidden_states(f)[-1], f["attention_mask"]) for f in sides]
+    augmented = [
+        masked_mean(augmented_hidden_states(encoder, f, "token_cutoff", 0.15)[-1], f["attention_mask"]) for f in sides
+    ]
+    labels = torch.tensor([pair[2] for pair in NLI])
+    ce = slow_nli_classification_loss(plain[0], plain[1], labels, classifier.weight, classifier.bias)
+    expected = ce + 0.3 * (slow_nt_xent(plain[0], augmented[0], 0.1) + slow_nt_xent(plain[1], augmented[1], 0.1))
+    assert value == pytest.approx(expected.item(), rel=1e-5)
+    supervised = build(tiny_bert, supervision="sup")
+    supervised.classifier.load_state_dict(classifier.state_dict())
+    assert supervised.loss(NLI).item() == pytest.approx(ce.item(), rel=1e-5)  # sup is L_ce alone
+
+
+@pytest.mark.parametrize("knob, value", [("joint_weight", 1.0), ("nli_augmentation", "shuffle"),
+                                         ("nli_augmentation", "adversarial"), ("temperature", 0.5)])
+def test_each_joint_knob_changes_the_loss(tiny_bert, knob, value):
+    base = loss_of(build(tiny_bert, supervision="joint"), NLI)
+    assert loss_of(build(tiny_bert, supervision="joint", **{knob: value}), NLI) != pytest.approx(base, rel=1e-6)
+
+
+def test_fgv_view_moves_uphill_on_ce_and_its_norm_changes_the_loss(tiny_bert):
+    objective = build(tiny_bert, supervision="joint", nli_augmentation="adversarial", adversarial_norm=0.05).train()
+    sides = [objective.encoder.tokenize([pair[i] for pair in NLI], 64) for i in (0, 1)]
+    states = [objective.encoder.hidden_states(f) for f in sides]
+    plain = [masked_mean(s[-1], f["attention_mask"]) for s, f in zip(states, sides)]
+    labels = torch.tensor([pair[2] for pair in NLI])
+    weight, bias = objective.classifier.weight, objective.classifier.bias
+    ce = nli_classification_loss(plain[0], plain[1], labels, weight, bias)
+    adversarial = objective._augmented_views(sides, states, ce)
+    assert nli_classification_loss(adversarial[0], adversarial[1], labels, weight, bias).item() > ce.item()
+    assert all(p.grad is None for p in objective.parameters())  # FGV's gradient did not touch the parameters
+    objective.adversarial_norm = 0.0
+    for view, reference in zip(objective._augmented_views(sides, states, ce), plain):
+        torch.testing.assert_close(view, reference)
+    stronger = build(tiny_bert, supervision="joint", nli_augmentation="adversarial", adversarial_norm=5.0)
+    weaker = build(tiny_bert, supervision="joint", nli_augmentation="adversarial")
+    assert loss_of(stronger, NLI) != pytest.approx(loss_of(weaker, NLI), rel=1e-6)
+
+
+def test_supervised_settings_need_the_hub_and_never_substitute(tiny_bert, monkeypatch):
+    method = get_method("consert")
+    for supervision in ("sup", "joint", "sup-unsup", "joint-unsup"):
+        problems = method.environment_problems(config_of(tiny_bert, supervision=supervision))
+        assert any("needs labelled NLI" in p and "hub" in p and "no other data is substituted" in p for p in problems)
+    assert method.environment_problems(config_of(tiny_bert)) == []
+    missing_corpus = config_of(tiny_bert, train_corpus="nope.txt")
+    assert any(p.startswith("train_corpus:") for p in method.environment_problems(missing_corpus))
+    with pytest.raises(SpecError, match="needs labelled NLI"):
+        load_spec(SPECS / "consert_supervised.yaml")
+    monkeypatch.setattr(consert, "hub_reachable", lambda: True)
+    assert method.environment_problems(config_of(tiny_bert, supervision="joint")) == []
+
+
+def test_sup_and_joint_train_on_nli_pairs_only(tiny_bert, use_tiny_sts, fake_nli):
+    assert get_method("consert").examples(config_of(tiny_bert, supervision="joint")) == NLI
+    assert get_method("consert").examples(config_of(tiny_bert, supervision="joint-unsup"))[0] != NLI[0]
+    final = run_trial({"method": "consert", "model": tiny_bert, "supervision": "joint", "max_steps": 2, "batch_size": 3,
+                       "learning_rate": 1e-3, "eval_every": 2, "nli_augmentation": "adversarial"})
+    assert final["steps"] == 2 and math.isfinite(final["test_avg_spearman"])
+
+
+def trained_weights(tiny_bert, **overrides):
+    torch.manual_seed(0)
+    objective = build(tiny_bert, max_steps=2, batch_size=3, eval_every=1, train_limit=8, **overrides)
+    return objective, torch.cat([p.detach().flatten() for p in objective.encoder.parameters()])
+
+
+def test_two_stage_settings_train_on_nli_first_at_their_own_learning_rate(tiny_bert, use_tiny_sts, fake_nli):
+    _, untouched = trained_weights(tiny_bert)
+    _, frozen_stage = trained_weights(tiny_bert, supervision="sup-unsup", nli_learning_rate=0.0)
+    objective, sup = trained_weights(tiny_bert, supervision="sup-unsup", nli_learning_rate=1e-2)
+    _, joint = trained_weights(tiny_bert, supervision="joint-unsup", nli_learning_rate=1e-2)
+    assert len(fake_nli) == 3 and isinstance(objective, ConSERTObjective)  # the second stage is unsupervised
+    torch.testing.assert_close(frozen_stage, untouched)
+    assert not torch.allclose(sup, untouched) and not torch.allclose(joint, sup)

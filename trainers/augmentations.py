@@ -6,7 +6,12 @@ Each transformation is a pure function of the embedding-layer output
 implementation: int(n x rate) of the n candidates of each sentence, where the
 candidates are its real tokens (rows), its feature dimensions (columns), or
 its real-token elements (dropout). Padding is never touched. Randomness comes
-from torch's global generator, which the training loop seeds.
+from torch's global generator, which the training loop seeds. As in the
+authors' code, the transformations act on the embedding layer's output (word +
+position + token-type embeddings after LayerNorm), the input of the first
+transformer layer. ``fgv_perturbation`` (adversarial attack) needs the
+gradient of a supervised loss, so it is not among the name -> function
+registries; ConSERT's joint training uses it.
 """
 
 from __future__ import annotations
@@ -59,7 +64,12 @@ def dropout(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
 
 
 def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
-    """Erase one contiguous span of int(len x rate) real tokens, at a random start."""
+    """Erase one contiguous span of int(len x rate) real tokens, at a random start.
+
+    This is Shen et al.'s span cutoff as the ConSERT paper describes cutoff
+    (erased rows of the L x d matrix). The authors' code has a different,
+    unpublished 'span' option that keeps only a span of (1 - rate) of the
+    tokens and masks the rest out of attention; it is not reproduced here."""
     out = embeddings.clone()
     for i, length in enumerate(_lengths(attention_mask)):
         span = int(length * rate)
@@ -92,20 +102,35 @@ EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 
 
-def augmented_hidden_states(
-    encoder: "SentenceEncoder", features: dict[str, Tensor], augmentation: str, rate: float
-) -> tuple[Tensor, ...]:
-    """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer.
+def fgv_perturbation(gradient: Tensor, norm: float) -> Tensor:
+    """Fast Gradient Value (Rozsa et al. 2016; ConSERT Section 3.2, adversarial attack):
+    the perturbation ``norm * g / ||g||_2`` of each token's vector, where g is the
+    gradient of a loss with respect to the embedding-layer output ``[batch, tokens, dim]``.
+    Detached: the perturbation is an input, not a path for gradients."""
+    gradient = gradient.detach()
+    return norm * gradient / (gradient.norm(dim=-1, keepdim=True) + 1e-10)
 
-    The embedding-layer output is rewritten by a forward hook, so the encoder
-    itself is used unchanged; ``shuffle`` passes permuted position ids instead.
-    """
-    if augmentation == "shuffle":
-        return encoder.hidden_states(features, position_ids=shuffled_position_ids(features["attention_mask"]))
-    transform = EMBEDDING_AUGMENTATIONS[augmentation]
-    mask = features["attention_mask"]
-    hook = encoder.model.embeddings.register_forward_hook(lambda module, inputs, output: transform(output, mask, rate))
+
+def hidden_states_with_embedding_transform(
+    encoder: "SentenceEncoder", features: dict[str, Tensor], transform: Callable[[Tensor], Tensor]
+) -> tuple[Tensor, ...]:
+    """All hidden states of ``encoder`` with its embedding-layer output replaced by
+    ``transform(output)``, through a forward hook, so the encoder itself is used unchanged.
+    Index 0 of the result is the transformed output that the first layer reads."""
+    hook = encoder.model.embeddings.register_forward_hook(lambda module, inputs, output: transform(output))
     try:
         return encoder.hidden_states(features)
     finally:
         hook.remove()
+
+
+def augmented_hidden_states(
+    encoder: "SentenceEncoder", features: dict[str, Tensor], augmentation: str, rate: float
+) -> tuple[Tensor, ...]:
+    """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer
+    (``shuffle`` passes permuted position ids instead)."""
+    if augmentation == "shuffle":
+        return encoder.hidden_states(features, position_ids=shuffled_position_ids(features["attention_mask"]))
+    transform = EMBEDDING_AUGMENTATIONS[augmentation]
+    mask = features["attention_mask"]
+    return hidden_states_with_embedding_transform(encoder, features, lambda output: transform(output, mask, rate))

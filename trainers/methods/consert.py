@@ -4,23 +4,70 @@ One shared encoder; each sentence gets two views made at the embedding layer
 by transformations T1 (``aug1``) and T2 (``aug2``); the views are mean-pooled
 over the last layer and NT-Xent over the 2N views pulls each pair together
 (Section 3, Eq. 1). BERT's own dropout is removed, as the paper does, because
-cutoff and dropout augmentations replace it. Defaults are Section 4.1's.
+cutoff and dropout augmentations replace it. Defaults are Section 4.1's; the
+epochs and early-stopping patience, which the paper leaves open, are those of
+the authors' unsupervised script (10 epochs, patience 10 evaluations).
 
-The supervised settings of Section 3.3 (joint, sup-unsup, joint-unsup, and
-adversarial attack, which needs their supervision) are not implemented.
+Supervised settings (Section 3.3, knob ``supervision``), all on labelled NLI
+(SNLI + MultiNLI) from the Hugging Face hub, never on substitute data:
+``sup`` trains with L_ce (Eq. 2) only (the SBERT-NLI baseline), ``joint`` with
+L_joint = L_ce + alpha L_con; ``sup-unsup`` and ``joint-unsup`` first train
+one epoch of ``sup``/``joint`` through the shared loop (own learning rate,
+best STS-B dev state kept) and then run the unsupervised transfer on
+``train_corpus`` from there. In joint training, as in the authors' code, each
+side of a pair (premises, hypotheses) gets NT-Xent between its plain view,
+whose vector also feeds L_ce, and an augmented view (``nli_augmentation``),
+which may be FGV adversarial attack (Section 3.2) because L_ce is there to
+attack.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trainers.augmentations import AUGMENTATIONS, augmented_hidden_states
+from trainers.augmentations import (
+    AUGMENTATIONS,
+    augmented_hidden_states,
+    fgv_perturbation,
+    hidden_states_with_embedding_transform,
+)
+from trainers.data import DEV_SET, corpus_problem, hub_reachable, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.evaluation import STSEvaluator
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.contrastive import nt_xent
-from trainers.method import Config, Method, Objective
+from trainers.method import Config, Method, Objective, corpus_examples
+
+SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
+NLI_ONLY = ("sup", "joint")
+"""Settings whose trial trains on NLI only; the others end with unsupervised transfer."""
+NLI_AUGMENTATIONS = AUGMENTATIONS + ("adversarial",)
+NLI_DATASET = "sentence-transformers/all-nli"
+"""SNLI + MultiNLI training pairs with labels (config 'pair-class', 942,069 pairs):
+the AllNLI file the authors' code reads, as published on the hub."""
+NLI_CLASSES = 3
+
+NLIPair = tuple[str, str, int]
+"""(premise, hypothesis, label) with label 0 entailment, 1 neutral, 2 contradiction."""
+
+
+def load_nli_pairs() -> list[NLIPair]:
+    """The labelled NLI training pairs (hub only)."""
+    import datasets
+
+    rows = datasets.load_dataset(NLI_DATASET, "pair-class", split="train")
+    return list(zip(rows["premise"], rows["hypothesis"], rows["label"]))
+
+
+def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    """ConSERT Eq. (2) (SBERT's classification objective): f = Concat(r1, r2, |r1 - r2|),
+    L_ce = CrossEntropy(W f + b, y), averaged over the pairs."""
+    features = torch.cat([first, second, (first - second).abs()], dim=-1)
+    return F.cross_entropy(F.linear(features, weight, bias), labels)
 
 
 def remove_dropout(model: nn.Module) -> None:
@@ -29,29 +76,128 @@ def remove_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
+def augmentation_rates(config: Config) -> dict[str, float]:
+    return {
+        "token_cutoff": config["token_cutoff_rate"],
+        "feature_cutoff": config["feature_cutoff_rate"],
+        "dropout": config["dropout_rate"],
+        "span_cutoff": config["span_cutoff_rate"],
+    }
+
+
+def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
+    """The training pooling of Section 3.1: mean of the last layer's token vectors."""
+    return masked_mean(states[-1], features["attention_mask"])
+
+
 class ConSERTObjective(Objective):
+    """Unsupervised transfer: NT-Xent between the T1 and T2 views of each sentence."""
+
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
-        if config["remove_bert_dropout"]:
-            remove_dropout(encoder.model)
         self.augmentations = (config["aug1"], config["aug2"])
-        self.rates = {
-            "token_cutoff": config["token_cutoff_rate"],
-            "feature_cutoff": config["feature_cutoff_rate"],
-            "dropout": config["dropout_rate"],
-            "span_cutoff": config["span_cutoff_rate"],
-        }
+        self.rates = augmentation_rates(config)
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
 
     def view(self, features: dict[str, Tensor], augmentation: str) -> Tensor:
         states = augmented_hidden_states(self.encoder, features, augmentation, self.rates.get(augmentation, 0.0))
-        return masked_mean(states[-1], features["attention_mask"])
+        return mean_last_layer(states, features)
 
     def loss(self, batch: Sequence[str]) -> Tensor:
         features = self.encoder.tokenize(batch, self.max_length)
         first, second = (self.view(features, augmentation) for augmentation in self.augmentations)
         return nt_xent(first, second, self.temperature)
+
+
+class NLIObjective(Objective):
+    """L_ce on labelled NLI pairs, plus ``joint_weight`` x L_con when ``contrastive`` (joint)."""
+
+    def __init__(self, config: Config, encoder: SentenceEncoder, contrastive: bool):
+        super().__init__(encoder)
+        self.classifier = nn.Linear(3 * encoder.model.config.hidden_size, NLI_CLASSES)
+        self.contrastive = contrastive
+        self.joint_weight = config["joint_weight"]
+        self.augmentation = config["nli_augmentation"]
+        self.adversarial_norm = config["adversarial_norm"]
+        self.rates = augmentation_rates(config)
+        self.temperature = config["temperature"]
+        self.max_length = config["max_seq_length"]
+
+    def loss(self, batch: Sequence[NLIPair]) -> Tensor:
+        premises, hypotheses, labels = zip(*batch)
+        sides = [self.encoder.tokenize(sentences, self.max_length) for sentences in (premises, hypotheses)]
+        states = [self.encoder.hidden_states(features) for features in sides]
+        plain = [mean_last_layer(s, features) for s, features in zip(states, sides)]
+        targets = torch.tensor(labels, device=plain[0].device)
+        ce = nli_classification_loss(plain[0], plain[1], targets, self.classifier.weight, self.classifier.bias)
+        if not self.contrastive:
+            return ce
+        augmented = self._augmented_views(sides, states, ce)
+        contrastive = sum(nt_xent(p, a, self.temperature) for p, a in zip(plain, augmented))
+        return ce + self.joint_weight * contrastive
+
+    def _augmented_views(
+        self, sides: list[dict[str, Tensor]], states: list[tuple[Tensor, ...]], ce: Tensor
+    ) -> list[Tensor]:
+        if self.augmentation != "adversarial":
+            rate = self.rates.get(self.augmentation, 0.0)
+            return [
+                mean_last_layer(augmented_hidden_states(self.encoder, features, self.augmentation, rate), features)
+                for features in sides
+            ]
+        # FGV: perturb each side's embedding-layer output along the gradient of L_ce
+        # (hidden state 0 is that output); parameter gradients are left untouched.
+        gradients = torch.autograd.grad(ce, [s[0] for s in states], retain_graph=True)
+        views = []
+        for features, gradient in zip(sides, gradients):
+            noise = fgv_perturbation(gradient, self.adversarial_norm)
+            adversarial = hidden_states_with_embedding_transform(self.encoder, features, lambda out, n=noise: out + n)
+            views.append(mean_last_layer(adversarial, features))
+        return views
+
+
+def train_nli_stage(config: Config, encoder: SentenceEncoder, contrastive: bool) -> None:
+    """The first stage of sup-unsup / joint-unsup: one epoch of L_ce (or L_joint) on
+    NLI at ``nli_learning_rate`` through the shared loop, which leaves ``encoder``
+    in its best STS-B dev state, as the authors' scripts hand their best checkpoint on.
+    Its dev figures are not reported; the trial's report is of the second stage."""
+    from trainers.loop import train  # deferred: trainers.loop imports the registry, which imports this module
+
+    stage = {**config, "learning_rate": config["nli_learning_rate"], "epochs": 1, "patience": 0}
+    evaluator = STSEvaluator(load_sts(config["sts_source"], (DEV_SET,)), config["eval_max_pairs"])
+    objective = NLIObjective(stage, encoder, contrastive).to(encoder.device)
+    train(objective, load_nli_pairs(), stage, evaluator, lambda metrics: None)
+
+
+def build(config: Config, encoder: SentenceEncoder) -> Objective:
+    if config["remove_bert_dropout"]:
+        remove_dropout(encoder.model)
+    supervision = config["supervision"]
+    if supervision in NLI_ONLY:
+        return NLIObjective(config, encoder, contrastive=supervision == "joint")
+    if supervision != "none":
+        train_nli_stage(config, encoder, contrastive=supervision == "joint-unsup")
+    return ConSERTObjective(config, encoder)
+
+
+def examples(config: Config) -> Sequence[Any]:
+    return load_nli_pairs() if config["supervision"] in NLI_ONLY else corpus_examples(config)
+
+
+def check(config: Config) -> list[str]:
+    supervision = config["supervision"]
+    problems = []
+    if supervision != "none" and not hub_reachable():
+        problems.append(
+            f"supervision: {supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, which "
+            "cannot be reached; no other data is substituted (use supervision 'none' to train without labels)"
+        )
+    if supervision not in NLI_ONLY:  # this method's own examples(), so the method cannot check the corpus for it
+        problem = corpus_problem(config["train_corpus"])
+        if problem:
+            problems.append(f"train_corpus: {problem}")
+    return problems
 
 
 METHOD = Method(
@@ -70,7 +216,22 @@ METHOD = Method(
             Knob("span_cutoff_rate", float, 0.2, "Length of the span erased by span_cutoff, as a share of the "
                  "sentence.", low=0.0, high=1.0),
             Knob("temperature", float, 0.1, "Temperature tau of NT-Xent.", low=1e-4, high=10.0),
-            Knob("remove_bert_dropout", bool, True, "Set BERT's own dropout to 0, as the paper does."),
+            Knob("remove_bert_dropout", bool, True, "Set BERT's own dropout to 0, as the paper does for unsupervised "
+                 "transfer (the authors' supervised scripts keep it)."),
+            Knob("supervision", str, "none", "Section 3.3: 'none' (unsupervised transfer on train_corpus), 'sup' "
+                 "(L_ce on labelled NLI: SBERT-NLI), 'joint' (L_ce + joint_weight x L_con on NLI), 'sup-unsup' / "
+                 "'joint-unsup' (one epoch of sup / joint at nli_learning_rate, then unsupervised transfer). "
+                 "All but 'none' need labelled NLI from the Hugging Face hub.", choices=SUPERVISIONS),
+            Knob("joint_weight", float, 0.15, "alpha of L_joint = L_ce + alpha L_con (Section 4.1); L_con is NT-Xent "
+                 "over the premises' views plus NT-Xent over the hypotheses' views.", low=0.0, high=100.0),
+            Knob("nli_augmentation", str, "token_cutoff", "The augmented view of joint training's contrastive loss; "
+                 "the other view is the plain sentence (the authors' joint script: token cutoff). 'adversarial' is "
+                 "FGV on L_ce (Section 3.2).", choices=NLI_AUGMENTATIONS),
+            Knob("adversarial_norm", float, 1.0, "L2 norm of the FGV perturbation of each token's embedding-layer "
+                 "vector (the authors' default).", low=0.0, high=100.0),
+            Knob("nli_learning_rate", float, 2e-5, "Learning rate of the NLI stage of sup-unsup and joint-unsup (the "
+                 "authors' scripts); in 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.",
+                 low=0.0, high=1.0),
         )
     ),
     defaults={
@@ -82,6 +243,10 @@ METHOD = Method(
         "warmup_ratio": 0.1,
         "eval_every": 200,
         "train_corpus": "sts_all_sentences",
+        "epochs": 10,  # the authors' unsupervised script (--num_epochs 10 --patience 10)
+        "patience": 10,
     },
-    build=ConSERTObjective,
+    build=build,
+    check=check,
+    examples=examples,
 )
