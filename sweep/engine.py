@@ -112,8 +112,9 @@ def _scheduler(spec: SweepSpec):
 
 
 def _progress_reporter(spec: SweepSpec):
+    axes = [*spec.grid, *spec.sample]
     return tune.CLIReporter(
-        parameter_columns={"row": "row", "seed": "seed"},
+        parameter_columns={"row": "row", "seed": "seed", **{axis: axis for axis in axes}},
         metric_columns={"step": "step", "dev_spearman": "dev", "best_dev_spearman": "best dev"},
         max_report_frequency=10,
     )
@@ -149,16 +150,27 @@ def run(options: SweepOptions) -> tune.ResultGrid:
     options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
     root = storage_root(options.storage)
     experiment_dir = f"{root}/{spec.name}"
-    init_ray(options.address)
+    restoring = tune.Tuner.can_restore(experiment_dir)
+    previous = _read_record(experiment_dir) if restoring else None
+    if previous and previous["spec_hash"] != spec.spec_hash:
+        raise SystemExit(
+            f"{experiment_dir} holds sweep {spec.name!r} with another spec hash "
+            f"({previous['spec_hash']} != {spec.spec_hash}); rename the spec or use another --storage"
+        )
     tracker = MLflowTracker(spec, options.tracking_uri)
-    trainable = _trainable(spec, tracker.finished_trials())
-    if tune.Tuner.can_restore(experiment_dir):
-        previous = _read_record(experiment_dir)
-        if previous and previous["spec_hash"] != spec.spec_hash:
+    finished = tracker.finished_trials()
+    if not restoring:
+        if finished:
+            # Ray's trial ids are the dedup key; without Ray's state every trial would run again.
             raise SystemExit(
-                f"{experiment_dir} holds sweep {spec.name!r} with another spec hash "
-                f"({previous['spec_hash']} != {spec.spec_hash}); rename the spec or use another --storage"
+                f"MLflow ({options.tracking_uri}) already holds {len(finished)} finished trials of sweep "
+                f"{spec.name!r} (spec hash {spec.spec_hash}) but there is no Ray state at {experiment_dir}: "
+                "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
+        tracker.close_unfinished_runs()
+    init_ray(options.address)
+    trainable = _trainable(spec, finished)
+    if restoring:
         print(f"Resuming {spec.name} from {experiment_dir}: finished trials are kept")
         tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
     else:
@@ -172,6 +184,9 @@ def run(options: SweepOptions) -> tune.ResultGrid:
                 num_samples=spec.num_samples,
                 scheduler=_scheduler(spec),
                 max_concurrent_trials=spec.max_concurrent_trials,
+                # A trial process is kept for the next trial: no new Python, torch
+                # and transformers import per trial (seconds each on a laptop).
+                reuse_actors=True,
             ),
             run_config=tune.RunConfig(
                 name=spec.name,

@@ -40,12 +40,15 @@ TOP_LEVEL_KEYS = {
     "num_samples": "samples drawn from the sampled axes",
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
-    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor}}",
+    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}}",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
+# ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
+# valid values; ASHA's time unit is an STS-B dev evaluation.
+ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
 METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
 
 
@@ -161,6 +164,24 @@ def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -
                 problems.add(f"{key}.{sampler}", message)
 
 
+def _check_scheduler(problems: _Problems, scheduler: Any) -> None:
+    if not isinstance(scheduler, Mapping) or set(scheduler) != {"asha"}:
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, got {scheduler!r}")
+        return
+    options = scheduler["asha"] or {}
+    if not isinstance(options, Mapping):
+        problems.add("scheduler.asha", f"expected a mapping of {list(ASHA_OPTIONS)}, got {options!r}")
+        return
+    for key, value in options.items():
+        if key not in ASHA_OPTIONS:
+            problems.add(f"scheduler.asha.{key}", f"unknown option (expected one of {list(ASHA_OPTIONS)})")
+        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < ASHA_OPTIONS[key]:
+            problems.add(f"scheduler.asha.{key}", f"expected a number >= {ASHA_OPTIONS[key]}, got {value!r}")
+    max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
+    if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
+        problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+
+
 def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise SpecError([f"{path}: file not found (expected a sweep spec in YAML)"])
@@ -266,8 +287,8 @@ def load_spec(
     if mode not in ("max", "min"):
         problems.add("mode", f"expected 'max' or 'min', got {mode!r}")
     scheduler = raw.get("scheduler")
-    if scheduler is not None and (not isinstance(scheduler, Mapping) or set(scheduler) != {"asha"}):
-        problems.add("scheduler", f"expected {{asha: {{max_t, grace_period, reduction_factor}}}}, got {scheduler!r}")
+    if scheduler is not None:
+        _check_scheduler(problems, scheduler)
     resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
     for key, value in resources.items():
         if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:

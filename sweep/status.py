@@ -16,8 +16,8 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
         raise KeyError(f"no MLflow experiment named {name!r} at {tracking_uri}")
     runs = client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'trial'", max_results=50000,
-        order_by=["attributes.start_time ASC"],
     )
+    runs = sorted(runs, key=lambda run: run.data.tags.get(f"{TAG}trial_id", ""))  # the plan's order
     rows = []
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
@@ -42,11 +42,12 @@ def _number(value: object) -> str:
 
 def print_status(name: str, tracking_uri: str) -> None:
     rows = trial_rows(name, tracking_uri)
-    print(f"{'state':<10}{'row / grid point':<28}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<12}mlflow run")
+    width = max([len("row / grid point"), *(len(str(r["row"])) for r in rows)]) + 2
+    print(f"{'state':<10}{'row / grid point':<{width}}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<13}mlflow run")
     for r in rows:
         print(
-            f"{r['state']:<10}{str(r['row'])[:27]:<28}{r['seed']:<6}{_number(r['best_dev']):>9}"
-            f"{_number(r['test_avg']):>9}  {r['trial']:<12}{r['run']}"
+            f"{r['state']:<10}{str(r['row']):<{width}}{r['seed']:<6}{_number(r['best_dev']):>9}"
+            f"{_number(r['test_avg']):>9}  {r['trial']:<13}{r['run']}"
         )
     counts = {}
     for r in rows:

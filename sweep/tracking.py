@@ -56,7 +56,6 @@ def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
         max_results=1,
     )
     if existing:
-        client.update_run(existing[0].info.run_id, status="RUNNING")
         return experiment_id, existing[0].info.run_id
     tags = {**sweep_tags(spec), f"{TAG}role": "parent", MLFLOW_RUN_NAME: spec.name}
     tags.update({f"spec.{k}": v for k, v in spec.tags.items()})
@@ -96,6 +95,7 @@ class MLflowTracker(Callback):
         # logged twice.
         self._runs = {}
         self._finished = set(self.finished_trials())
+        self.client.update_run(self.parent_run_id, status="RUNNING")
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray pickles callbacks with the experiment state: keep no live client.
@@ -120,6 +120,14 @@ class MLflowTracker(Callback):
             for run in self.child_runs()
             if run.info.status == "FINISHED" and f"{TAG}trial_id" in run.data.tags
         }
+
+    def close_unfinished_runs(self) -> None:
+        """Mark KILLED the child runs left RUNNING by a driver whose Ray state is gone:
+        their trials run again under new trial ids."""
+        for run in self.child_runs():
+            if run.info.status in ("RUNNING", "SCHEDULED"):
+                self.client.set_tag(run.info.run_id, f"{TAG}error", "the driver stopped and Ray kept no state of this trial")
+                self.client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
 
     def _is_finished(self, trial) -> bool:
         return trial.trial_id in self._finished
@@ -177,11 +185,21 @@ class MLflowTracker(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):
             return
-        self.client.set_terminated(self._run_id(trial), RunStatus.to_string(RunStatus.FINISHED))
+        run_id = self._run_id(trial)
+        if "test_avg_spearman" not in (trial.last_result or {}):
+            # The scheduler (ASHA) stopped it before its final test: say so, as its
+            # run has progress metrics only.
+            self.client.set_tag(run_id, f"{TAG}stopped_by_scheduler", "true")
+        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+
+    def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
+        # Failed, to be retried in the same run: count the failures so far.
+        self.client.set_tag(self._run_id(trial), f"{TAG}failures", str(trial.num_failures))
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         run_id = self._run_id(trial)
         error = _trial_error(trial)
+        self.client.set_tag(run_id, f"{TAG}failures", str(trial.num_failures))
         self.client.set_tag(run_id, f"{TAG}error", error[:5000])
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
 

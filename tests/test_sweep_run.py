@@ -107,6 +107,7 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
     assert runs["simcse"].info.status == "FINISHED" and "test_avg_spearman" in runs["simcse"].data.metrics
     assert runs["broken"].info.status == "FAILED"
     assert "broken-model" in runs["broken"].data.tags["sweep.error"]
+    assert runs["broken"].data.tags["sweep.failures"] == "2"  # tried, retried once, then failed
     assert len(runs) == 2  # the retry logged into the same run
 
 

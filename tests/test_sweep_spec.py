@@ -150,3 +150,17 @@ def test_shipped_specs_validate():
         except SpecError as error:
             # Rows that need the hub or files this machine lacks must say so; nothing else may fail.
             assert all("hub" in p or "needs" in p for p in error.problems), error.problems
+
+
+def test_asha_options_are_validated(tmp_path):
+    good = load_spec(write(tmp_path, {**SPEC, "scheduler": {"asha": {"max_t": 20, "grace_period": 2, "reduction_factor": 2}}}))
+    assert good.scheduler == {"asha": {"max_t": 20, "grace_period": 2, "reduction_factor": 2}}
+    bad = {**SPEC, "scheduler": {"asha": {"max_t": 2, "grace_period": 5, "reduction_factor": 1, "patience": 3}}}
+    with pytest.raises(SpecError) as error:
+        load_spec(write(tmp_path, bad))
+    problems = "\n".join(error.value.problems)
+    assert "scheduler.asha.patience: unknown option" in problems
+    assert "scheduler.asha.reduction_factor: expected a number >= 1.01" in problems
+    assert "scheduler.asha.grace_period: must be <= max_t (2)" in problems
+    with pytest.raises(SpecError, match=r"scheduler: expected \{asha: \{max_t, grace_period"):
+        load_spec(write(tmp_path, {**SPEC, "scheduler": {"hyperband": {}}}))
