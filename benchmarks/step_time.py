@@ -45,7 +45,7 @@ class _NoEvaluation:
 def loop_step_seconds(method: str, steps: int, **overrides) -> float:
     torch.manual_seed(0)
     config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})
-    objective = get_method(method).build(config, SentenceEncoder.from_pretrained(BUNDLED_MODEL))
+    objective = get_method(method).build(config, SentenceEncoder.from_config(config))
     examples = load_corpus(config["train_corpus"])[: config["batch_size"] * (steps + WARMUP)]
     timings: list[float] = []
     original = objective.after_step
@@ -128,7 +128,6 @@ def plain_sct(steps: int) -> float:
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
     model, tokenizer = encoder.model, encoder.tokenizer
-    reference = copy.deepcopy(model).eval().requires_grad_(False)
     layers = []
     for _ in range(3):
         layers += [torch.nn.Linear(384, 3840), torch.nn.ReLU(), torch.nn.Linear(3840, 384)]
@@ -159,9 +158,9 @@ def plain_sct(steps: int) -> float:
         online, refs = [], []
         for view in ("shuffle", "feature_cutoff"):
             seed = int(torch.randint(2**31 - 1, ()))
-            online.append(F.normalize(head(encode(model, features, view, seed)), dim=1))
-            with torch.no_grad():
-                refs.append(F.normalize(encode(reference, features, view, seed), dim=1))
+            pooled = encode(model, features, view, seed)
+            online.append(F.normalize(head(pooled), dim=1))
+            refs.append(F.normalize(pooled.detach(), dim=1))  # f_ref = f_theta under stop-gradient
         pending.append(refs)
         return sct_loss(tuple(online), tuple(refs), (queues[0], queues[1]), 0.03, 0.02)
 
@@ -183,7 +182,7 @@ def sct_resident_memory_mib(queue_size: int) -> float:
     alive then, so the difference between two queue sizes is what the queues cost."""
     code = (
         "from benchmarks.step_time import loop_step_seconds; "
-        f"loop_step_seconds('sct', 1, queue_size={queue_size}, student_layers=2); "
+        f"loop_step_seconds('sct', 1, queue_size={queue_size}, model_layers=2); "
         "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

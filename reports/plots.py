@@ -1,12 +1,12 @@
-"""PNG figures: heatmaps of grid tables and per-trial dev-score curves.
+"""PNG figures: heatmaps and curves of the grid tables, per-trial dev-score curves.
 
-    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out]
+    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out] [--table NAME ...]
 
 The ``kind: grid`` tables of ``table_specs.yaml`` become heatmaps over two
 knobs (SG-BERT Figure 1's layer x pooling, ConSERT Figure 5's augmentation
 pairs) or curves over one (temperature, batch size, few-shot size, queue
-size); curves of STS-B dev Spearman per trial come from MLflow's metric
-history.
+size), with the paper's figures marked where it reports them. The STS-B dev
+Spearman of every trial over its steps comes from MLflow's metric history.
 """
 
 from __future__ import annotations
@@ -21,81 +21,107 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 
 from reports.collect import DEFAULT_OUT  # noqa: E402
-from reports.tables import RenderedTable, build_tables, load_yaml, TABLE_SPECS  # noqa: E402
+from reports.tables import DASH, Table, build_tables_for_cli, load_table_specs  # noqa: E402
 from sweep.engine import absolute_tracking_uri  # noqa: E402
 from sweep.tracking import DEFAULT_TRACKING_URI  # noqa: E402
 
-
-def _mean_of(text: str) -> float:
-    try:
-        return float(text.split()[0])
-    except (ValueError, IndexError):
-        return math.nan
+PAPER_COLOUR = "tab:red"
 
 
-def heatmap(table: RenderedTable, path: Path) -> Path:
-    values = [[_mean_of(cell) for cell in line[1:]] for line in table.lines]
-    figure, axes = plt.subplots(figsize=(1.2 * len(table.header) + 2, 0.45 * len(values) + 1.5))
-    image = axes.imshow(values, cmap="viridis", aspect="auto")
-    axes.set_xticks(range(len(table.header) - 1), table.header[1:])
-    axes.set_yticks(range(len(values)), [line[0] for line in table.lines])
-    axes.set_xlabel(table.header[0].split(" \\ ")[1])
-    axes.set_ylabel(table.header[0].split(" \\ ")[0])
-    for i, row in enumerate(values):
-        for j, value in enumerate(row):
-            if not math.isnan(value):
-                axes.text(j, i, f"{value:.1f}", ha="center", va="center", color="white", fontsize=8)
-    figure.colorbar(image, ax=axes, label="Spearman x 100")
-    axes.set_title(table.title, fontsize=9)
+def _save(figure, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
     return path
 
 
-def curve(table: RenderedTable, path: Path) -> Path:
-    """One metric over one knob (temperature, batch size, queue size, few-shot size)."""
-    points = [(line[0], _mean_of(line[1])) for line in table.lines]
-    figure, axes = plt.subplots(figsize=(6, 4))
-    axes.plot(range(len(points)), [y for _, y in points], marker="o")
-    axes.set_xticks(range(len(points)), [x for x, _ in points], rotation=45)
-    axes.set_xlabel(table.header[0])
-    axes.set_ylabel(f"{table.header[1]} Spearman x 100")
-    axes.set_title(table.title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+def heatmap(table: Table, path: Path) -> Path:
+    """Our mean per cell of a two-knob grid; the paper's cells outlined, its figure beneath ours."""
+    means = np.array([[line.cells[c].mean for c in table.columns] for line in table.lines], dtype=float)
+    figure, axes = plt.subplots(figsize=(1.3 * len(table.columns) + 2.5, 0.5 * len(table.lines) + 1.8))
+    image = axes.imshow(np.ma.masked_invalid(means), cmap="viridis", aspect="auto")
+    axes.set_xticks(range(len(table.columns)), table.columns)
+    axes.set_yticks(range(len(table.lines)), [line.label for line in table.lines])
+    axes.set_xlabel(table.across)
+    axes.set_ylabel(table.corner)
+    finite = means[np.isfinite(means)]
+    middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    for i, line in enumerate(table.lines):
+        for j, column in enumerate(table.columns):
+            text = f"{means[i, j]:.1f}" if math.isfinite(means[i, j]) else DASH
+            if column in line.paper:
+                text += f"\npaper {line.paper[column]:.1f}"
+                axes.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor=PAPER_COLOUR, linewidth=2))
+            dark = math.isfinite(means[i, j]) and means[i, j] < middle
+            axes.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    figure.colorbar(image, ax=axes, label="Spearman x 100 (ours)")
+    axes.set_title(_title(table), fontsize=8)
+    return _save(figure, path)
+
+
+def curve(table: Table, path: Path) -> Path:
+    """Our first column over a one-knob grid (mean ± std), with the paper's figures where it gives them."""
+    column = table.columns[0]
+    positions = range(len(table.lines))
+    cells = [line.cells[column] for line in table.lines]
+    figure, axes = plt.subplots(figsize=(6.5, 4))
+    axes.errorbar(positions, [c.mean for c in cells], yerr=[0.0 if math.isnan(c.std) else c.std for c in cells],
+                  marker="o", capsize=3, label="ours (mean ± std over seeds)")
+    paper = [(i, line.paper[column]) for i, line in enumerate(table.lines) if column in line.paper]
+    if paper:
+        axes.plot([i for i, _ in paper], [v for _, v in paper], marker="s", linestyle="--", color=PAPER_COLOUR,
+                  label=f"paper ({table.paper_model})")
+    axes.set_xticks(list(positions), [line.label for line in table.lines], rotation=45)
+    axes.set_xlabel(table.corner)
+    axes.set_ylabel(f"{column} Spearman x 100")
+    axes.legend(fontsize=7)
+    axes.set_title(_title(table), fontsize=8)
+    return _save(figure, path)
+
+
+def _title(table: Table) -> str:
+    return f"{table.title}\n{table.notes[0]}" if table.notes else table.title
 
 
 def dev_curves(results: pd.DataFrame, tracking_uri: str, experiment: str, path: Path) -> Path:
+    """STS-B dev Spearman over the steps of every trial of ``experiment`` (from MLflow's history):
+    one colour per row or grid point, one line style per seed."""
     client = MlflowClient(absolute_tracking_uri(tracking_uri))
-    runs = results[results["experiment"] == experiment]
-    figure, axes = plt.subplots(figsize=(7, 4.5))
+    runs = results[results["experiment"] == experiment].sort_values(["row", "axes", "seed", "run_id"])
+    runs = runs.assign(label=[r or a or t for r, a, t in zip(runs["row"], runs["axes"], runs["trial_id"])])
+    labels = list(dict.fromkeys(runs["label"]))
+    seeds = sorted(set(runs["seed"]))
+    colours = plt.get_cmap("tab20" if len(labels) > 10 else "tab10")
+    styles = ["-", "--", ":", "-."]
+    figure, axes = plt.subplots(figsize=(9, 4.8))
     for _, run in runs.iterrows():
         history = sorted(client.get_metric_history(run["run_id"], "dev_spearman"), key=lambda m: m.step)
         if history:
+            status = "" if run["status"] == "FINISHED" else f", {run['status']}"
             axes.plot([m.step for m in history], [m.value for m in history], marker=".",
-                      label=f"{run['row'] or run['trial_id']} (seed {run['seed']})")
+                      color=colours(labels.index(run["label"]) % colours.N),
+                      linestyle=styles[seeds.index(run["seed"]) % len(styles)],
+                      label=f"{run['label']} (seed {run['seed']}{status})")
     axes.set_xlabel("step")
     axes.set_ylabel("STS-B dev Spearman x 100")
     axes.set_title(f"{experiment}: dev score per trial", fontsize=9)
-    axes.legend(fontsize=6, ncol=2)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    if axes.lines:
+        axes.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 if len(axes.lines) <= 24 else 2)
+    return _save(figure, path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.plots", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=DEFAULT_OUT)
-    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="For the dev curves' metric history.")
     parser.add_argument("--out", default="reports/out")
+    parser.add_argument("--table", action="append", dest="tables", help="Only these grid tables (repeatable).")
     args = parser.parse_args(argv)
     if not Path(args.results).is_file():
         print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
@@ -103,14 +129,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = pd.read_parquet(args.results)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    specs = load_yaml(TABLE_SPECS)
-    grids = [name for name, spec in specs.items() if spec["kind"] == "grid"]
-    written = [
-        (heatmap if specs[table.name].get("columns") else curve)(table, out / f"{table.name}.png")
-        for table in build_tables(results, grids)
-    ]
-    for experiment in sorted(results["experiment"].unique()):
-        written.append(dev_curves(results, args.tracking_uri, experiment, out / f"{experiment}_dev_curves.png"))
+    specs = load_table_specs()
+    grids = [name for name, spec in specs.items() if spec.kind == "grid" and (not args.tables or name in args.tables)]
+    written = []
+    for table in build_tables_for_cli(results, grids, specs):
+        if not any(cell.n for line in table.lines for cell in line.cells.values()):
+            print(f"{table.name}: no results yet, no figure", file=sys.stderr)
+            continue
+        draw = heatmap if specs[table.name].across else curve
+        written.append(draw(table, out / f"{table.name}.png"))
+    if not args.tables:
+        for experiment in sorted(results["experiment"].unique()):
+            written.append(dev_curves(results, args.tracking_uri, experiment, out / f"{experiment}_dev_curves.png"))
     print("\n".join(str(p) for p in written))
     return 0
 

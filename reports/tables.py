@@ -2,12 +2,14 @@
 
     python -m reports.tables [--results results.parquet] [--format latex|markdown] [--out DIR] [--table NAME ...]
 
-Each table comes from a declarative spec in ``reports/table_specs.yaml``.
-Cells are mean ± std over seeds with the number of seeds; under each of our
-rows comes the paper's figure and our difference from it; the best of our
-figures in each column is bold. Rows or seeds the sweep has not produced show
-as "–" and are listed in a warning; a partial sweep still renders. Only
-FINISHED trials count; for a (row, seed) run several times, the latest counts.
+Each table comes from a declarative spec in ``reports/table_specs.yaml`` and
+the papers' numbers from ``reports/paper_numbers.yaml``. Cells are mean ± std
+over seeds with the number of seeds; under each of our lines comes the
+paper's figure and our difference from it; the best of our figures in each
+column is bold. Lines, grid cells or seeds the sweep has not produced show as
+"–" and are listed in a :class:`MissingResults` warning; a partial sweep still
+renders. Only FINISHED trials count; where a (row, seed, grid point) ran more
+than once, the latest run counts.
 """
 
 from __future__ import annotations
@@ -16,41 +18,204 @@ import argparse
 import math
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
-import yaml
 
-from reports.collect import DEFAULT_OUT
+from reports.collect import DEFAULT_OUT, IDENTITY
+from sweep.spec import read_yaml
+from trainers.registry import get_method
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 TABLE_SPECS = HERE / "table_specs.yaml"
 PAPER_NUMBERS = HERE / "paper_numbers.yaml"
 DASH = "–"
+DELTA = "Delta"
 
-COLUMN_METRICS = {
-    "Dev": "best_dev_spearman",
-    "STS-B": "test_stsb_spearman",
-    "SICK-R": "test_sickr_spearman",
-    "STS12": "test_sts12_spearman",
-    "STS13": "test_sts13_spearman",
-    "STS14": "test_sts14_spearman",
-    "STS15": "test_sts15_spearman",
-    "STS16": "test_sts16_spearman",
-    "Avg": "test_avg_spearman",
+
+@dataclass(frozen=True)
+class Column:
+    """How one of the papers' column names is computed from our results."""
+
+    metric: str
+    best: str | None = "max"  # which end is bold: "max", "min", or None for no bold
+    digits: int = 2
+
+
+COLUMNS = {
+    "Dev": Column("best_dev_spearman"),
+    "STS-B": Column("test_stsb_spearman"),
+    "SICK-R": Column("test_sickr_spearman"),
+    "STS12": Column("test_sts12_spearman"),
+    "STS13": Column("test_sts13_spearman"),
+    "STS14": Column("test_sts14_spearman"),
+    "STS15": Column("test_sts15_spearman"),
+    "STS16": Column("test_sts16_spearman"),
+    "Avg": Column("test_avg_spearman"),
+    "Steps": Column("steps", best=None, digits=0),
+    "Training": Column("train_seconds", best="min"),
+    "Inference": Column("test_seconds", best="min"),
 }
-"""The papers' column names -> our metric names (STS12-16: the 'all' aggregation)."""
+"""The papers' column names -> our metrics, in one place. STS12-16 are the
+'all' aggregation (every subset's pairs together), as the papers report.
+``Delta`` is not here: it is our ``delta.of`` column minus the reference line's."""
+
+PAPER_MODELS = {
+    "bert-base-uncased": "bert-base",
+    "bert-large-uncased": "bert-large",
+    "prajjwal1/bert-tiny": "bert-tiny",
+    "prajjwal1/bert-mini": "bert-mini",
+    "prajjwal1/bert-small": "bert-small",
+    "sentence-transformers/bert-base-nli-mean-tokens": "sbert-base",
+    "sentence-transformers/bert-large-nli-mean-tokens": "sbert-large",
+}
+"""Our ``model`` knob value -> the papers' model key: when every trial of a
+table ran one of these, the paper's rows for that model are compared with;
+otherwise the table spec's ``paper.model``."""
 
 
 class MissingResults(UserWarning):
-    """Rows or seeds a table expects that the results do not have."""
+    """Lines, grid cells or seeds a table expects that the results do not have."""
+
+
+class TableSpecError(ValueError):
+    """A table spec that cannot be rendered as written."""
+
+
+# ---------------------------------------------------------------- table specs
+
+
+@dataclass(frozen=True)
+class PaperSource:
+    paper: str
+    table: str
+    model: str | None
+    rows: Mapping[Any, str | None]  # our line key -> the paper's row (None: the paper has none)
+    columns: Mapping[Any, str]  # two-knob grids: our column value -> the paper's column
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    title: str
+    kind: str  # "rows" or "grid"
+    spec_file: str  # the search space's path from the project root
+    sweep: Mapping[str, Any]  # the search space
+    columns: tuple[str, ...]  # metric columns (rows tables, one-knob grids)
+    rows: tuple[str, ...]  # rows tables: the sweep rows, in order
+    index: str | None  # grids: the knob of the lines
+    across: str | None  # two-knob grids: the knob of the columns
+    metric: str | None  # two-knob grids: the one metric column shown
+    delta: tuple[str, str] | None  # (column, reference line): Delta = column minus the reference's
+    paper: PaperSource | None
+
+    @property
+    def experiment(self) -> str:
+        return self.sweep["name"]
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds the search space asks for (as the sweep engine reads them)."""
+        default = get_method(self.sweep["method"]).all_knobs["seed"].default
+        return [int(s) for s in self.sweep.get("seeds", [default])]
+
+    def line_keys(self) -> list[Any]:
+        return list(self.rows) if self.kind == "rows" else list(self.sweep["grid"][self.index])
+
+    def column_keys(self) -> list[Any]:
+        return list(self.sweep["grid"][self.across]) if self.across else list(self.columns)
+
+
+SPEC_KEYS = {"title", "kind", "spec", "columns", "rows", "index", "across", "metric", "delta", "paper"}
+
+
+def load_yaml(path: Path) -> Any:
+    return read_yaml(path.read_text(encoding="utf-8"))
+
+
+def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT) -> TableSpec:
+    """One entry of table_specs.yaml, checked against its search space."""
+    def fail(message: str) -> TableSpecError:
+        return TableSpecError(f"table {name!r}: {message}")
+
+    unknown = set(raw) - SPEC_KEYS
+    if unknown:
+        raise fail(f"unknown keys {sorted(unknown)}; expected some of {sorted(SPEC_KEYS)}")
+    kind = raw.get("kind")
+    if kind not in ("rows", "grid"):
+        raise fail(f"kind must be 'rows' or 'grid', got {kind!r}")
+    if "spec" not in raw:
+        raise fail("needs 'spec', the search space that fills it")
+    path = project / raw["spec"]
+    if not path.is_file():
+        raise fail(f"search space {raw['spec']} not found")
+    sweep = load_yaml(path)
+    columns = tuple(raw.get("columns") or ())
+    for column in columns:
+        if column not in COLUMNS and column != DELTA:
+            raise fail(f"unknown column {column!r}; known: {sorted(COLUMNS) + [DELTA]}")
+    delta = None
+    if DELTA in columns:
+        if not isinstance(raw.get("delta"), Mapping) or set(raw["delta"]) != {"of", "from"}:
+            raise fail("a Delta column needs delta: {of: COLUMN, from: LINE}")
+        delta = (raw["delta"]["of"], raw["delta"]["from"])
+    rows = tuple(raw.get("rows") or ())
+    index, across, metric = raw.get("index"), raw.get("across"), raw.get("metric")
+    if kind == "rows":
+        if not rows or not columns:
+            raise fail("a rows table needs 'rows' and 'columns'")
+        sweep_rows = [r["name"] for r in sweep.get("rows", [])]
+        stray = [r for r in rows if r not in sweep_rows]
+        if stray:
+            raise fail(f"rows {stray} are not rows of {raw['spec']} ({sweep_rows})")
+        if sweep.get("grid"):
+            raise fail(f"{raw['spec']} has a grid: a row's cells would pool its grid points")
+    else:
+        if across and (metric not in COLUMNS or columns):
+            raise fail("a two-knob grid shows one 'metric' (a column name) and no 'columns'")
+        if not across and not columns:
+            raise fail("a one-knob grid needs 'columns'")
+        grid = sweep.get("grid", {})
+        knobs = [k for k in (index, across) if k]
+        if sorted(knobs) != sorted(grid):
+            # Otherwise a cell would pool trials of different grid points.
+            raise fail(f"index/across {knobs} must be the grid knobs of {raw['spec']} ({sorted(grid)})")
+    if delta and delta[0] not in columns:
+        raise fail(f"delta.of {delta[0]!r} is not one of the columns")
+    spec = TableSpec(
+        name=name, title=str(raw.get("title", name)), kind=kind, spec_file=raw["spec"], sweep=sweep,
+        columns=columns, rows=rows, index=index, across=across, metric=metric,
+        delta=delta, paper=_paper_source(raw.get("paper"), fail),
+    )
+    if delta and delta[1] not in spec.line_keys():
+        raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
+    return spec
+
+
+def _paper_source(raw: Mapping[str, Any] | None, fail) -> PaperSource | None:
+    if raw is None:
+        return None
+    unknown = set(raw) - {"paper", "table", "model", "rows", "columns"}
+    if unknown or not {"paper", "table"} <= set(raw):
+        raise fail(f"paper needs paper and table (and optionally model, rows, columns), got {sorted(raw)}")
+    return PaperSource(raw["paper"], raw["table"], raw.get("model"), dict(raw.get("rows") or {}),
+                       dict(raw.get("columns") or {}))
+
+
+def load_table_specs(path: Path = TABLE_SPECS, project: Path = PROJECT) -> dict[str, TableSpec]:
+    return {name: parse_table_spec(name, raw, project) for name, raw in load_yaml(path).items()}
+
+
+# ---------------------------------------------------------------- building tables
 
 
 @dataclass(frozen=True)
 class Cell:
+    """Our figures for one cell, one per seed."""
+
     values: tuple[float, ...]
 
     @property
@@ -63,179 +228,315 @@ class Cell:
 
     @property
     def std(self) -> float:
-        """Sample standard deviation (0 for a single seed)."""
+        """Sample standard deviation (nan below two seeds)."""
         if self.n < 2:
-            return 0.0
+            return math.nan
         return math.sqrt(sum((v - self.mean) ** 2 for v in self.values) / (self.n - 1))
 
 
 @dataclass
-class RenderedTable:
+class Line:
+    label: str
+    cells: dict[str, Cell]  # column label -> ours
+    paper: dict[str, float]  # column label -> the paper's figure
+
+
+@dataclass
+class Table:
     name: str
     title: str
-    header: list[str]
-    lines: list[list[str]]
-    bold: set[tuple[int, int]]
-    notes: list[str]
+    corner: str  # what the lines are: "row", or the grid knob of the lines
+    columns: list[str]  # column labels
+    formats: dict[str, Column]  # column label -> its format and bold rule
+    lines: list[Line]
+    notes: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    paper_model: str | None = None
+    across: str | None = None  # two-knob grids: the knob of the columns
+
+    def best_line(self, column: str) -> int | None:
+        """Index of the line whose mean is best in ``column`` (None: no bold)."""
+        direction = self.formats[column].best
+        scored = [(i, line.cells[column].mean) for i, line in enumerate(self.lines) if line.cells[column].n]
+        if direction is None or not scored:
+            return None
+        pick = max if direction == "max" else min
+        return pick(scored, key=lambda item: item[1])[0]
 
 
-def load_yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+def finished_runs(results: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
+    """The FINISHED trials of the table's sweep, the latest for each (row, seed, grid point)."""
+    runs = results[(results["experiment"] == spec.experiment) & (results["status"] == "FINISHED")]
+    keys = ["row", "seed"] + [k for k in spec.sweep.get("grid", {}) if k in runs.columns]
+    return runs.sort_values(["start_time", "run_id"]).drop_duplicates(keys, keep="last")
 
 
-def sweep_spec(table: Mapping[str, Any]) -> dict[str, Any]:
-    """The search space a table is filled from (path relative to the project, or absolute)."""
-    return load_yaml(PROJECT / table["spec"])
+def _select(frame: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    for knob, value in where.items():
+        if knob not in frame.columns:
+            return frame.iloc[0:0]
+        frame = frame[frame[knob] == value]
+    return frame
 
 
-def finished_runs(results: pd.DataFrame, spec: Mapping[str, Any]) -> pd.DataFrame:
-    """The spec's FINISHED trials, the latest one for each (row, seed, grid point)."""
-    runs = results[(results["experiment"] == spec["name"]) & (results["status"] == "FINISHED")]
-    keys = ["row", "seed"] + [k for k in spec.get("grid", {}) if k in runs.columns]
-    return runs.sort_values("start_time").drop_duplicates(keys, keep="last")
+def _describe(where: Mapping[str, Any]) -> str:
+    if set(where) == {"row"}:
+        return f"row {where['row']!r}"
+    return ", ".join(f"{k}={v}" for k, v in where.items())
 
 
-def paper_values(numbers: Mapping[str, Any], source: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
-    """Paper row name -> column -> number, for the model the table compares with."""
-    if not source:
+def paper_rows(
+    numbers: Mapping[str, Any], source: PaperSource | None, model: str | None
+) -> dict[str, dict[str, float]]:
+    """The paper's row name -> column -> figure, for ``model`` (all rows when None)."""
+    if source is None:
         return {}
-    table = numbers[source["paper"]][source["table"]]
-    model = source.get("model")
+    table = numbers[source.paper][source.table]
     return {r["row"]: r["values"] for r in table["rows"] if model is None or r.get("model") == model}
 
 
-def fmt(value: float, digits: int = 2) -> str:
-    return DASH if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+def _paper_model(spec: TableSpec, numbers: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
+    if spec.paper is None:
+        return None
+    models = set(runs["model"].dropna()) if "model" in runs.columns else set()
+    if len(models) == 1:
+        mapped = PAPER_MODELS.get(next(iter(models)))
+        if mapped and paper_rows(numbers, spec.paper, mapped):
+            return mapped
+    return spec.paper.model
 
 
-def rows_table(name: str, table: Mapping[str, Any], results: pd.DataFrame, numbers: Mapping[str, Any]) -> RenderedTable:
-    spec = sweep_spec(table)
+def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, Any]) -> Table:
+    """Our cells and the paper's figures for one table spec."""
+    if results.empty:
+        results = pd.DataFrame(columns=list(IDENTITY))
+    all_runs = results[results["experiment"] == spec.experiment]
     runs = finished_runs(results, spec)
-    seeds = list(spec.get("seeds", [42]))
-    paper = paper_values(numbers, table.get("paper"))
-    columns = list(table["columns"])
-    lines, bold, notes, cells_by_column = [], set(), [], {c: [] for c in columns}
-    for entry in table["rows"]:
-        row_runs = runs[runs["row"] == entry["row"]]
-        missing = sorted(set(seeds) - set(int(s) for s in row_runs["seed"]))
-        if missing:
-            notes.append(f"row {entry['row']!r}: {len(missing)} of {len(seeds)} seeds missing: {missing}")
-        cells = {}
-        for column in columns:
-            metric = COLUMN_METRICS[column]
-            values = row_runs[metric].dropna().astype(float).tolist() if metric in row_runs else []
-            cells[column] = Cell(tuple(values))
-            if values:
-                cells_by_column[column].append((len(lines), cells[column].mean))
-        lines.append([entry["row"]] + [_cell_text(cells[c]) for c in columns])
-        paper_row = paper.get(entry.get("paper_row", entry["row"]), {})
-        lines.append(["  paper (ours − paper)"] + [_paper_text(paper_row.get(c), cells[c]) for c in columns])
-    for index, column in enumerate(columns):
-        if cells_by_column[column]:
-            best_line = max(cells_by_column[column], key=lambda item: item[1])[0]
-            bold.add((best_line, index + 1))
-    models = sorted(set(runs["model"].dropna())) if "model" in runs else []
-    notes.insert(0, f"ours: {', '.join(models) or DASH}; paper: {table.get('paper', {}).get('model', DASH)}")
-    return RenderedTable(name, table["title"], ["row"] + columns, lines, bold, notes)
-
-
-def _cell_text(cell: Cell) -> str:
-    if cell.n == 0:
-        return DASH
-    return f"{cell.mean:.2f} ± {cell.std:.2f} ({cell.n})"
-
-
-def _paper_text(value: float | None, ours: Cell) -> str:
-    if value is None:
-        return DASH
-    if ours.n == 0:
-        return f"{value:.2f}"
-    return f"{value:.2f} ({ours.mean - value:+.2f})"
-
-
-def grid_table(name: str, table: Mapping[str, Any], results: pd.DataFrame) -> RenderedTable:
-    spec = sweep_spec(table)
-    runs = finished_runs(results, spec)
-    index, columns = table["index"], table.get("columns")
-    index_values = spec["grid"][index]
-    column_values = spec["grid"][columns] if columns else [None]
-    metric = COLUMN_METRICS[table["metric"]]
-    lines, notes, best = [], [], {}
-    for i, index_value in enumerate(index_values):
-        line = [str(index_value)]
-        for j, column_value in enumerate(column_values):
-            match = runs[runs[index] == index_value] if index in runs else runs.iloc[0:0]
-            if columns and columns in match:
-                match = match[match[columns] == column_value]
-            cell = Cell(tuple(match[metric].dropna().astype(float))) if metric in match else Cell(())
-            if cell.n == 0:
-                where = f"{index}={index_value}" + (f", {columns}={column_value}" if columns else "")
-                notes.append(f"{where}: missing")
-            elif cell.mean > best.get(j, (None, -math.inf))[1]:
-                best[j] = (i, cell.mean)
-            line.append(_cell_text(cell))
-        lines.append(line)
-    bold = {(i, j + 1) for j, (i, _) in best.items()}
-    if columns:
-        header = [f"{index} \\ {columns}"] + [str(v) for v in column_values]
+    model = _paper_model(spec, numbers, runs)
+    paper = paper_rows(numbers, spec.paper, model)
+    if spec.across:
+        labels = [str(v) for v in spec.column_keys()]
+        formats = {label: COLUMNS[spec.metric] for label in labels}
     else:
-        header = [index, table["metric"]]
-    return RenderedTable(name, f"{table['title']} ({table['metric']})", header, lines, bold, notes)
+        labels = list(spec.columns)
+        formats = {c: COLUMNS.get(c, Column(c)) for c in labels}
+    corner = "row" if spec.kind == "rows" else spec.index
+    table = Table(spec.name, spec.title, corner, labels, formats, [], paper_model=model, across=spec.across)
+
+    for key in spec.line_keys():
+        line_where = {"row": key} if spec.kind == "rows" else {spec.index: key}
+        paper_row = spec.paper.rows.get(key, key if spec.kind == "rows" else None) if spec.paper else None
+        figures = paper.get(paper_row, {}) if paper_row is not None else {}
+        line = Line(str(key), {}, {})
+        for column_key, label in zip(spec.column_keys(), labels):
+            if spec.across:
+                where = {**line_where, spec.across: column_key}
+                metric = COLUMNS[spec.metric].metric
+                paper_column = spec.paper.columns.get(column_key) if spec.paper else None
+            else:
+                where, metric, paper_column = line_where, formats[label].metric, label
+            if label != DELTA:  # Delta is computed from the other cells below
+                line.cells[label] = _cell(table, spec, runs, all_runs, where, metric, label)
+            if paper_column in figures:
+                line.paper[label] = float(figures[paper_column])
+        table.lines.append(line)
+
+    if runs.empty:
+        table.missing = [f"no finished trial of sweep {spec.experiment!r} (python -m sweep run {spec.spec_file})"]
+    if spec.delta:
+        _add_delta(table, spec)
+    _note_sources(table, spec, runs, paper)
+    return table
+
+
+def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFrame,
+          where: Mapping[str, Any], metric: str, label: str) -> Cell:
+    """Our cell where ``where`` holds; notes what is missing (once per line or grid cell)."""
+    trials = _select(runs, where)
+    place = _describe(where)
+    first_column = label == table.columns[0] or spec.across
+    if first_column:
+        done = {int(s) for s in trials["seed"]}
+        missing = [s for s in spec.seeds if s not in done]
+        if missing:
+            table.missing.append(f"{place}: {len(missing)} of {len(spec.seeds)} seeds missing: {missing}")
+        others = _select(all_runs, where)
+        others = others[others["status"] != "FINISHED"] if not others.empty else others
+        if len(others):
+            counts = others["status"].value_counts().sort_index()
+            table.notes.append(f"{place}: left out " + ", ".join(f"{n} {s}" for s, n in counts.items()) + " trial(s)")
+    values = trials[metric].dropna().astype(float).tolist() if metric in trials.columns else []
+    if len(trials) and len(values) < len(trials):
+        where_text = place if spec.across else f"{place}, {label}"
+        absent = len(trials) - len(values)
+        table.notes.append(f"{where_text}: {absent} of {len(trials)} finished trials logged no {metric}")
+    return Cell(tuple(values))
+
+
+def _add_delta(table: Table, spec: TableSpec) -> None:
+    """Delta = each seed's value of ``delta.of`` minus the reference line's mean (so its std is the line's)."""
+    column, reference = spec.delta
+    base = next(line for line in table.lines if line.label == str(reference)).cells[column]
+    for line in table.lines:
+        line.cells[DELTA] = Cell(tuple(v - base.mean for v in line.cells[column].values) if base.n else ())
+
+
+def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapping[str, Any]) -> None:
+    def listed(name: str) -> str:
+        values = sorted({str(v) for v in runs[name].dropna()}) if name in runs.columns else []
+        return ", ".join(values) or DASH
+
+    budget = f"; budget {listed('budget')}" if "budget" in runs.columns else ""
+    paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
+    table.notes.insert(0, f"ours: {listed('model')}{budget}; paper: {paper_name}")
+    for name in ("model", "budget"):
+        if name in runs.columns and runs[name].nunique() > 1:
+            table.notes.insert(1, f"the trials mix several {name}s ({listed(name)}): filter or re-run before comparing")
+    if spec.paper and spec.across:
+        shown = {(line.label, label) for line in table.lines for label in line.paper}
+        reported = [(k, c) for k, row in spec.paper.rows.items() for c, pc in spec.paper.columns.items()
+                    if row in paper and pc in paper[row]]
+        absent = [f"{spec.index}={k}, {spec.across}={c}" for k, c in reported if (str(k), str(c)) not in shown]
+        if absent:
+            table.notes.append(f"the paper reports cells outside this grid: {'; '.join(absent)}")
 
 
 def build_tables(
     results: pd.DataFrame,
     names: Sequence[str] | None = None,
-    specs: Mapping[str, Any] | None = None,
+    specs: Mapping[str, TableSpec] | None = None,
     numbers: Mapping[str, Any] | None = None,
-) -> list[RenderedTable]:
-    """Render the named tables (all by default) of ``specs`` (default: table_specs.yaml)."""
-    specs = specs if specs is not None else load_yaml(TABLE_SPECS)
+) -> list[Table]:
+    """The named tables (all by default) of ``specs`` (default: table_specs.yaml), warning about gaps."""
+    specs = specs if specs is not None else load_table_specs()
     numbers = numbers if numbers is not None else load_yaml(PAPER_NUMBERS)
     unknown = sorted(set(names or []) - set(specs))
     if unknown:
         raise KeyError(f"unknown table(s) {unknown}; known: {sorted(specs)}")
     tables = []
     for name in names or list(specs):
-        table = specs[name]
-        built = grid_table(name, table, results) if table["kind"] == "grid" else rows_table(name, table, results, numbers)
-        missing = [n for n in built.notes if "missing" in n]
-        if missing:
-            warnings.warn(f"{name}: " + "; ".join(missing), MissingResults, stacklevel=2)
-        tables.append(built)
+        table = build_table(specs[name], results, numbers)
+        if table.missing:
+            warnings.warn(f"{name}: " + "; ".join(table.missing), MissingResults, stacklevel=2)
+        tables.append(table)
     return tables
 
 
-def to_markdown(table: RenderedTable) -> str:
-    def cell(i: int, j: int, text: str) -> str:
-        return f"**{text}**" if (i, j) in table.bold and text != DASH else text
+def build_tables_for_cli(
+    results: pd.DataFrame, names: Sequence[str] | None, specs: Mapping[str, TableSpec] | None = None
+) -> list[Table]:
+    """:func:`build_tables`, with what is missing printed to stderr, one line per item."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        built = build_tables(results, names, specs)
+    for table in built:
+        for item in table.missing:
+            print(f"warning: {table.name}: {item}", file=sys.stderr)
+    return built
 
-    out = [f"### {table.title}", "", "| " + " | ".join(table.header) + " |", "|" + "---|" * len(table.header)]
-    out += ["| " + " | ".join(cell(i, j, t) for j, t in enumerate(line)) + " |" for i, line in enumerate(table.lines)]
-    out += [""] + [f"- {note}" for note in table.notes]
+
+# ---------------------------------------------------------------- rendering
+
+
+PAPER_LABEL = "paper (ours − paper)"
+
+
+def cell_text(cell: Cell, column: Column) -> str:
+    if cell.n == 0:
+        return DASH
+    mean = f"{cell.mean:+.{column.digits}f}" if column.metric == DELTA else f"{cell.mean:.{column.digits}f}"
+    if cell.n == 1:
+        return f"{mean} (1)"
+    return f"{mean} ± {cell.std:.{column.digits}f} ({cell.n})"
+
+
+def paper_text(value: float | None, ours: Cell, column: Column) -> str:
+    if value is None:
+        return DASH
+    figure = f"{value:+.{column.digits}f}" if column.metric == DELTA else f"{value:.{column.digits}f}"
+    if ours.n == 0:
+        return figure
+    return f"{figure} ({ours.mean - value:+.{column.digits}f})"
+
+
+def layout(table: Table) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
+    """Header, text lines and the (line, column) positions to set in bold.
+
+    Each of our lines is followed by the paper's line where the paper reports
+    any of its cells.
+    """
+    formats = table.formats
+    best_columns: dict[int, list[int]] = {}
+    for j, column in enumerate(table.columns, start=1):
+        best_columns.setdefault(table.best_line(column), []).append(j)
+    text, bold = [], set()
+    for i, line in enumerate(table.lines):
+        bold.update((len(text), j) for j in best_columns.get(i, []))
+        text.append([line.label] + [cell_text(line.cells[c], formats[c]) for c in table.columns])
+        if line.paper:
+            paper = [paper_text(line.paper.get(c), line.cells[c], formats[c]) for c in table.columns]
+            text.append([PAPER_LABEL] + paper)
+    corner = f"{table.corner} \\ {table.across}" if table.across else table.corner
+    return [corner] + table.columns, text, bold
+
+
+def to_markdown(table: Table) -> str:
+    header, lines, bold = layout(table)
+
+    def cell(i: int, j: int, text: str) -> str:
+        return f"**{text}**" if (i, j) in bold else text
+
+    out = [f"### {table.title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(i, j, t) for j, t in enumerate(line)) + " |" for i, line in enumerate(lines)]
+    out += [""] + [f"- missing: {m}" for m in table.missing] + [f"- {note}" for note in table.notes]
     return "\n".join(out) + "\n"
 
 
-def _latex_escape(text: str) -> str:
-    for old, new in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                     ("±", r"$\pm$"), ("−", "$-$"), ("–", "--")):
-        text = text.replace(old, new)
-    return text
+LATEX_REPLACEMENTS = (
+    ("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"),
+    ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}"),
+    ("->", r"$\rightarrow$"), ("<", r"\textless{}"), (">", r"\textgreater{}"),
+    ("±", r"$\pm$"), ("−", "$-$"), ("–", "--"),
+)
 
 
-def to_latex(table: RenderedTable) -> str:
+def latex_escape(text: str) -> str:
+    """Plain text as LaTeX source (one pass, so replacements are never re-escaped)."""
+    out, i = [], 0
+    while i < len(text):
+        for old, new in LATEX_REPLACEMENTS:
+            if text.startswith(old, i):
+                out.append(new)
+                i += len(old)
+                break
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs table float (needs \\usepackage{booktabs} and \\usepackage{graphicx})."""
+    header, lines, bold = layout(table)
+
     def cell(i: int, j: int, text: str) -> str:
-        text = _latex_escape(text)
-        return f"\\textbf{{{text}}}" if (i, j) in table.bold and text != "--" else text
+        if (i, j) in bold:
+            return f"\\textbf{{{latex_escape(text)}}}"
+        return f"\\textit{{{latex_escape(text)}}}" if lines[i][0] == PAPER_LABEL else latex_escape(text)
 
-    spec = "l" + "r" * (len(table.header) - 1)
+    def row(cells: list[str]) -> str:
+        return " & ".join(cells) + r" \\"
+
     out = [
-        "\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{_latex_escape(table.title)}}}",
-        f"\\begin{{tabular}}{{{spec}}}", "\\toprule",
-        " & ".join(_latex_escape(h) for h in table.header) + r" \\", "\\midrule",
+        "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
+        "\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{latex_escape(table.title)}}}",
+        # Shrunk to the line width when wider, never enlarged.
+        f"\\label{{tab:{table.name}}}", "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%",
+        f"\\begin{{tabular}}{{l{'r' * (len(header) - 1)}}}", "\\toprule", row([latex_escape(h) for h in header]),
+        "\\midrule",
     ]
-    out += [" & ".join(cell(i, j, t) for j, t in enumerate(line)) + r" \\" for i, line in enumerate(table.lines)]
-    out += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    out += [row([cell(i, j, t) for j, t in enumerate(line)]) for i, line in enumerate(lines)]
+    out += ["\\bottomrule", "\\end{tabular}}", "\\end{table}"]
     return "\n".join(out) + "\n"
 
 
@@ -250,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
         return 2
     try:
-        tables = build_tables(pd.read_parquet(args.results), args.tables)
+        tables = build_tables_for_cli(pd.read_parquet(args.results), args.tables)
     except KeyError as error:
         print(error.args[0], file=sys.stderr)
         return 2

@@ -75,14 +75,15 @@ def print_plan(args: argparse.Namespace) -> None:
     varied = list(spec.grid) + list(spec.sample)
     print(f"{spec.name}: {spec.description}".rstrip(": "))
     print(f"method {spec.method}; budget {spec.budget.name if spec.budget else 'none'}; spec hash {spec.spec_hash}")
-    header = f"{'row':<28}{'method':<9}{'seeds':<24}" + "".join(f"{k:<16}" for k in varied)
+    width = max([len(row.name) for row in spec.rows] + [3]) + 2
+    header = f"{'row':<{width}}{'method':<9}{'seeds':<24}" + "".join(f"{k:<16}" for k in varied)
     print(header)
     for row in spec.rows:
         for axes in spec.grid_points():
             config = trial_config(spec, row.name, spec.seeds[0], axes)
             cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
             seeds = ",".join(map(str, spec.seeds))
-            print(f"{row.name:<28}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells))
+            print(f"{row.name:<{width}}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells))
     print(
         f"total: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
         f" x {spec.num_samples} samples = {spec.trial_count} trials"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -182,11 +183,27 @@ def _check_scheduler(problems: _Problems, scheduler: Any) -> None:
         problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
 
 
+class _YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, also reading YAML 1.2 floats such as ``1e-4`` as numbers (YAML 1.1 wants
+    ``1.0e-4``): learning rates are written that way."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)$"),
+    list("-+0123456789."),
+)
+
+
+def read_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_YamlLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise SpecError([f"{path}: file not found (expected a sweep spec in YAML)"])
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return read_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
@@ -198,7 +215,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise SpecError([f"--set {text}: expected key=value"])
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value) if value.strip() else ""
+    return key.strip(), read_yaml(value) if value.strip() else ""
 
 
 def load_spec(

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from transformers import AutoTokenizer, BertConfig, BertModel
+from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -19,7 +19,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 TINY_LAYERS = 2
 
 
-def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS) -> Path:
+def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidden_size: int = 32,
+                    masked_lm: bool = False) -> Path:
     import torch
 
     from trainers.encoder import BUNDLED_MODEL, resolve_model_path
@@ -28,13 +29,13 @@ def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS) -> P
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
+        hidden_size=hidden_size,
         num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=64,
         max_position_embeddings=128,
     )
-    BertModel(config).save_pretrained(folder)
+    (BertForMaskedLM if masked_lm else BertModel)(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 

@@ -91,3 +91,25 @@ def test_bad_pooling_and_layer_rejected(tiny_bert):
         SentenceEncoder.from_pretrained(tiny_bert, pooling="median")
     with pytest.raises(ValueError, match="layer 3 does not exist: the model has hidden states 0..2"):
         SentenceEncoder.from_pretrained(tiny_bert, layer=3)
+
+
+def test_keep_layers_is_the_first_layers_of_the_full_model(tiny_bert):
+    full = SentenceEncoder.from_pretrained(tiny_bert).eval()
+    cut = SentenceEncoder.from_pretrained(tiny_bert, keep_layers=1).eval()
+    features = full.tokenize(["a cat sat on the mat", "dogs bark"], max_length=16)
+    with torch.no_grad():
+        expected = full.hidden_states(features)[1]
+        states = cut.hidden_states(features)
+    assert len(states) == 2 and cut.num_layers == 1
+    torch.testing.assert_close(states[-1], expected)
+    with pytest.raises(ValueError, match="model_layers=5: the model has 2 layers"):
+        SentenceEncoder.from_pretrained(tiny_bert, keep_layers=5)
+
+
+def test_too_many_model_layers_fail_validation(tiny_bert):
+    from trainers.registry import get_method
+
+    method = get_method("none")
+    assert method.environment_problems(method.resolve({"model": tiny_bert, "model_layers": 2})) == []
+    problems = method.environment_problems(method.resolve({"model": tiny_bert, "model_layers": 3}))
+    assert problems == [f"model_layers: 3 layers asked for, but {tiny_bert!r} has 2"]

@@ -1,4 +1,5 @@
 import math
+import time
 
 import pytest
 import torch
@@ -23,6 +24,19 @@ def test_trial_steps_evaluates_and_reports_test_metrics(base):
     assert reports[-1] is final and final["steps"] == 5
     assert final["best_dev_spearman"] == max(r["dev_spearman"] for r in progress)
     assert {f"test_{n}_spearman" for n in ("stsb", "sickr", "sts12", "sts16", "avg")} <= set(final)
+
+
+def test_test_seconds_times_the_final_test(base, monkeypatch):
+    original = STSEvaluator.test
+
+    def slow_test(self, encode):
+        time.sleep(0.3)
+        return original(self, encode)
+
+    monkeypatch.setattr(STSEvaluator, "test", slow_test)
+    final = run_trial({**base, "max_steps": 2})
+    assert final["test_seconds"] >= 0.3
+    assert final["train_seconds"] + final["test_seconds"] < final["wall_seconds"]  # disjoint parts of the trial
 
 
 def test_learning_rate_warms_up_then_decays(base):

@@ -1,4 +1,4 @@
-"""Reports from a real tiny sweep: collect, tables, plots."""
+"""Reports from a real tiny sweep (the sweep engine, tiny BERT, tiny STS): collect, tables, plots."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import ray
 import yaml
 from mlflow import MlflowClient
 
+from reports import collect as collect_module
+from reports import plots, tables
 from reports.collect import collect, write
-from reports.plots import dev_curves, heatmap
-from reports.tables import MissingResults, build_tables, to_latex, to_markdown
+from reports.plots import curve, dev_curves, heatmap
+from reports.tables import MissingResults, build_tables, parse_table_spec, to_latex, to_markdown
 from sweep.engine import SweepOptions, run
 
 pytestmark = pytest.mark.slow
@@ -23,7 +25,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
-    """Two sweeps: rows x seeds of SimCSE/baseline, and a layer x pooling grid."""
+    """Three sweeps through the engine: rows x seeds (baseline, SimCSE, a failing row), a
+    layer x pooling grid and a layer curve. The rows sweep runs seeds 1, 2 of its 1, 2, 3 and
+    is then resumed."""
     folder = tmp_path_factory.mktemp("reports")
     uri = f"sqlite:///{folder}/mlflow.db"
     broken = folder / "broken-model"
@@ -32,7 +36,7 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
     rows_spec = {
         "name": "tiny_rows",
         "method": "simcse",
-        "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 40, "max_steps": 3, "eval_every": 3},
+        "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 40, "max_steps": 3, "eval_every": 1},
         "rows": [
             {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
             {"name": "simcse", "set": {}},
@@ -47,101 +51,179 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
         "base": {"model": tiny_bert},
         "grid": {"pooling_layer": [0, 1, 2], "pooling": ["cls", "mean"]},
     }
+    curve_spec = {"name": "tiny_curve", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"},
+                  "grid": {"pooling_layer": [0, 1, 2]}}
     paths = {}
-    for spec in (rows_spec, grid_spec):
+    for spec in (rows_spec, grid_spec, curve_spec):
         paths[spec["name"]] = folder / f"{spec['name']}.yaml"
         paths[spec["name"]].write_text(yaml.safe_dump(spec), encoding="utf-8")
+    storage = str(folder / "ray")
+    rows_options = SweepOptions(str(paths["tiny_rows"]), {}, seeds=[1, 2], tracking_uri=uri, storage=storage)
     mp = pytest.MonkeyPatch()
     mp.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     ray.shutdown()
     try:
-        # Seed 3 is never run: the table must report it missing.
-        run(SweepOptions(str(paths["tiny_rows"]), {}, seeds=[1, 2], tracking_uri=uri, storage=str(folder / "ray")))
-        run(SweepOptions(str(paths["tiny_grid"]), {}, tracking_uri=uri, storage=str(folder / "ray")))
+        run(rows_options)  # seed 3 never runs: the tables must report it missing
+        before_resume = collect(uri)
+        run(rows_options)  # the same sweep again: Ray restores it, finished trials are kept
+        for name in ("tiny_grid", "tiny_curve"):
+            run(SweepOptions(str(paths[name]), {}, tracking_uri=uri, storage=storage))
     finally:
         ray.shutdown()
         mp.undo()
-    return folder, uri, paths
+    return folder, uri, paths, before_resume
 
 
-def table_specs(paths):
-    return {
+def specs_for(paths, project: Path) -> dict:
+    raw = {
         "rows": {
-            "title": "tiny rows", "spec": str(paths["tiny_rows"]), "kind": "rows", "columns": ["STS-B", "Avg"],
-            "paper": {"paper": "p", "table": "t"},
-            "rows": [{"row": "untuned"}, {"row": "simcse", "paper_row": "SimCSE"}, {"row": "broken"}],
+            "title": "tiny rows", "kind": "rows", "spec": str(paths["tiny_rows"]),
+            "paper": {"paper": "p", "table": "t", "model": "m", "rows": {"simcse": "SimCSE", "broken": None}},
+            "columns": ["STS-B", "Avg", "Delta"], "delta": {"of": "Avg", "from": "untuned"},
+            "rows": ["untuned", "simcse", "broken"],
         },
-        "grid": {"title": "tiny grid", "spec": str(paths["tiny_grid"]), "kind": "grid", "metric": "STS-B",
-                 "index": "pooling_layer", "columns": "pooling"},
+        "grid": {
+            "title": "tiny grid", "kind": "grid", "spec": str(paths["tiny_grid"]), "index": "pooling_layer",
+            "across": "pooling", "metric": "STS-B",
+            "paper": {"paper": "p", "table": "f", "rows": {1: "layer 1"}, "columns": {"mean": "Mean"}},
+        },
+        "curve": {
+            "title": "tiny curve", "kind": "grid", "spec": str(paths["tiny_curve"]), "index": "pooling_layer",
+            "columns": ["STS-B"], "paper": {"paper": "p", "table": "f", "rows": {2: "layer 2"}},
+        },
     }
+    return {name: parse_table_spec(name, spec, project) for name, spec in raw.items()}
 
 
-NUMBERS = {"p": {"t": {"rows": [{"row": "SimCSE", "values": {"Avg": 50.0}}]}}}
+NUMBERS = {
+    "p": {
+        "t": {"rows": [
+            {"row": "SimCSE", "model": "m", "values": {"Avg": 50.0, "Delta": 2.5}},
+            {"row": "SimCSE", "model": "other", "values": {"Avg": 99.0}},
+        ]},
+        "f": {"rows": [{"row": "layer 1", "values": {"Mean": 40.0}}, {"row": "layer 2", "values": {"STS-B": 30.0}}]},
+    }
+}
+
+
+def mlflow_metrics(uri: str, experiment: str, row: str | None = None) -> list[dict]:
+    """Final metrics and params straight from MLflow, independently of reports.collect."""
+    client = MlflowClient(uri)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    where = "tags.`sweep.role` = 'trial'" + (f" and tags.`sweep.row` = '{row}'" if row else "")
+    runs = client.search_runs([experiment_id], where)
+    return [{**r.data.params, **r.data.metrics, "status": r.info.status} for r in runs]
 
 
 def test_collect_types_params_and_keeps_failed_trials(sweep):
-    folder, uri, _ = sweep
+    _, uri, _, _ = sweep
     frame = collect(uri, ["tiny_rows"])
     assert len(frame) == 6
     assert {row: set(group["status"]) for row, group in frame.groupby("row")} == {
         "untuned": {"FINISHED"}, "simcse": {"FINISHED"}, "broken": {"FAILED"}
     }
     assert "broken-model" in frame.loc[frame["row"] == "broken", "error"].iloc[0]
+    assert set(frame["seed"]) == {1, 2} and set(frame["budget"]) == {"none"} and frame["spec_hash"].nunique() == 1
     simcse = frame[frame["row"] == "simcse"].iloc[0]
     assert simcse["temperature"] == 0.05 and bool(simcse["mlp_during_training"])  # typed back
     assert str(frame["mlp_during_training"].dtype) == "boolean" and str(frame["temperature"].dtype) == "Float64"
-    assert simcse["batch_size"] == 8 and simcse["steps"] == 3
+    assert simcse["batch_size"] == 8 and simcse["steps"] == 3 and simcse["method"] == "simcse"
     assert pd.isna(frame.loc[frame["row"] == "untuned", "batch_size"]).all()  # not a knob of `none`
+    parent = MlflowClient(uri).get_run(simcse["parent_run_id"])
+    assert parent.data.tags["sweep.role"] == "parent"
+    grid = collect(uri, ["tiny_grid"])
+    assert "pooling=mean, pooling_layer=1" in set(grid["axes"]) and str(grid["pooling_layer"].dtype) == "Int64"
 
 
-def test_collecting_twice_gives_the_same_file(sweep, tmp_path):
-    _, uri, _ = sweep
-    first = write(collect(uri), tmp_path / "a.parquet")
-    second = write(collect(uri), tmp_path / "b.parquet")
-    pd.testing.assert_frame_equal(pd.read_parquet(first), pd.read_parquet(second))
-    frame = pd.read_parquet(first)
-    assert len(frame) == 6 + 6 and not frame.duplicated(["experiment", "trial_id"]).any()
+def test_collecting_twice_and_after_a_resume_gives_the_same_file(sweep, tmp_path):
+    _, uri, _, before_resume = sweep
+    first = pd.read_parquet(write(collect(uri), tmp_path / "a.parquet"))
+    second = pd.read_parquet(write(collect(uri), tmp_path / "b.parquet"))
+    pd.testing.assert_frame_equal(first, second)
+    assert len(first) == 6 + 6 + 3 and not first.duplicated(["experiment", "trial_id"]).any()
+    resumed = first[first["experiment"] == "tiny_rows"].reset_index(drop=True)[before_resume.columns]
+    pd.testing.assert_frame_equal(resumed, before_resume.reset_index(drop=True))
 
 
 def test_table_cells_are_mean_and_std_over_seeds(sweep):
-    _, uri, paths = sweep
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name("tiny_rows")
-    runs = client.search_runs([experiment.experiment_id], "tags.`sweep.row` = 'simcse'")
-    values = [r.data.metrics["test_avg_spearman"] for r in runs]
-    with pytest.warns(MissingResults, match=r"row 'simcse': 1 of 3 seeds missing: \[3\]"):
-        table = build_tables(collect(uri), ["rows"], table_specs(paths), NUMBERS)[0]
-    simcse_line = table.lines[2]
-    assert simcse_line[0] == "simcse"
-    assert simcse_line[2] == f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f} (2)"
-    assert table.lines[3][2] == f"50.00 ({statistics.mean(values) - 50.0:+.2f})"
-    assert table.lines[4][1:] == ["–", "–"]  # failed trials are left out of the tables
-    assert any("row 'broken': 3 of 3 seeds missing" in note for note in table.notes)
-    markdown = to_markdown(table)
-    best = max(range(0, 6, 2), key=lambda i: float(table.lines[i][2].split()[0]) if table.lines[i][2] != "–" else -1e9)
-    assert f"**{table.lines[best][2]}**" in markdown
+    _, uri, paths, _ = sweep
+    runs = {row: mlflow_metrics(uri, "tiny_rows", row) for row in ("untuned", "simcse")}
+    avg = {row: [r["test_avg_spearman"] for r in found] for row, found in runs.items()}
+    stsb = [r["test_stsb_spearman"] for r in runs["simcse"]]
+    with pytest.warns(MissingResults) as caught:
+        table = build_tables(collect(uri), ["rows"], specs_for(paths, Path.cwd()), NUMBERS)[0]
+    warned = str(caught[0].message)
+    assert "row 'simcse': 1 of 3 seeds missing: [3]" in warned and "row 'broken': 3 of 3 seeds missing" in warned
+
+    header, lines, bold = tables.layout(table)
+    assert header == ["row", "STS-B", "Avg", "Delta"]
+    simcse = next(i for i, line in enumerate(lines) if line[0] == "simcse")
+    mean, std = statistics.mean(avg["simcse"]), statistics.stdev(avg["simcse"])
+    assert lines[simcse][1] == f"{statistics.mean(stsb):.2f} ± {statistics.stdev(stsb):.2f} (2)"
+    assert lines[simcse][2] == f"{mean:.2f} ± {std:.2f} (2)"
+    delta = mean - statistics.mean(avg["untuned"])
+    assert lines[simcse][3] == f"{delta:+.2f} ± {std:.2f} (2)"
+    # The paper's line (model m, not 'other'): its figure and our difference from it.
+    paper_line = ["paper (ours − paper)", "–", f"50.00 ({mean - 50.0:+.2f})", f"+2.50 ({delta - 2.5:+.2f})"]
+    assert lines[simcse + 1] == paper_line
+    assert lines[-1] == ["broken", "–", "–", "–"]  # failed trials are left out
+    assert any("row 'broken': left out 2 FAILED" in note for note in table.notes)
+    best = max(("untuned", "simcse"), key=lambda row: statistics.mean(avg[row]))
+    best_line = next(i for i, line in enumerate(lines) if line[0] == best)
+    assert (best_line, 2) in bold and (best_line, 3) in bold
+    assert sum(j == 2 for _, j in bold) == 1
+    assert f"**{lines[best_line][2]}**" in to_markdown(table)
 
 
-def test_grid_table_and_heatmap(sweep, tmp_path):
-    _, uri, paths = sweep
-    table = build_tables(collect(uri), ["grid"], table_specs(paths), NUMBERS)[0]
-    assert [line[0] for line in table.lines] == ["0", "1", "2"] and table.header[1:] == ["cls", "mean"]
-    frame = collect(uri, ["tiny_grid"])
-    expected = frame[(frame["pooling_layer"] == 1) & (frame["pooling"] == "mean")]["test_stsb_spearman"].iloc[0]
-    assert table.lines[1][2] == f"{expected:.2f} ± 0.00 (1)"
-    png = heatmap(table, tmp_path / "grid.png")
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    curves = dev_curves(collect(uri), uri, "tiny_rows", tmp_path / "curves.png")
-    assert curves.stat().st_size > 1000
+def test_grid_heatmap_and_curves(sweep, tmp_path):
+    _, uri, paths, _ = sweep
+    specs = specs_for(paths, Path.cwd())
+    grid, one_knob = build_tables(collect(uri), ["grid", "curve"], specs, NUMBERS)
+    assert not grid.missing and not one_knob.missing
+    assert "pooling_layer=0, pooling=cls: 1 of 1 finished trials logged no test_stsb_spearman" in grid.notes
+    assert [line.label for line in grid.lines] == ["0", "1", "2"] and grid.columns == ["cls", "mean"]
+    expected = {
+        (int(r["pooling_layer"]), r["pooling"]): r.get("test_stsb_spearman") for r in mlflow_metrics(uri, "tiny_grid")
+    }
+    for line in grid.lines:
+        for column in grid.columns:
+            value = expected[(int(line.label), column)]
+            # A constant vector (layer 0 [CLS]) has no Spearman: MLflow holds no value and the cell is "–".
+            assert line.cells[column].values == (() if value is None else (value,))
+    assert grid.lines[1].paper == {"mean": 40.0} and one_knob.lines[2].paper == {"STS-B": 30.0}
+    curve_values = {int(r["pooling_layer"]): r["test_stsb_spearman"] for r in mlflow_metrics(uri, "tiny_curve")}
+    assert [line.cells["STS-B"].values for line in one_knob.lines] == [(curve_values[k],) for k in (0, 1, 2)]
+    for path in (heatmap(grid, tmp_path / "grid.png"), curve(one_knob, tmp_path / "curve.png"),
+                 dev_curves(collect(uri), uri, "tiny_rows", tmp_path / "dev.png")):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_command_lines_end_to_end(sweep, tmp_path, capsys):
+    _, uri, _, _ = sweep
+    results = tmp_path / "results.parquet"
+    assert collect_module.main(["--tracking-uri", uri, "--out", str(results)]) == 0
+    assert "15 trials" in capsys.readouterr().out
+    assert tables.main(["--results", str(results), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
+    assert {p.stem for p in (tmp_path / "t").glob("*.tex")} == set(tables.load_table_specs())
+    # The real table specs: none of their sweeps ran here, and the command says so.
+    assert "warning: sg-bert-table5: no finished trial of sweep 'sg_opt_ablation'" in capsys.readouterr().err
+    assert plots.main(["--results", str(results), "--tracking-uri", uri, "--out", str(tmp_path / "p")]) == 0
+    assert "consert-figure5: no results yet, no figure" in capsys.readouterr().err
+    expected = {f"tiny_{name}_dev_curves.png" for name in ("rows", "grid", "curve")}
+    assert {p.name for p in (tmp_path / "p").glob("*.png")} == expected
+    assert tables.main(["--results", str(tmp_path / "absent.parquet")]) == 2
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
-def test_latex_compiles(sweep, tmp_path):
-    _, uri, paths = sweep
+def test_latex_of_a_sweep_table_compiles(sweep, tmp_path):
+    _, uri, paths, _ = sweep
     with pytest.warns(MissingResults):
-        table = build_tables(collect(uri), ["rows"], table_specs(paths), NUMBERS)[0]
-    document = "\\documentclass{article}\\usepackage{booktabs}\\begin{document}" + to_latex(table) + "\\end{document}"
+        rendered = [to_latex(t) for t in build_tables(collect(uri), None, specs_for(paths, Path.cwd()), NUMBERS)]
+    assert "\\textbf{" in rendered[0] and "\\toprule" in rendered[0]
+    preamble = "\\documentclass{article}\\usepackage{booktabs,graphicx}\\begin{document}"
+    document = preamble + "".join(rendered) + "\\end{document}"
     (tmp_path / "t.tex").write_text(document, encoding="utf-8")
-    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "t.tex"], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:]
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "t.tex"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
     assert (tmp_path / "t.pdf").is_file()

@@ -5,8 +5,10 @@ import torch.nn.functional as F
 from trainers.data import DataError
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
+from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import kl_to_reference, queue_contrastive_loss, sct_loss
 from trainers.methods.sct import SCTObjective, read_backtranslations, sct_problems
+from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 from trainers.queues import InstanceQueue
 from trainers.registry import get_method
 
@@ -92,24 +94,27 @@ def test_identical_view_compares_same_view_outputs():
     assert float(sct_loss((r1, r2), (r1, r2), (d1, d2), 0.2, 0.2, cross_view=False)) == pytest.approx(0.0, abs=1e-12)
 
 
+def slow_info_nce(z, positive, queue, t):
+    """-log(e^(z.p/t) / (e^(z.p/t) + sum over the queue of e^(z.d/t))), mean over the batch."""
+    values = []
+    for i in range(len(z)):
+        pos = torch.exp(torch.dot(z[i], positive[i]) / t)
+        values.append(-torch.log(pos / (pos + sum(torch.exp(torch.dot(z[i], d) / t) for d in queue))))
+    return sum(values) / len(values)
+
+
 def test_contrastive_ablation_by_hand():
     torch.manual_seed(2)
     z1, z2, r1, r2, d1, d2 = unit(2, 3), unit(2, 3), unit(2, 3), unit(2, 3), unit(4, 3), unit(4, 3)
 
-    def side(z, positive, queue):
-        values = []
-        for i in range(len(z)):
-            pos = torch.exp(torch.dot(z[i], positive[i]) / 0.1)
-            values.append(-torch.log(pos / (pos + sum(torch.exp(torch.dot(z[i], d) / 0.1) for d in queue))))
-        return sum(values) / len(values)
-
-    expected = 0.5 * side(z1, r2, d2) + 0.5 * side(z2, r1, d1)
+    expected = 0.5 * slow_info_nce(z1, r2, d2, 0.1) + 0.5 * slow_info_nce(z2, r1, d1, 0.1)
     torch.testing.assert_close(queue_contrastive_loss((z1, z2), (r1, r2), (d1, d2), 0.1), expected)
 
 
 def build(tiny_bert, **overrides):
     config = get_method("sct").resolve({"model": tiny_bert, "queue_size": 16, "projector_expansion": 2, **overrides})
-    return SCTObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
+    torch.manual_seed(0)  # the projector's initialisation
+    return SCTObjective(config, SentenceEncoder.from_config(config))
 
 
 def loss_of(objective, seed=0):
@@ -118,8 +123,9 @@ def loss_of(objective, seed=0):
     return objective.loss(BATCH)
 
 
-def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_bert):
-    objective = build(tiny_bert)
+@pytest.mark.parametrize("reference", ["frozen", "momentum"])
+def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_bert, reference):
+    objective = build(tiny_bert, reference=reference)
     before = objective.queue_list[0].vectors.clone()
     loss_of(objective).backward()
     assert all(p.grad is None for p in objective.reference.parameters())
@@ -133,7 +139,7 @@ def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_b
 def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
     """At the start f_theta == f_ref, so without a projector the online and reference
     vectors of a view coincide only if both passes got the same random augmentation."""
-    objective = build(tiny_bert, projector=False, view1="token_cutoff", view2="feature_cutoff")
+    objective = build(tiny_bert, projector=False, view1="token_cutoff", view2="feature_cutoff", reference="frozen")
     objective.encoder.eval()
     features = objective.encoder.tokenize(BATCH, 64)
     online = objective._encode(objective.encoder, features, "token_cutoff", seed=5)
@@ -146,11 +152,12 @@ def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
     "knob, value",
     [("objective", "ce"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
      ("queues", "in_batch"), ("projector", False), ("projector_expansion", 3), ("tau_theta", 0.3),
-     ("tau_ref", 0.3), ("queue_size", 8), ("view1", "token_cutoff"), ("view2", "dropout_mask"), ("student_layers", 1)],
+     ("tau_ref", 0.3), ("queue_size", 8), ("view1", "token_cutoff"), ("view2", "dropout_mask"), ("model_layers", 1),
+     ("reference", "frozen"), ("feature_cutoff_rate", 0.5)],
 )
 def test_each_knob_changes_the_loss(tiny_bert, knob, value):
-    reference = float(loss_of(build(tiny_bert)))
-    assert float(loss_of(build(tiny_bert, **{knob: value}))) != pytest.approx(reference, rel=1e-6)
+    reference = loss_of(build(tiny_bert)).item()
+    assert loss_of(build(tiny_bert, **{knob: value})).item() != pytest.approx(reference, rel=1e-6)
 
 
 @pytest.mark.parametrize("knob, value", [("queue_update", False), ("reference", "momentum")])
@@ -161,16 +168,14 @@ def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value
         loss_of(objective).backward()
         optimizer.step()
         objective.after_step()
-        return float(loss_of(objective, seed=1))
+        return loss_of(objective, seed=1).item()
 
     assert second_loss(**{knob: value}) != pytest.approx(second_loss(), rel=1e-6)
 
 
-def test_student_keeps_the_first_layers(tiny_bert):
-    objective = build(tiny_bert, student_layers=1)
+def test_student_and_its_reference_keep_the_first_layers(tiny_bert):
+    objective = build(tiny_bert, model_layers=1, reference="frozen")
     assert len(objective.encoder.model.encoder.layer) == 1 and len(objective.reference.model.encoder.layer) == 1
-    with pytest.raises(ValueError, match="student_layers=5: the model has 2 layers"):
-        build(tiny_bert, student_layers=5)
 
 
 def test_back_translation_rows_need_their_file(tmp_path):
@@ -213,3 +218,168 @@ def test_backtranslation_file_round_trips_through_the_reader(tmp_path):
     path = write_file(rows, tmp_path / "bt.tsv")
     assert read_backtranslations(path) == [("A cat sat.", "A cat sat.|de|en", "A cat sat.|fr|en"),
                                            ("Dogs run.", "Dogs run.|de|en", "Dogs run.|fr|en")]
+
+
+def test_online_reference_is_the_online_encoder_under_stop_gradient(tiny_bert):
+    objective = build(tiny_bert)
+    assert objective.reference is None
+    loss_of(objective, seed=3).backward()
+    (first, second), _ = objective._pending
+    assert not first.requires_grad and not second.requires_grad
+    torch.manual_seed(3)  # replay the two views' seeds
+    seeds = [int(torch.randint(2**31 - 1, ())) for _ in range(2)]
+    for vectors, view, seed in zip((first, second), objective.views, seeds):
+        with torch.no_grad():
+            expected = objective._encode(objective.encoder, objective.encoder.tokenize(BATCH, 64), view, seed)
+        torch.testing.assert_close(vectors, F.normalize(expected, dim=1))
+
+
+# ---------------------------------------------------------------- distillation
+
+
+@pytest.fixture(scope="module")
+def tiny_teacher(tmp_path_factory):
+    """A wider (48-dim) random BERT than the 32-dim student, so the student needs a map into its space."""
+    from tests.conftest import build_tiny_bert
+
+    return str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=1, hidden_size=48))
+
+
+def slow_kl(p, q):
+    return sum(pi * (torch.log(pi) - torch.log(qi)) for pi, qi in zip(p, q))
+
+
+def slow_softmax(z, candidates, t):
+    scores = [torch.exp(torch.dot(z, c) / t) for c in candidates]
+    return [s / sum(scores) for s in scores]
+
+
+def test_cd_loss_is_eq_4_with_the_teacher_as_reference():
+    torch.manual_seed(4)
+    z1, z2 = unit(3, 4).requires_grad_(), unit(3, 4).requires_grad_()
+    t1, t2, d1, d2 = unit(3, 4), unit(3, 4), unit(5, 4), unit(5, 4)
+    fast = cd_loss((z1, z2), (t1, t2), (d1, d2), 0.05, 0.04)
+    slow = slow_sct(z1, z2, t1, t2, d1, d2, 0.05, 0.04)
+    torch.testing.assert_close(fast, slow)
+    for a, b in zip(torch.autograd.grad(fast, (z1, z2)), torch.autograd.grad(slow, (z1, z2))):
+        torch.testing.assert_close(a, b)
+
+
+def test_congen_loss_by_hand():
+    torch.manual_seed(5)
+    z_con, z_gen = unit(2, 3).requires_grad_(), unit(2, 3).requires_grad_()
+    teacher, queue = unit(2, 3), unit(4, 3)
+    candidates = list(queue) + list(teacher)  # the queue extended by the batch's teacher vectors
+    expected = 0
+    for i in range(2):
+        target = [p.detach() for p in slow_softmax(teacher[i], candidates, 0.04)]
+        expected = expected + 0.5 * slow_kl(target, slow_softmax(z_con[i], candidates, 0.05))
+        expected = expected + 0.5 * slow_kl(target, slow_softmax(z_gen[i], candidates, 0.05))
+    fast = congen_loss((z_con, z_gen), teacher, queue, 0.05, 0.04)
+    torch.testing.assert_close(fast, expected / 2)
+    for a, b in zip(torch.autograd.grad(fast, (z_con, z_gen)), torch.autograd.grad(expected / 2, (z_con, z_gen))):
+        torch.testing.assert_close(a, b)
+
+
+def test_ckd_and_mse_losses_by_hand():
+    torch.manual_seed(6)
+    z1, z2, t1, t2, d1, d2 = unit(2, 3), unit(2, 3), unit(2, 3), unit(2, 3), unit(4, 3), unit(4, 3)
+    expected = 0.5 * slow_info_nce(z1, t1, d1, 0.1) + 0.5 * slow_info_nce(z2, t2, d2, 0.1)  # same view: the teacher's vector is the positive
+    torch.testing.assert_close(ckd_loss((z1, z2), (t1, t2), (d1, d2), 0.1), expected)
+    squared = (((z1 - t1) ** 2).mean() + ((z2 - t2) ** 2).mean()) / 2
+    torch.testing.assert_close(mse_loss((z1, z2), (t1, t2)), squared)
+
+
+@pytest.mark.parametrize("kind", ["cd", "mse", "congen", "ckd"])
+def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_bert, tiny_teacher, kind):
+    distilled = build(tiny_bert, distillation=kind, teacher=tiny_teacher)
+    alone = build(tiny_bert, distillation=kind, teacher=tiny_teacher, self_supervised=False)
+    plain = build(tiny_bert)
+    alone.teacher.to_teacher.load_state_dict(distilled.teacher.to_teacher.state_dict())
+    def loss(objective):
+        objective.eval()  # no dropout, and the same views' seeds: the three objectives see the same vectors
+        torch.manual_seed(0)
+        return objective.loss(BATCH)
+
+    total = loss(distilled)
+    torch.testing.assert_close(total, loss(plain) + loss(alone))
+    total.backward()
+    assert all(p.grad is None for p in distilled.teacher.encoder.parameters())
+    assert any(p.grad is not None for p in distilled.teacher.to_teacher.parameters())  # 32 -> 48 map is trained
+    before = distilled.teacher.queue_list[1].vectors.clone()
+    distilled.after_step()
+    assert int(distilled.teacher.queue_list[1].pointer) == len(BATCH)
+    torch.testing.assert_close(distilled.teacher.queue_list[1].vectors[len(BATCH):], before[len(BATCH):])
+    expected = distilled.teacher.vectors(BATCH)  # embedding-layer views: the teacher reads the plain sentence
+    torch.testing.assert_close(distilled.teacher.queue_list[1].vectors[: len(BATCH)], expected)
+
+
+@pytest.mark.parametrize(
+    "overrides, problem",
+    [({"distillation": "cd"}, "teacher: distillation 'cd' needs a teacher model"),
+     ({"teacher": "some/model"}, "teacher: given, but distillation is 'none'"),
+     ({"self_supervised": False}, "self_supervised: off with distillation 'none' leaves no loss to train"),
+     ({"distillation": "cd", "teacher": "/no/such/folder"}, "teacher: '/no/such/folder' is not a local folder, nor"),
+     ({"view1": "mlm"}, "mlm_model: the mlm view needs mlm_model"),
+     ({"mlm_model": "bert-base-uncased"}, "mlm_model: given, but neither view is mlm")],
+)
+def test_distillation_and_rewrite_views_are_validated(overrides, problem, monkeypatch):
+    monkeypatch.setattr("trainers.data.hub_reachable", lambda: False)
+    config = get_method("sct").resolve(overrides)
+    assert any(p.startswith(problem) for p in sct_problems(config)), sct_problems(config)
+
+
+def test_mlm_view_needs_a_masked_lm_head(tiny_bert, tmp_path):
+    from tests.conftest import build_tiny_bert
+
+    config = get_method("sct").resolve({"view1": "mlm", "mlm_model": tiny_bert})
+    assert any("has no masked-LM head (its architectures: ['BertModel'])" in p for p in sct_problems(config))
+    with_head = str(build_tiny_bert(tmp_path / "mlm", masked_lm=True))
+    assert sct_problems(get_method("sct").resolve({"view1": "mlm", "mlm_model": with_head})) == []
+
+
+def test_mlm_rewriter_refills_fifteen_percent_with_other_tokens(tmp_path):
+    from tests.conftest import build_tiny_bert
+
+    rewriter = MaskedLMRewriter(str(build_tiny_bert(tmp_path / "mlm", masked_lm=True)))
+    sentences = ["a man is playing a large guitar on the stage tonight with his friends", "dogs run"]
+    features = rewriter.tokenizer(sentences, padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    fixed = features.pop("special_tokens_mask").bool() | ~features["attention_mask"].bool()
+    ids = features["input_ids"]
+    rewritten, masked = rewriter.fill(ids, features["attention_mask"], fixed, torch.Generator().manual_seed(0))
+    lengths = (~fixed).sum(1).tolist()
+    assert masked.sum(1).tolist() == [max(1, int(n * 0.15)) for n in lengths]
+    assert not (masked & fixed).any()
+    assert (rewritten[masked] != ids[masked]).all() and (rewritten[~masked] == ids[~masked]).all()
+    assert len(rewriter(sentences, torch.Generator().manual_seed(0))) == 2
+
+
+def test_synonym_replacement_changes_exactly_one_word():
+    synonyms = {"big": ["large", "huge"], "dog": ["hound"]}
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        out = replace_one_synonym("The big dog barks.", lambda w: synonyms.get(w, []), generator)
+        changed = [(a, b) for a, b in zip("The big dog barks.".split(), out.split()) if a != b]
+        assert len(changed) == 1 and changed[0][1] in synonyms[changed[0][0]]
+    assert replace_one_synonym("No match here.", lambda w: [], generator) == "No match here."
+
+
+def test_synonym_view_without_wordnet_fails_validation(monkeypatch):
+    monkeypatch.setattr("trainers.methods.sct.wordnet_problem", lambda: "needs WordNet data for nltk")
+    config = get_method("sct").resolve({"view1": "synonym", "view2": "synonym"})
+    assert "view1/view2: the synonym view needs WordNet data for nltk" in sct_problems(config)
+
+
+def test_distillation_trial_runs_through_the_shared_loop(tiny_bert, tiny_teacher, use_tiny_sts):
+    final = run_trial({"method": "sct", "model": tiny_bert, "max_steps": 2, "batch_size": 8, "train_limit": 40,
+                       "eval_every": 2, "queue_size": 32, "distillation": "cd", "teacher": tiny_teacher})
+    assert final["steps"] == 2 and "test_avg_spearman" in final
+
+
+@pytest.mark.parametrize("knob, value", [("teacher_pooling", "cls"), ("distillation", "congen"), ("tau_ref", 0.3)])
+def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, value):
+    def loss(**overrides):
+        settings = {"distillation": "cd", "teacher": tiny_teacher, "self_supervised": False, **overrides}
+        return loss_of(build(tiny_bert, **settings)).item()
+
+    assert loss(**{knob: value}) != pytest.approx(loss(), rel=1e-6)

@@ -114,6 +114,10 @@ def test_smoke_budget_caps_without_changing_hyperparameters(tmp_path):
 def test_set_overrides_are_validated_like_the_spec(tmp_path):
     assert parse_override("temperature=0.1") == ("temperature", 0.1)
     assert parse_override("model=bert-base-uncased") == ("model", "bert-base-uncased")
+    # YAML 1.1 would read these as strings; a learning rate is written like this.
+    assert parse_override("learning_rate=1e-4") == ("learning_rate", 1e-4)
+    assert parse_override("learning_rate=5E-7") == ("learning_rate", 5e-7)
+    assert parse_override("model=1e-4x") == ("model", "1e-4x")
     with pytest.raises(SpecError, match="base.temperature: expected float"):
         load_spec(write(tmp_path, SPEC), overrides={"temperature": "hot"})
 

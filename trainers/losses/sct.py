@@ -57,15 +57,17 @@ def sct_loss(
     return 0.5 * measure(targets[0], c1_online) + 0.5 * measure(targets[1], c2_online)
 
 
+def queue_info_nce(anchor: Tensor, positive: Tensor, queue: Tensor, temperature: float) -> Tensor:
+    """InfoNCE of ``anchor`` against SG(``positive``) with the ``queue`` as negatives (MoCo-style),
+    averaged over the batch."""
+    logits = torch.cat([(anchor * positive.detach()).sum(1, keepdim=True), anchor @ queue.T], dim=1) / temperature
+    return F.cross_entropy(logits, torch.zeros(len(anchor), dtype=torch.long, device=anchor.device))
+
+
 def queue_contrastive_loss(
     online: tuple[Tensor, Tensor], reference: tuple[Tensor, Tensor], queues: tuple[Tensor, Tensor], temperature: float
 ) -> Tensor:
-    """The 'distribution -> contrastive' ablation: InfoNCE where z1_theta's positive is
-    SG(z2_ref) and its negatives are D2 (and symmetrically for view 2), MoCo-style."""
-
-    def one_side(z: Tensor, positive: Tensor, queue: Tensor) -> Tensor:
-        logits = torch.cat([(z * positive.detach()).sum(1, keepdim=True), z @ queue.T], dim=1) / temperature
-        return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
-
+    """The 'distribution -> contrastive' ablation (Table 4): InfoNCE where z1_theta's positive is
+    SG(z2_ref) and its negatives are D2, and symmetrically for view 2."""
     (z1, z2), (r1, r2), (d1, d2) = online, reference, queues
-    return 0.5 * one_side(z1, r2, d2) + 0.5 * one_side(z2, r1, d1)
+    return 0.5 * queue_info_nce(z1, r2, d2, temperature) + 0.5 * queue_info_nce(z2, r1, d1, temperature)

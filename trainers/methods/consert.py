@@ -31,6 +31,8 @@ from torch import Tensor, nn
 
 from trainers.augmentations import (
     AUGMENTATIONS,
+    RATE_KNOBS,
+    augmentation_rates,
     augmented_hidden_states,
     fgv_perturbation,
     hidden_states_with_embedding_transform,
@@ -74,15 +76,6 @@ def remove_dropout(model: nn.Module) -> None:
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0
-
-
-def augmentation_rates(config: Config) -> dict[str, float]:
-    return {
-        "token_cutoff": config["token_cutoff_rate"],
-        "feature_cutoff": config["feature_cutoff_rate"],
-        "dropout": config["dropout_rate"],
-        "span_cutoff": config["span_cutoff_rate"],
-    }
 
 
 def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
@@ -208,13 +201,6 @@ METHOD = Method(
             Knob("aug1", str, "shuffle", "Transformation T1 at the embedding layer.", choices=AUGMENTATIONS),
             Knob("aug2", str, "feature_cutoff", "Transformation T2 at the embedding layer (Shuffle + Feature "
                  "Cutoff is the paper's best pair).", choices=AUGMENTATIONS),
-            Knob("token_cutoff_rate", float, 0.15, "Share of each sentence's tokens erased by token_cutoff.",
-                 low=0.0, high=1.0),
-            Knob("feature_cutoff_rate", float, 0.2, "Share of feature dimensions erased by feature_cutoff.",
-                 low=0.0, high=1.0),
-            Knob("dropout_rate", float, 0.2, "Share of embedding elements zeroed by dropout.", low=0.0, high=1.0),
-            Knob("span_cutoff_rate", float, 0.2, "Length of the span erased by span_cutoff, as a share of the "
-                 "sentence.", low=0.0, high=1.0),
             Knob("temperature", float, 0.1, "Temperature tau of NT-Xent.", low=1e-4, high=10.0),
             Knob("remove_bert_dropout", bool, True, "Set BERT's own dropout to 0, as the paper does for unsupervised "
                  "transfer (the authors' supervised scripts keep it)."),
@@ -233,7 +219,8 @@ METHOD = Method(
                  "authors' scripts); in 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.",
                  low=0.0, high=1.0),
         )
-    ),
+    )
+    + RATE_KNOBS,
     defaults={
         "pooling": "last2avg",  # the authors' README: reported numbers average the last two layers
         "max_seq_length": 64,

@@ -8,13 +8,26 @@ queues of the reference vectors of views 1 and 2 (Section 3.1). Mean pooling,
 all encoder outputs normalised. Queues are read before the step and the
 batch's reference vectors are enqueued after it.
 
+f_ref is by default the online encoder itself under stop-gradient (the paper:
+"the architecture and weights of f_ref and f_theta are identical"; the
+authors' code runs a second no-grad pass of the same model, which differs only
+by its dropout mask); ``reference='momentum'`` is Table 4's momentum encoder
+and ``'frozen'`` keeps the model as it was before training.
+
 Views: back-translations from a precomputed file (``bt1``/``bt2``, the paper's
-default, ``bt1`` twice for "same BT"), ConSERT's embedding-layer
-augmentations (the same random transformation is applied to the online and
-the reference pass of a view), or ``dropout_mask``. Offline, the defaults are
+default, ``bt1`` twice for "same BT"), masked-LM rewriting (``mlm``, 15%),
+one-word synonym replacement (``synonym``, WordNet), ConSERT's embedding-layer
+augmentations (the same random transformation for the online and the
+reference pass of a view), or ``dropout_mask``. Offline, the defaults are
 ConSERT's shuffle and feature cutoff on the unlabelled STS sentences, and
-they are recorded in every run's params. Distillation (Section 3.4, Tables 6
-and 7), MLM and synonym views are not implemented.
+they are recorded in every run's params.
+
+Distillation (Section 3.4, Tables 6 and 7): a frozen teacher f_large encodes
+the text of each view (the plain sentence for embedding-layer views) and
+fills its own two queues; the student's pooled vector, mapped into the
+teacher's space (a Linear + tanh when the widths differ, as in the authors'
+code), is trained with ``distillation`` (L_CD, L_MSE, L_ConGen or L_CKD) plus
+L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT.
 """
 
 from __future__ import annotations
@@ -28,16 +41,25 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trainers.augmentations import AUGMENTATIONS, augmented_hidden_states
+from trainers.augmentations import AUGMENTATIONS, RATE_KNOBS, augmentation_rates, augmented_hidden_states
 from trainers.data import DataError, corpus_problem, load_corpus
-from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.encoder import POOLINGS, SentenceEncoder, masked_mean, model_problem
 from trainers.knobs import Knob, KnobSet
+from trainers.losses.distillation import DISTILLATION_LOSSES, cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
 from trainers.method import Config, Method, Objective
 from trainers.queues import InstanceQueue
+from trainers.text_augmentations import (
+    MaskedLMRewriter,
+    mlm_problem,
+    replace_one_synonym,
+    wordnet_problem,
+    wordnet_synonyms,
+)
 
 TEXT_VIEWS = ("bt1", "bt2")
-VIEWS = AUGMENTATIONS + ("dropout_mask",) + TEXT_VIEWS
+REWRITE_VIEWS = ("mlm", "synonym")
+VIEWS = AUGMENTATIONS + ("dropout_mask",) + TEXT_VIEWS + REWRITE_VIEWS
 BT_COLUMNS = ("sentence", "bt1", "bt2")
 HEADER = "\t".join(BT_COLUMNS)
 
@@ -48,15 +70,6 @@ def projector(width: int, expansion: int) -> nn.Sequential:
     for _ in range(3):
         layers += [nn.Linear(width, width * expansion), nn.ReLU(), nn.Linear(width * expansion, width)]
     return nn.Sequential(*layers)
-
-
-def keep_first_layers(encoder: SentenceEncoder, layers: int) -> None:
-    """Cut a student from a deeper model: keep its first ``layers`` transformer layers."""
-    blocks = encoder.model.encoder.layer
-    if not 1 <= layers <= len(blocks):
-        raise ValueError(f"student_layers={layers}: the model has {len(blocks)} layers")
-    encoder.model.encoder.layer = blocks[:layers]
-    encoder.model.config.num_hidden_layers = layers
 
 
 def read_backtranslations(path: str | Path) -> list[tuple[str, str, str]]:
@@ -74,32 +87,81 @@ def read_backtranslations(path: str | Path) -> list[tuple[str, str, str]]:
     return [tuple(row) for row in rows[1:]]
 
 
+class Teacher(nn.Module):
+    """f_large for distillation: a frozen encoder, its two instance queues (T1, T2), and the map
+    of the student's pooled vectors into its space."""
+
+    def __init__(self, config: Config, student_width: int, generator: torch.Generator):
+        super().__init__()
+        self.encoder = SentenceEncoder.from_pretrained(config["teacher"], config["teacher_pooling"])
+        self.encoder.eval().requires_grad_(False)
+        width = self.encoder.model.config.hidden_size
+        same = width == student_width
+        self.to_teacher = nn.Identity() if same else nn.Sequential(nn.Linear(student_width, width), nn.Tanh())
+        self.queue_list = nn.ModuleList(InstanceQueue(config["queue_size"], width, generator) for _ in range(2))
+        self.max_length = config["max_seq_length"]
+
+    def train(self, mode: bool = True) -> "Teacher":
+        super().train(mode)
+        self.encoder.eval()
+        return self
+
+    @torch.no_grad()
+    def vectors(self, texts: Sequence[str]) -> Tensor:
+        return F.normalize(self.encoder(self.encoder.tokenize(texts, self.max_length)), dim=1)
+
+    def loss(self, config: Config, student: tuple[Tensor, Tensor], teacher: tuple[Tensor, Tensor]) -> Tensor:
+        online = tuple(F.normalize(self.to_teacher(z), dim=1) for z in student)
+        queues = (self.queue_list[0].vectors, self.queue_list[1].vectors)
+        tau_online, tau_teacher = config["tau_theta"], config["tau_ref"]
+        kind = config["distillation"]
+        if kind == "cd":
+            return cd_loss(online, teacher, queues, tau_online, tau_teacher)
+        if kind == "mse":
+            return mse_loss(online, teacher)
+        if kind == "congen":
+            return congen_loss(online, teacher[0], queues[0], tau_online, tau_teacher)
+        return ckd_loss(online, teacher, queues, tau_online)
+
+    def enqueue(self, teacher: tuple[Tensor, Tensor]) -> None:
+        for queue, vectors in zip(self.queue_list, teacher):
+            queue.enqueue(vectors)
+
+
 class SCTObjective(Objective):
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
-        if config["student_layers"]:
-            keep_first_layers(encoder, config["student_layers"])
-        self.reference = copy.deepcopy(encoder).eval()
-        self.reference.requires_grad_(False)
+        self.reference = None
+        if config["reference"] != "online":
+            self.reference = copy.deepcopy(encoder).eval().requires_grad_(False)
         width = encoder.model.config.hidden_size
         self.head = projector(width, config["projector_expansion"]) if config["projector"] else nn.Identity()
         generator = torch.Generator().manual_seed(config["seed"])
         count = 1 if config["queues"] == "one" else 2
         self.queue_list = nn.ModuleList(InstanceQueue(config["queue_size"], width, generator) for _ in range(count))
+        self.teacher = Teacher(config, width, generator) if config["distillation"] != "none" else None
         self.config = dict(config)
         self.views = (config["view1"], config["view2"])
-        self.rates = {"token_cutoff": 0.15, "feature_cutoff": 0.2, "dropout": 0.2, "span_cutoff": 0.2}
-        self._pending: tuple[Tensor, Tensor] | None = None
+        self.rates = augmentation_rates(config)
+        self.rewrite_generator = torch.Generator().manual_seed(config["seed"])
+        self.mlm = MaskedLMRewriter(config["mlm_model"]) if "mlm" in self.views else None
+        self._pending: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor] | None] | None = None
 
     def train(self, mode: bool = True) -> "SCTObjective":
         super().train(mode)
-        self.reference.eval()
+        if self.reference is not None:
+            self.reference.eval()
         return self
 
     def _texts(self, batch: Sequence[Any], view: str) -> list[str]:
         if view in TEXT_VIEWS:
             return [example[BT_COLUMNS.index(view)] for example in batch]
-        return [example if isinstance(example, str) else example[0] for example in batch]
+        sentences = [example if isinstance(example, str) else example[0] for example in batch]
+        if view == "mlm":
+            return self.mlm(sentences, self.rewrite_generator, self.config["max_seq_length"])
+        if view == "synonym":
+            return [replace_one_synonym(s, wordnet_synonyms, self.rewrite_generator) for s in sentences]
+        return sentences
 
     def _encode(self, encoder: SentenceEncoder, features: dict[str, Tensor], view: str, seed: int) -> Tensor:
         augmentation = view if view in AUGMENTATIONS else "none"
@@ -111,25 +173,42 @@ class SCTObjective(Objective):
 
     def loss(self, batch: Sequence[Any]) -> Tensor:
         config = self.config
-        online, reference = [], []
+        pooled, reference, teacher = [], [], []
         for view in self.views:
-            features = self.encoder.tokenize(self._texts(batch, view), config["max_seq_length"])
+            texts = self._texts(batch, view)
+            features = self.encoder.tokenize(texts, config["max_seq_length"])
             seed = int(torch.randint(2**31 - 1, ()))
-            online.append(F.normalize(self.head(self._encode(self.encoder, features, view, seed)), dim=1))
-            with torch.no_grad():
-                reference.append(F.normalize(self._encode(self.reference, features, view, seed), dim=1))
-        self._pending = (reference[0], reference[1])
+            pooled.append(self._encode(self.encoder, features, view, seed))
+            if self.reference is None:  # f_ref is f_theta under stop-gradient
+                reference.append(F.normalize(pooled[-1].detach(), dim=1))
+            else:
+                with torch.no_grad():
+                    reference.append(F.normalize(self._encode(self.reference, features, view, seed), dim=1))
+            if self.teacher is not None:
+                teacher.append(self.teacher.vectors(texts))
+        teacher_pair = (teacher[0], teacher[1]) if teacher else None
+        self._pending = ((reference[0], reference[1]), teacher_pair)
+        total = torch.zeros((), device=pooled[0].device)
+        if config["self_supervised"]:
+            online = tuple(F.normalize(self.head(z), dim=1) for z in pooled)
+            total = total + self._self_supervised_loss(online, (reference[0], reference[1]))
+        if teacher_pair is not None:
+            total = total + self.teacher.loss(config, (pooled[0], pooled[1]), teacher_pair)
+        return total
+
+    def _self_supervised_loss(self, online: tuple[Tensor, ...], reference: tuple[Tensor, Tensor]) -> Tensor:
+        config = self.config
         queues = self._queues(reference)
         if config["objective"] == "contrastive":
-            return queue_contrastive_loss(tuple(online), tuple(reference), queues, config["tau_theta"])
+            return queue_contrastive_loss(online, reference, queues, config["tau_theta"])
         return sct_loss(
-            tuple(online), tuple(reference), queues, config["tau_theta"], config["tau_ref"],
+            online, reference, queues, config["tau_theta"], config["tau_ref"],
             divergence=config["objective"], cross_view=config["cross_view"],
         )
 
-    def _queues(self, reference: list[Tensor]) -> tuple[Tensor, Tensor]:
+    def _queues(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
         if self.config["queues"] == "in_batch":
-            return reference[0], reference[1]
+            return reference
         vectors = [q.vectors for q in self.queue_list]
         return (vectors[0], vectors[-1])
 
@@ -139,15 +218,19 @@ class SCTObjective(Objective):
             m = self.config["momentum"]
             for ref, online in zip(self.reference.parameters(), self.encoder.parameters()):
                 ref.mul_(m).add_(online.detach(), alpha=1 - m)
-        if self._pending is None or not self.config["queue_update"] or self.config["queues"] == "in_batch":
+        if self._pending is None:
             return
-        first, second = self._pending
+        (first, second), teacher = self._pending
+        self._pending = None
+        if teacher is not None:
+            self.teacher.enqueue(teacher)
+        if not self.config["queue_update"] or self.config["queues"] == "in_batch":
+            return
         if self.config["queues"] == "one":
             self.queue_list[0].enqueue(torch.cat([first, second]))
         else:
             self.queue_list[0].enqueue(first)
             self.queue_list[1].enqueue(second)
-        self._pending = None
 
 
 def sct_examples(config: Config) -> Sequence[Any]:
@@ -158,7 +241,8 @@ def sct_examples(config: Config) -> Sequence[Any]:
 
 def sct_problems(config: Config) -> list[str]:
     problems = []
-    if set((config["view1"], config["view2"])) & set(TEXT_VIEWS):
+    views = {config["view1"], config["view2"]}
+    if views & set(TEXT_VIEWS):
         if not config["bt_file"] or not Path(config["bt_file"]).is_file():
             problems.append(
                 f"view1/view2: a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
@@ -170,21 +254,44 @@ def sct_problems(config: Config) -> list[str]:
         problem = corpus_problem(config["train_corpus"])
         if problem:
             problems.append(f"train_corpus: {problem}")
+    if "mlm" in views:
+        problem = mlm_problem(config["mlm_model"])
+        if problem:
+            problems.append(f"mlm_model: {problem}")
+    elif config["mlm_model"]:
+        problems.append("mlm_model: given, but neither view is mlm")
+    if "synonym" in views and (problem := wordnet_problem()):
+        problems.append(f"view1/view2: the synonym view {problem}")
     if config["objective"] == "contrastive" and not config["cross_view"]:
         problems.append("cross_view: the contrastive objective is always cross-view")
+    problems += _distillation_problems(config)
     return problems
+
+
+def _distillation_problems(config: Config) -> list[str]:
+    if config["distillation"] == "none":
+        problems = ["teacher: given, but distillation is 'none'"] if config["teacher"] else []
+        if not config["self_supervised"]:
+            problems.append("self_supervised: off with distillation 'none' leaves no loss to train")
+        return problems
+    if not config["teacher"]:
+        return [f"teacher: distillation {config['distillation']!r} needs a teacher model (id or folder)"]
+    problem = model_problem(config["teacher"])
+    return [f"teacher: {problem}"] if problem else []
 
 
 METHOD = Method(
     name="sct",
-    summary="SCT: cross-view similarity-distribution matching against instance queues of a frozen reference.",
+    summary="SCT: cross-view similarity-distribution matching against instance queues, optionally distilled.",
     knobs=KnobSet(
         (
-            Knob("view1", str, "shuffle", "Augmentation making view 1: bt1/bt2 (back-translation file), a ConSERT "
+            Knob("view1", str, "shuffle", "Augmentation making view 1: bt1/bt2 (back-translation file), mlm "
+                 "(masked-LM rewriting of 15% of the tokens), synonym (one WordNet synonym), a ConSERT "
                  "augmentation, or dropout_mask. The paper uses bt1.", choices=VIEWS),
             Knob("view2", str, "feature_cutoff", "Augmentation making view 2 (paper: bt2; 'same BT' = bt1).",
                  choices=VIEWS),
             Knob("bt_file", str, "", "TSV of (sentence, bt1, bt2) for back-translation views."),
+            Knob("mlm_model", str, "", "Masked LM (id or folder, with its MLM head) that rewrites the mlm view."),
             Knob("tau_theta", float, 0.03, "Temperature of the online distributions.", low=1e-4, high=10.0),
             Knob("tau_ref", float, 0.02, "Temperature of the reference distributions.", low=1e-4, high=10.0),
             Knob("queue_size", int, 65536, "Length k of each instance queue.", low=1),
@@ -195,15 +302,23 @@ METHOD = Method(
             Knob("objective", str, "kl", "'kl' (L_SCT), 'ce' (KL -> CE: hard reference targets), or "
                  "'contrastive' (distribution -> contrastive).", choices=("kl", "ce", "contrastive")),
             Knob("cross_view", bool, True, "Compare across views (False: the identical-view ablation)."),
-            Knob("reference", str, "frozen", "f_ref: a frozen copy ('frozen') or a momentum encoder ('momentum').",
-                 choices=("frozen", "momentum")),
+            Knob("reference", str, "online", "f_ref: the online encoder under stop-gradient ('online', the paper), "
+                 "a momentum encoder ('momentum', Table 4), or the model as it was before training ('frozen').",
+                 choices=("online", "momentum", "frozen")),
             Knob("momentum", float, 0.999, "EMA factor of the momentum reference.", low=0.0, high=1.0),
             Knob("projector", bool, True, "Use the projector h (False: the 'no MLPs' ablation)."),
             Knob("projector_expansion", int, 10, "Expansion factor w of the projector.", low=1),
-            Knob("student_layers", int, 0, "Keep only the first N transformer layers of the model (0 = all): small "
-                 "students cut from the bundled model.", low=0),
+            Knob("distillation", str, "none", "Distillation loss with a teacher (Tables 6 and 7): 'cd' (L_CD, "
+                 "Eq. 4), 'mse', 'congen' or 'ckd'; 'none' trains L_SCT alone.",
+                 choices=("none",) + DISTILLATION_LOSSES),
+            Knob("self_supervised", bool, True, "Add L_SCT to the distillation loss (False: the distillation "
+                 "loss alone, Table 7)."),
+            Knob("teacher", str, "", "Teacher f_large for distillation: a Hugging Face model id or folder (the "
+                 "paper: princeton-nlp/unsup-simcse-bert-large-uncased)."),
+            Knob("teacher_pooling", str, "mean", "How the teacher pools its token vectors.", choices=POOLINGS),
         )
-    ),
+    )
+    + RATE_KNOBS,
     defaults={
         "pooling": "mean",
         "batch_size": 128,

@@ -1,0 +1,167 @@
+"""The real table specs against the papers' numbers and the search spaces; formatting; LaTeX."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import warnings
+
+import pandas as pd
+import pytest
+
+from reports.tables import (
+    COLUMNS, DELTA, PAPER_NUMBERS, Cell, Column, MissingResults, TableSpecError, build_tables, cell_text,
+    latex_escape, load_table_specs, load_yaml, paper_rows, paper_text, parse_table_spec, to_latex, to_markdown,
+)
+
+SPECS = load_table_specs()
+NUMBERS = load_yaml(PAPER_NUMBERS)
+
+
+def test_every_table_of_the_issue_has_a_spec():
+    assert set(SPECS) >= {
+        "sg-bert-figure1", "sg-bert-table1", "sg-bert-table5", "sg-bert-table6",
+        "consert-table2", "consert-table4", "consert-figure5", "consert-figure6", "consert-figure7",
+        "sct-table2", "sct-table4", "sct-figure4", "sct-table6", "sct-table7",
+    }
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_every_paper_figure_a_spec_looks_up_exists(name):
+    """A typo in a row or column name would silently drop the paper's figure: none may."""
+    spec = SPECS[name]
+    if spec.paper is None:
+        return
+    rows = paper_rows(NUMBERS, spec.paper, spec.paper.model)
+    assert rows, f"{name}: no rows of {spec.paper.model} in {spec.paper.paper} {spec.paper.table}"
+    paper_columns = set(NUMBERS[spec.paper.paper][spec.paper.table]["columns"])
+    for key, paper_row in spec.paper.rows.items():
+        # A grid may stop short of the paper's point (layers 0-6 of the bundled model); a row may not.
+        assert spec.kind == "grid" or key in spec.line_keys(), f"{name}: {key!r} is not a line of the table"
+        assert paper_row is None or paper_row in rows, f"{name}: no paper row {paper_row!r}"
+    if spec.kind == "rows":
+        for row in spec.rows:  # every named row maps to a paper row, or says explicitly that there is none
+            assert spec.paper.rows.get(row, row) in set(rows) | {None}, f"{name}: row {row!r} has no paper row"
+    for key, paper_column in spec.paper.columns.items():
+        assert paper_column in paper_columns, f"{name}: {key!r} -> {paper_column!r}"
+    shown = set(spec.paper.columns.values()) if spec.across else set(spec.columns)
+    assert shown & paper_columns, f"{name}: no column in common with the paper's"
+
+
+def test_the_papers_figures_land_in_the_right_cells():
+    """Spot checks against paper_numbers.yaml, through the spec mappings (no results at all)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        built = {t.name: t for t in build_tables(pd.DataFrame(), None, SPECS, NUMBERS)}
+
+    def paper(table: str, line: str) -> dict[str, float]:
+        return next(x.paper for x in built[table].lines if x.label == line)
+
+    assert paper("sg-bert-table1", "SG-OPT")["Avg"] == 74.62
+    assert paper("sg-bert-table5", "without projection head") == {"Avg": 72.78, DELTA: -1.84}
+    assert paper("sg-bert-table6", "SG-OPT") == {"Training": 455.02, "Inference": 10.51}
+    assert paper("sg-bert-figure1-bert-base", "10") == {"cls": 16.71}
+    assert paper("sg-bert-figure1", "2") == {"max": 63.19}
+    assert paper("consert-table4", "192") == {"Avg": 72.86, "Steps": 930}
+    assert paper("consert-figure5", "none") == {"none": 63.84}
+    assert paper("sct-table2", "SCT")["Avg"] == 72.56  # BERT-Small
+    assert paper("sct-table4", "No queue update") == {DELTA: -3.85}  # BERT-Tiny
+    assert paper("sct-table6", "KL -> CE") == {DELTA: -3.43}
+    assert paper("sct-table2", "No tuning (Mean)") == {}
+    assert all(cell.n == 0 for t in built.values() for line in t.lines for cell in line.cells.values())
+    assert paper("sct-table7", "SCT-distillation") == {"Avg": 76.43}  # the paper's "L_CD + L_SCT"
+    assert built["sct-table7"].missing == ["no finished trial of sweep 'sct_distillation' "
+                                           "(python -m sweep run search_spaces/sct_distillation.yaml)"]
+
+
+def test_the_papers_model_follows_ours_when_the_paper_has_it():
+    """Trials of bert-large-uncased are compared with the paper's BERT-large rows."""
+    spec = SPECS["sg-bert-table1"]
+    frame = pd.DataFrame({
+        "experiment": "sg_main", "status": "FINISHED", "row": "SG", "seed": [1, 2], "model": "bert-large-uncased",
+        "budget": "none", "run_id": ["a", "b"], "start_time": pd.Timestamp(0, tz="UTC"),
+        "test_avg_spearman": [70.0, 72.0], "trial_id": ["t1", "t2"],
+    })
+    with pytest.warns(MissingResults, match=r"row 'SG': 6 of 8 seeds missing: \[3, 4, 1234, 2345, 3456, 7890\]"):
+        table = build_tables(frame, ["sg-bert-table1"], {"sg-bert-table1": spec}, NUMBERS)[0]
+    line = next(x for x in table.lines if x.label == "SG")
+    assert table.paper_model == "bert-large" and line.paper["Avg"] == 72.81
+    assert line.cells["Avg"].values == (70.0, 72.0)
+    assert table.notes[0] == "ours: bert-large-uncased; budget none; paper: sg-bert table1, bert-large"
+
+
+def test_the_latest_run_of_a_trial_counts_and_a_mix_of_budgets_is_flagged():
+    spec = SPECS["consert-table2"]
+    frame = pd.DataFrame({
+        "experiment": "consert_main", "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED"],
+        "row": ["ConSERT-base"] * 3 + ["BERT-base"], "seed": 42, "model": "m",
+        "budget": ["smoke", "none", "none", "smoke"], "run_id": ["a", "b", "c", "d"],
+        "start_time": pd.to_datetime([1, 2, 3, 4], unit="s", utc=True), "test_avg_spearman": [10.0, 20.0, 99.0, 5.0],
+        "trial_id": ["t1", "t2", "t3", "t4"],
+    })
+    table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
+    line = next(x for x in table.lines if x.label == "ConSERT-base")
+    assert line.cells["Avg"].values == (20.0,)  # the later FINISHED run, never the FAILED one
+    assert table.missing == []
+    assert "row 'ConSERT-base': left out 1 FAILED trial(s)" in table.notes
+    assert any("mix several budgets (none, smoke)" in note for note in table.notes)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"colour": "red"}, "unknown keys"),
+        ({"columns": ["Avg", "Spearman"]}, "unknown column 'Spearman'"),
+        ({"rows": ["SG", "SG-OOPT"]}, r"rows \['SG-OOPT'\] are not rows"),
+        ({"columns": ["Avg", DELTA]}, "needs delta"),
+        ({"columns": ["Avg", DELTA], "delta": {"of": "Avg", "from": "nope"}}, "delta.from 'nope'"),
+        ({"spec": "search_spaces/absent.yaml"}, "not found"),
+        ({"kind": "grid", "index": "pooling_layer"}, "grid knobs"),
+    ],
+)
+def test_a_bad_table_spec_is_refused(change, message):
+    raw = {"title": "t", "kind": "rows", "spec": "search_spaces/sg_main.yaml", "columns": ["Avg"], "rows": ["SG"]}
+    with pytest.raises(TableSpecError, match=message):
+        parse_table_spec("t", {**raw, **change})
+
+
+def test_cell_and_paper_texts():
+    column = COLUMNS["Avg"]
+    assert cell_text(Cell(()), column) == "–"
+    assert cell_text(Cell((71.0,)), column) == "71.00 (1)"  # one seed: no std
+    cell = Cell((70.0, 71.0, 75.0))
+    assert math.isclose(cell.std, math.sqrt(((70 - 72) ** 2 + (71 - 72) ** 2 + (75 - 72) ** 2) / 2))
+    assert cell_text(cell, column) == f"72.00 ± {cell.std:.2f} (3)"
+    assert paper_text(74.62, cell, column) == "74.62 (-2.62)"
+    assert paper_text(74.62, Cell(()), column) == "74.62"
+    assert paper_text(930, Cell((900.0,)), COLUMNS["Steps"]) == "930 (-30)"
+    assert cell_text(Cell((-1.5, -0.5)), Column(DELTA)) == "-1.00 ± 0.71 (2)"
+
+
+def test_latex_escape():
+    assert latex_escape("f_ref -> a 50% & #1 {x}") == r"f\_ref $\rightarrow$ a 50\% \& \#1 \{x\}"
+    assert latex_escape("70.00 ± 1.00 – paper (ours − paper)") == r"70.00 $\pm$ 1.00 -- paper (ours $-$ paper)"
+    assert latex_escape("a \\ b") == r"a \textbackslash{} b"
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed")
+def test_every_real_table_compiles_with_pdflatex(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        rendered = [to_latex(t) for t in build_tables(pd.DataFrame(), None, SPECS, NUMBERS)]
+    document = ("\\documentclass{article}\\usepackage{booktabs,graphicx}\\begin{document}"
+                + "\\clearpage".join(rendered) + "\\end{document}")
+    (tmp_path / "tables.tex").write_text(document, encoding="utf-8")
+    done = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "tables.tex"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_markdown_lists_what_is_missing():
+    with pytest.warns(MissingResults):
+        table = build_tables(pd.DataFrame(), ["sg-bert-table5"], SPECS, NUMBERS)[0]
+    text = to_markdown(table)
+    run = "python -m sweep run search_spaces/sg_opt_ablation.yaml"
+    assert f"- missing: no finished trial of sweep 'sg_opt_ablation' ({run})" in text
+    assert "| paper (ours − paper) | – | – | – | – | – | – | – | – | 73.14 | -1.48 |" in text

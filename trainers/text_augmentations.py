@@ -1,0 +1,102 @@
+"""Text-level views for SCT's augmentation study (Limkonchotiwat et al., Section 5.3.3):
+masked-LM rewriting (15% of the tokens) and synonym replacement (one word).
+
+Both act on raw sentences before tokenisation, so the teacher of a distillation
+run sees the same rewritten text. Randomness comes from an explicit
+``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from trainers.encoder import model_problem, resolve_model_path
+
+WORD = re.compile(r"[A-Za-z]+")
+
+
+def replace_one_synonym(sentence: str, synonyms_of: Callable[[str], Sequence[str]], generator: torch.Generator) -> str:
+    """Replace one randomly chosen word that has synonyms by a random one of them
+    (the sentence is returned unchanged when no word has any)."""
+    candidates = [(m, synonyms) for m in WORD.finditer(sentence) if (synonyms := list(synonyms_of(m.group())))]
+    if not candidates:
+        return sentence
+    match, synonyms = candidates[int(torch.randint(len(candidates), (), generator=generator))]
+    synonym = synonyms[int(torch.randint(len(synonyms), (), generator=generator))]
+    return sentence[: match.start()] + synonym + sentence[match.end() :]
+
+
+def wordnet_problem() -> str | None:
+    """Why WordNet synonyms are unavailable here (None when they are)."""
+    try:
+        from nltk.corpus import wordnet
+
+        wordnet.synsets("good")
+    except ImportError:
+        return "needs nltk (pip install -e '.[synonyms]') and its WordNet data (python -m nltk.downloader wordnet)"
+    except LookupError:
+        return "needs WordNet data for nltk (python -m nltk.downloader wordnet), which is not installed here"
+    return None
+
+
+def wordnet_synonyms(word: str) -> list[str]:
+    """WordNet synonyms of ``word`` (single words only, the word itself excluded)."""
+    from nltk.corpus import wordnet
+
+    names = {lemma.name() for synset in wordnet.synsets(word.lower()) for lemma in synset.lemmas()}
+    return sorted(n for n in names if "_" not in n and n.lower() != word.lower())
+
+
+def mlm_problem(model: str) -> str | None:
+    """Why ``model`` cannot fill masks (None when its config declares a masked-LM head)."""
+    from transformers import AutoConfig
+
+    if not model:
+        return "the mlm view needs mlm_model, a Hugging Face model with a masked-LM head (e.g. bert-base-uncased)"
+    problem = model_problem(model)
+    if problem:
+        return problem
+    architectures = AutoConfig.from_pretrained(resolve_model_path(model)).architectures or []
+    if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
+        return f"mlm_model {model!r} has no masked-LM head (its architectures: {architectures})"
+    return None
+
+
+class MaskedLMRewriter:
+    """The MLM view: int(n x rate) (at least one) of each sentence's n word-piece tokens are
+    masked and replaced by the masked LM's most likely token other than the original."""
+
+    def __init__(self, model: str, rate: float = 0.15, device: torch.device | str = "cpu"):
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        path = resolve_model_path(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.model = AutoModelForMaskedLM.from_pretrained(path).to(device).eval().requires_grad_(False)
+        self.rate = rate
+
+    def __call__(self, sentences: Sequence[str], generator: torch.Generator, max_length: int = 64) -> list[str]:
+        features = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length,
+                                  return_tensors="pt", return_special_tokens_mask=True)
+        fixed = features.pop("special_tokens_mask").bool() | ~features["attention_mask"].bool()
+        rewritten, _ = self.fill(features["input_ids"], features["attention_mask"], fixed, generator)
+        return self.tokenizer.batch_decode(rewritten, skip_special_tokens=True)
+
+    @torch.no_grad()
+    def fill(self, input_ids: Tensor, attention_mask: Tensor, fixed: Tensor, generator: torch.Generator
+             ) -> tuple[Tensor, Tensor]:
+        """Token ids with the chosen positions refilled, and those positions (``fixed``: special
+        tokens and padding, never chosen)."""
+        masked = torch.zeros_like(fixed)
+        for i in range(len(input_ids)):
+            positions = (~fixed[i]).nonzero().flatten()
+            count = max(1, int(len(positions) * self.rate)) if len(positions) else 0
+            masked[i, positions[torch.randperm(len(positions), generator=generator)[:count]]] = True
+        device = next(self.model.parameters()).device
+        inputs = input_ids.masked_fill(masked, self.tokenizer.mask_token_id)
+        logits = self.model(input_ids=inputs.to(device), attention_mask=attention_mask.to(device)).logits.cpu()
+        logits.scatter_(2, input_ids.unsqueeze(2), float("-inf"))  # never predict the token that was there
+        return torch.where(masked, logits.argmax(2), input_ids), masked
