@@ -177,16 +177,19 @@ DESCRIPTION = {
 }
 
 
-def sct_resident_memory_mib(queue_size: int) -> float:
-    """Resident memory of a fresh process after three SCT steps (MiB): the queues are
-    alive then, so the difference between two queue sizes is what the queues cost."""
+def sct_memory_mib(queue_size: int) -> tuple[float, float]:
+    """(resident, peak resident) memory of a fresh process after three SCT steps, in MiB. The
+    queues are alive after the steps, so the difference in resident memory between two queue
+    sizes is what the queues cost; the peak is the whole trial's high-water mark."""
     code = (
         "from benchmarks.step_time import loop_step_seconds; "
         f"loop_step_seconds('sct', 1, queue_size={queue_size}, model_layers=2); "
-        "print(next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmRSS')))"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status')); "
+        "print(status['VmRSS'].split()[0], status['VmHWM'].split()[0])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    return int(out.strip().splitlines()[-1]) / 1024
+    resident, peak = out.strip().splitlines()[-1].split()
+    return int(resident) / 1024, int(peak) / 1024
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -221,10 +224,11 @@ def main(argv: list[str] | None = None) -> None:
                  f"up to 6 epochs): {fresh:.3f} s/step without, {cached:.3f} s/step with "
                  f"({100 * (1 - cached / fresh):.0f}% saved)."]
     if "sct" in args.methods:
-        small, large = sct_resident_memory_mib(128), sct_resident_memory_mib(262144)
-        body += ["", f"SCT resident memory after 3 steps (fresh process, 2-layer student, batch 128): "
+        (small, _), (large, peak) = sct_memory_mib(128), sct_memory_mib(262144)
+        body += ["", f"SCT memory after 3 steps (fresh process, 2-layer student, batch 128): resident "
                  f"{small:.0f} MiB with k = 128, {large:.0f} MiB with k = 262,144 (two 262,144 x 384 float32 "
-                 f"queues: {large - small:.0f} MiB more; 768 MiB in theory)."]
+                 f"queues: {large - small:.0f} MiB more; 768 MiB in theory); peak resident memory of the "
+                 f"k = 262,144 trial: {peak:.0f} MiB."]
     write_section("Training step time", "\n".join(body))
     print("\n".join(body))
 

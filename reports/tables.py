@@ -388,10 +388,12 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
 
     budget = f"; budget {listed('budget')}" if "budget" in runs.columns else ""
     paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
-    table.notes.insert(0, f"ours: {listed('model')}{budget}; paper: {paper_name}")
-    for name in ("model", "budget"):
+    cut = sorted({int(v) for v in runs["model_layers"].dropna() if v}) if "model_layers" in runs.columns else []
+    layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
+    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
+    for name in ("model", "budget", "model_layers"):
         if name in runs.columns and runs[name].nunique() > 1:
-            table.notes.insert(1, f"the trials mix several {name}s ({listed(name)}): filter or re-run before comparing")
+            table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): filter or re-run before comparing")
     if spec.paper and spec.across:
         shown = {(line.label, label) for line in table.lines for label in line.paper}
         reported = [(k, c) for k, row in spec.paper.rows.items() for c, pc in spec.paper.columns.items()

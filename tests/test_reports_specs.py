@@ -105,7 +105,18 @@ def test_the_latest_run_of_a_trial_counts_and_a_mix_of_budgets_is_flagged():
     assert line.cells["Avg"].values == (20.0,)  # the later FINISHED run, never the FAILED one
     assert table.missing == []
     assert "row 'ConSERT-base': left out 1 FAILED trial(s)" in table.notes
-    assert any("mix several budgets (none, smoke)" in note for note in table.notes)
+    assert any("mix several values of budget (none, smoke)" in note for note in table.notes)
+
+
+def test_a_model_cut_to_its_first_layers_is_named_in_the_notes():
+    spec = SPECS["consert-table2"]
+    frame = pd.DataFrame({
+        "experiment": "consert_main", "status": "FINISHED", "row": ["ConSERT-base", "BERT-base"], "seed": 42,
+        "model": "m", "model_layers": pd.array([2, 2], dtype="Int64"), "budget": "none", "run_id": ["a", "b"],
+        "start_time": pd.Timestamp(0, tz="UTC"), "test_avg_spearman": [60.0, 59.0], "trial_id": ["t1", "t2"],
+    })
+    table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
+    assert table.notes[0].startswith("ours: m (first 2 layers); budget none; paper: consert table2")
 
 
 @pytest.mark.parametrize(

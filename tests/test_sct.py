@@ -383,3 +383,13 @@ def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, 
         return loss_of(build(tiny_bert, **settings)).item()
 
     assert loss(**{knob: value}) != pytest.approx(loss(), rel=1e-6)
+
+
+def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tmp_path):
+    from tests.conftest import build_tiny_bert
+
+    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=str(build_tiny_bert(tmp_path / "m", masked_lm=True)))
+    loss_of(objective).backward()
+    assert not objective.mlm.training and all(p.grad is None for p in objective.mlm.parameters())
+    first, second = (objective._texts(BATCH, "mlm") for _ in range(2))
+    assert first != BATCH and first != second  # two independent rewrites of each sentence

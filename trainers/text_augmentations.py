@@ -12,7 +12,7 @@ import re
 from typing import Callable, Sequence
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from trainers.encoder import model_problem, resolve_model_path
 
@@ -66,19 +66,24 @@ def mlm_problem(model: str) -> str | None:
     return None
 
 
-class MaskedLMRewriter:
+class MaskedLMRewriter(nn.Module):
     """The MLM view: int(n x rate) (at least one) of each sentence's n word-piece tokens are
-    masked and replaced by the masked LM's most likely token other than the original."""
+    masked and replaced by the masked LM's most likely token other than the original.
+    A module so that it follows its owner to a device; always in eval mode, never trained."""
 
-    def __init__(self, model: str, rate: float = 0.15, device: torch.device | str = "cpu"):
+    def __init__(self, model: str, rate: float = 0.15):
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+        super().__init__()
         path = resolve_model_path(model)
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.model = AutoModelForMaskedLM.from_pretrained(path).to(device).eval().requires_grad_(False)
+        self.model = AutoModelForMaskedLM.from_pretrained(path).eval().requires_grad_(False)
         self.rate = rate
 
-    def __call__(self, sentences: Sequence[str], generator: torch.Generator, max_length: int = 64) -> list[str]:
+    def train(self, mode: bool = True) -> "MaskedLMRewriter":
+        return super().train(False)
+
+    def forward(self, sentences: Sequence[str], generator: torch.Generator, max_length: int = 64) -> list[str]:
         features = self.tokenizer(list(sentences), padding=True, truncation=True, max_length=max_length,
                                   return_tensors="pt", return_special_tokens_mask=True)
         fixed = features.pop("special_tokens_mask").bool() | ~features["attention_mask"].bool()
