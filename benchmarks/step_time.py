@@ -162,7 +162,8 @@ def plain_sct(steps: int) -> float:
             online.append(F.normalize(head(pooled), dim=1))
             refs.append(F.normalize(pooled.detach(), dim=1))  # f_ref = f_theta under stop-gradient
         pending.append(refs)
-        return sct_loss(tuple(online), tuple(refs), (queues[0], queues[1]), 0.03, 0.02)
+        extended = (torch.cat([queues[0], refs[0]]), torch.cat([queues[1], refs[1]]))  # the batch enters the queues
+        return sct_loss(tuple(online), tuple(refs), extended, 0.03, 0.02)
 
     corpus = load_corpus("sts_all_sentences")
     batches = [corpus[i * 128 : (i + 1) * 128] for i in range(steps + WARMUP)]

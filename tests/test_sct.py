@@ -393,3 +393,30 @@ def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, t
     assert not objective.mlm.training and all(p.grad is None for p in objective.mlm.parameters())
     first, second = (objective._texts(BATCH, "mlm") for _ in range(2))
     assert first != BATCH and first != second  # two independent rewrites of each sentence
+
+
+@pytest.mark.parametrize("queues", ["two", "one", "in_batch"])
+def test_distributions_range_over_the_queue_and_the_batch_entering_it(tiny_bert, queues):
+    objective = build(tiny_bert, queues=queues)
+    r1, r2 = unit(4, 32).float(), unit(4, 32).float()
+    d1, d2 = objective.candidates((r1, r2))
+    stored = [q.vectors for q in objective.queue_list]
+    if queues == "two":
+        torch.testing.assert_close(d1, torch.cat([stored[0], r1]))
+        torch.testing.assert_close(d2, torch.cat([stored[1], r2]))
+    elif queues == "one":
+        torch.testing.assert_close(d1, torch.cat([stored[0], r1, r2]))
+        assert d2 is d1
+    else:
+        assert d1 is r1 and d2 is r2
+    # The objective's loss is Eq. 2 over exactly these candidates.
+    objective.eval()
+    torch.manual_seed(0)
+    loss = objective.loss(BATCH)
+    (ref1, ref2), _ = objective._pending
+    torch.manual_seed(0)
+    seeds = [int(torch.randint(2**31 - 1, ())) for _ in range(2)]
+    online = [F.normalize(objective.head(objective._encode(objective.encoder, objective.encoder.tokenize(BATCH, 64),
+                                                          view, seed)), dim=1) for view, seed in zip(objective.views, seeds)]
+    expected = sct_loss(tuple(online), (ref1, ref2), objective.candidates((ref1, ref2)), 0.03, 0.02)
+    torch.testing.assert_close(loss, expected)

@@ -1,12 +1,15 @@
 """SCT: self-supervised cross-view training with instance queues (Limkonchotiwat et al.).
 
 Two views of each sentence go through the online encoder f_theta (plus the
-projector h) and through a frozen reference encoder f_ref. The online
-distribution of view 1 over queue D2 is trained to match the reference
-distribution of view 2 over D2, and vice versa (Eq. 2); D1 and D2 are FIFO
-queues of the reference vectors of views 1 and 2 (Section 3.1). Mean pooling,
-all encoder outputs normalised. Queues are read before the step and the
-batch's reference vectors are enqueued after it.
+projector h) and through a reference encoder f_ref. The online distribution
+of view 1 over queue D2 is trained to match the reference distribution of
+view 2 over D2, and vice versa (Eq. 2); D1 and D2 are FIFO queues of the
+reference vectors of views 1 and 2 (Section 3.1). Mean pooling, all encoder
+outputs normalised. The batch is enqueued at the start of its step (Section
+3.1), so each distribution is over the queue extended by the batch's
+reference vectors of that view, as in the authors' code; the oldest entries
+make room after the step. The 'contrastive' ablation is MoCo-style: the
+positive against the queue alone.
 
 f_ref is by default the online encoder itself under stop-gradient (the paper:
 "the architecture and weights of f_ref and f_theta are identical"; the
@@ -115,8 +118,9 @@ class Teacher(nn.Module):
         queues = (self.queue_list[0].vectors, self.queue_list[1].vectors)
         tau_online, tau_teacher = config["tau_theta"], config["tau_ref"]
         kind = config["distillation"]
-        if kind == "cd":
-            return cd_loss(online, teacher, queues, tau_online, tau_teacher)
+        if kind == "cd":  # over T1, T2 extended by the batch, like L_SCT (and the authors' code)
+            extended = (torch.cat([queues[0], teacher[0]]), torch.cat([queues[1], teacher[1]]))
+            return cd_loss(online, teacher, extended, tau_online, tau_teacher)
         if kind == "mse":
             return mse_loss(online, teacher)
         if kind == "congen":
@@ -198,19 +202,30 @@ class SCTObjective(Objective):
 
     def _self_supervised_loss(self, online: tuple[Tensor, ...], reference: tuple[Tensor, Tensor]) -> Tensor:
         config = self.config
-        queues = self._queues(reference)
         if config["objective"] == "contrastive":
-            return queue_contrastive_loss(online, reference, queues, config["tau_theta"])
+            return queue_contrastive_loss(online, reference, self._queues(reference), config["tau_theta"])
         return sct_loss(
-            online, reference, queues, config["tau_theta"], config["tau_ref"],
+            online, reference, self.candidates(reference), config["tau_theta"], config["tau_ref"],
             divergence=config["objective"], cross_view=config["cross_view"],
         )
 
     def _queues(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """D1 and D2 as they stand before this step (the batch's reference vectors without a queue)."""
         if self.config["queues"] == "in_batch":
             return reference
         vectors = [q.vectors for q in self.queue_list]
         return (vectors[0], vectors[-1])
+
+    def candidates(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """What SR(., D1) and SR(., D2) range over: each queue extended by the batch's reference
+        vectors that enter it (both views for the single queue)."""
+        if self.config["queues"] == "in_batch":
+            return reference
+        first, second = self._queues(reference)
+        if self.config["queues"] == "one":
+            shared = torch.cat([first, *reference])
+            return shared, shared
+        return torch.cat([first, reference[0]]), torch.cat([second, reference[1]])
 
     @torch.no_grad()
     def after_step(self) -> None:
