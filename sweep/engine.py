@@ -117,6 +117,8 @@ def _progress_reporter(spec: SweepSpec):
         parameter_columns={"row": "row", "seed": "seed", **{axis: axis for axis in axes}},
         metric_columns={"step": "step", "dev_spearman": "dev", "best_dev_spearman": "best dev"},
         max_report_frequency=10,
+        # Row names are the papers' row labels (e.g. "Cross-view -> Identical-view"): show them whole.
+        max_column_length=max([20, *(len(row.name) for row in spec.rows)]),
     )
 
 
