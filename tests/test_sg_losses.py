@@ -85,6 +85,6 @@ def test_losses_differ_from_each_other():
 def test_parameter_distance_is_the_sum_of_squared_differences():
     torch.manual_seed(2)
     fixed, tuned = nn.Linear(3, 2), nn.Linear(3, 2)
-    expected = sum(float(((a - b) ** 2).sum()) for a, b in zip(tuned.parameters(), fixed.parameters()))
-    assert float(parameter_distance(tuned, fixed)) == pytest.approx(expected)
-    assert float(parameter_distance(fixed, fixed)) == 0.0
+    expected = sum(((a - b) ** 2).sum().item() for a, b in zip(tuned.parameters(), fixed.parameters()))
+    assert parameter_distance(tuned, fixed).item() == pytest.approx(expected)
+    assert parameter_distance(fixed, fixed).item() == 0.0

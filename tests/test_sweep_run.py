@@ -154,6 +154,7 @@ def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_t
     ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()  # otherwise the first trial actor, reused, may run every trial before node 2 joins
     try:
         uri = f"sqlite:///{tmp_path}/mlflow.db"
         path = spec_file(tmp_path, tiny_bert, "cluster", seeds=[1, 2, 3])
