@@ -61,8 +61,8 @@ def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
 
 
 def layers_problem(model: str, layers: int) -> str | None:
-    """Why ``model_layers`` cannot be cut from ``model`` (None if it can, or if the model is not readable here)."""
-    if not layers or model_problem(model):
+    """Why ``model_layers`` cannot be cut from ``model`` (None if it can); ``model`` must be readable here."""
+    if not layers:
         return None
     from transformers import AutoConfig
 

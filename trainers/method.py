@@ -97,8 +97,7 @@ class Method:
         problem = model_problem(config["model"])
         if problem:
             found.append(f"model: {problem}")
-        problem = layers_problem(config["model"], config["model_layers"])
-        if problem:
+        elif problem := layers_problem(config["model"], config["model_layers"]):
             found.append(f"model_layers: {problem}")
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")

@@ -31,6 +31,11 @@ class InstanceQueue(nn.Module):
         self.vectors[positions] = batch
         self.pointer.fill_((start + len(batch)) % self.size)
 
+    def extended(self, batch: Tensor) -> Tensor:
+        """The queue with ``batch`` appended: what a distribution ranges over once the batch has
+        entered the queue at the start of its step (SCT Section 3.1), before the oldest leave."""
+        return torch.cat([self.vectors, batch.detach().to(self.vectors.dtype)])
+
     def oldest_first(self) -> Tensor:
         """The queue's vectors from oldest to newest (for inspection and tests)."""
         return torch.roll(self.vectors, -int(self.pointer), dims=0)

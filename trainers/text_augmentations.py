@@ -102,6 +102,7 @@ class MaskedLMRewriter(nn.Module):
             masked[i, positions[torch.randperm(len(positions), generator=generator)[:count]]] = True
         device = next(self.model.parameters()).device
         inputs = input_ids.masked_fill(masked, self.tokenizer.mask_token_id)
-        logits = self.model(input_ids=inputs.to(device), attention_mask=attention_mask.to(device)).logits.cpu()
-        logits.scatter_(2, input_ids.unsqueeze(2), float("-inf"))  # never predict the token that was there
-        return torch.where(masked, logits.argmax(2), input_ids), masked
+        logits = self.model(input_ids=inputs.to(device), attention_mask=attention_mask.to(device)).logits
+        logits.scatter_(2, input_ids.to(device).unsqueeze(2), float("-inf"))  # never predict the token that was there
+        # Only the chosen ids leave the device, not the [batch, tokens, vocabulary] logits.
+        return torch.where(masked, logits.argmax(2).cpu(), input_ids), masked

@@ -119,7 +119,7 @@ class Teacher(nn.Module):
         tau_online, tau_teacher = config["tau_theta"], config["tau_ref"]
         kind = config["distillation"]
         if kind == "cd":  # over T1, T2 extended by the batch, like L_SCT (and the authors' code)
-            extended = (torch.cat([queues[0], teacher[0]]), torch.cat([queues[1], teacher[1]]))
+            extended = (self.queue_list[0].extended(teacher[0]), self.queue_list[1].extended(teacher[1]))
             return cd_loss(online, teacher, extended, tau_online, tau_teacher)
         if kind == "mse":
             return mse_loss(online, teacher)
@@ -221,11 +221,10 @@ class SCTObjective(Objective):
         vectors that enter it (both views for the single queue)."""
         if self.config["queues"] == "in_batch":
             return reference
-        first, second = self._queues(reference)
         if self.config["queues"] == "one":
-            shared = torch.cat([first, *reference])
+            shared = self.queue_list[0].extended(torch.cat(reference))
             return shared, shared
-        return torch.cat([first, reference[0]]), torch.cat([second, reference[1]])
+        return self.queue_list[0].extended(reference[0]), self.queue_list[1].extended(reference[1])
 
     @torch.no_grad()
     def after_step(self) -> None:
