@@ -45,7 +45,8 @@ class _NoEvaluation:
 def loop_step_seconds(method: str, steps: int, **overrides) -> float:
     torch.manual_seed(0)
     config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})
-    objective = get_method(method).build(config, SentenceEncoder.from_config(config))
+    (stage,) = get_method(method).stages(config)
+    objective = stage.build(config, SentenceEncoder.from_config(config))
     examples = load_corpus(config["train_corpus"])[: config["batch_size"] * (steps + WARMUP)]
     timings: list[float] = []
     original = objective.after_step

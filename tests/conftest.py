@@ -47,6 +47,18 @@ def tiny_bert(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory) -> str:
+    """A wider (48-dim) random BERT than the 32-dim student, so the student needs a map into its space."""
+    return str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=1, hidden_size=48))
+
+
+@pytest.fixture(scope="session")
+def tiny_masked_lm(tmp_path_factory) -> str:
+    """The tiny BERT with a masked-LM head (SCT's mlm view)."""
+    return str(build_tiny_bert(tmp_path_factory.mktemp("tiny-mlm"), masked_lm=True))
+
+
+@pytest.fixture(scope="session")
 def tiny_sts_dir(tmp_path_factory) -> Path:
     """A folder of small STS TSVs (first 40 pairs of each shipped file), for fast trials."""
     from trainers.data import ALL_FILES, SHIPPED_STS_DIR

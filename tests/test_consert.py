@@ -7,8 +7,11 @@ import torch
 import trainers.methods.consert as consert
 from sweep.spec import SpecError, load_spec
 from trainers.augmentations import augmented_hidden_states
+from trainers.checkpoint import TrialSession
+from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.loop import run_trial
+from trainers.evaluation import STSEvaluator
+from trainers.loop import run_trial, train
 from trainers.losses.contrastive import info_nce, nt_xent
 from trainers.methods.consert import ConSERTObjective, NLIObjective, nli_classification_loss
 from trainers.registry import get_method
@@ -78,7 +81,10 @@ def config_of(tiny_bert, **overrides):
 
 
 def build(tiny_bert, **overrides):
-    return consert.build(config_of(tiny_bert, **overrides), SentenceEncoder.from_pretrained(tiny_bert))
+    """The objective of a single-stage setting."""
+    config = config_of(tiny_bert, **overrides)
+    (stage,) = consert.stages(config)
+    return stage.build({**config, **stage.overrides}, SentenceEncoder.from_pretrained(tiny_bert))
 
 
 def loss_of(objective, batch=BATCH, seed=0):
@@ -198,24 +204,47 @@ def test_supervised_settings_need_the_hub_and_never_substitute(tiny_bert, monkey
 
 
 def test_sup_and_joint_train_on_nli_pairs_only(tiny_bert, use_tiny_sts, fake_nli):
-    assert get_method("consert").examples(config_of(tiny_bert, supervision="joint")) == NLI
-    assert get_method("consert").examples(config_of(tiny_bert, supervision="joint-unsup"))[0] != NLI[0]
+    (joint,) = consert.stages(config_of(tiny_bert, supervision="joint"))
+    assert joint.examples(config_of(tiny_bert)) == NLI
+    two_stage = consert.stages(config_of(tiny_bert, supervision="joint-unsup"))
+    assert [stage.examples(config_of(tiny_bert))[0] == NLI[0] for stage in two_stage] == [True, False]
     final = run_trial({"method": "consert", "model": tiny_bert, "supervision": "joint", "max_steps": 2, "batch_size": 3,
                        "learning_rate": 1e-3, "eval_every": 2, "nli_augmentation": "adversarial"})
     assert final["steps"] == 2 and math.isfinite(final["test_avg_spearman"])
 
 
-def trained_weights(tiny_bert, **overrides):
+def flat(encoder):
+    return torch.cat([p.detach().flatten() for p in encoder.parameters()])
+
+
+def trained_first_stage(tiny_bert, **overrides):
+    """Run the NLI stage of a two-stage setting on a fresh encoder; return the next stage and the weights."""
+    config = config_of(tiny_bert, max_steps=2, batch_size=3, eval_every=1, **overrides)
+    first, second = consert.stages(config)
+    stage_config = {**config, **first.overrides}
+    encoder = SentenceEncoder.from_pretrained(tiny_bert)
+    evaluator = STSEvaluator(load_sts("local", evaluation_names()))
     torch.manual_seed(0)
-    objective = build(tiny_bert, max_steps=2, batch_size=3, eval_every=1, train_limit=8, **overrides)
-    return objective, torch.cat([p.detach().flatten() for p in objective.encoder.parameters()])
+    train(first.build(stage_config, encoder), first.examples(stage_config), stage_config, evaluator, TrialSession())
+    return second, second.build(config, encoder), flat(encoder)
 
 
 def test_two_stage_settings_train_on_nli_first_at_their_own_learning_rate(tiny_bert, use_tiny_sts, fake_nli):
-    _, untouched = trained_weights(tiny_bert)
-    _, frozen_stage = trained_weights(tiny_bert, supervision="sup-unsup", nli_learning_rate=0.0)
-    objective, sup = trained_weights(tiny_bert, supervision="sup-unsup", nli_learning_rate=1e-2)
-    _, joint = trained_weights(tiny_bert, supervision="joint-unsup", nli_learning_rate=1e-2)
+    untouched = flat(SentenceEncoder.from_pretrained(tiny_bert))
+    _, _, frozen_stage = trained_first_stage(tiny_bert, supervision="sup-unsup", nli_learning_rate=0.0)
+    second, objective, sup = trained_first_stage(tiny_bert, supervision="sup-unsup", nli_learning_rate=1e-2)
+    _, _, joint = trained_first_stage(tiny_bert, supervision="joint-unsup", nli_learning_rate=1e-2)
     assert len(fake_nli) == 3 and isinstance(objective, ConSERTObjective)  # the second stage is unsupervised
+    assert second.overrides == {} and second.examples(config_of(tiny_bert))[0] != NLI[0]
     torch.testing.assert_close(frozen_stage, untouched)
     assert not torch.allclose(sup, untouched) and not torch.allclose(joint, sup)
+
+
+def test_two_stage_trial_reports_both_stages_on_one_step_axis(tiny_bert, use_tiny_sts, fake_nli):
+    reports = []
+    final = run_trial({"method": "consert", "model": tiny_bert, "supervision": "sup-unsup", "max_steps": 2,
+                       "batch_size": 3, "eval_every": 1, "train_limit": 8, "nli_learning_rate": 1e-2,
+                       "learning_rate": 1e-3}, reports.append)
+    progress = reports[:-1]
+    assert [(r["stage"], r["step"]) for r in progress] == [(0, 1), (0, 2), (1, 3), (1, 4)]
+    assert final["steps"] == 4 and final["best_step"] in (3, 4)  # selection of the transfer stage

@@ -237,14 +237,6 @@ def test_online_reference_is_the_online_encoder_under_stop_gradient(tiny_bert):
 # ---------------------------------------------------------------- distillation
 
 
-@pytest.fixture(scope="module")
-def tiny_teacher(tmp_path_factory):
-    """A wider (48-dim) random BERT than the 32-dim student, so the student needs a map into its space."""
-    from tests.conftest import build_tiny_bert
-
-    return str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=1, hidden_size=48))
-
-
 def slow_kl(p, q):
     return sum(pi * (torch.log(pi) - torch.log(qi)) for pi, qi in zip(p, q))
 

@@ -50,6 +50,8 @@ TRAINING_KNOBS = KnobSet(
         Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step).", low=1),
         Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early).",
              low=0),
+        Knob("checkpoint_every", int, 1, "Hand Ray Tune (or a local session) a checkpoint to resume from every "
+             "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0),
         Knob("amp", bool, False, "Mixed precision (autocast) on CUDA; ignored on the CPU."),
     )
 )

@@ -1,11 +1,15 @@
 """The one training loop every method runs through.
 
 ``run_trial(config, reporter)`` resolves the config against the method's
-knobs, loads encoder, data and evaluator, trains the method's objective (if it
-has one) with evaluation on STS-B dev every ``eval_every`` steps, early
+knobs, loads encoder, data and evaluator, trains the method's stages (if it
+has any) with evaluation on STS-B dev every ``eval_every`` steps, early
 stopping and best-state keeping, and finally evaluates the *best* state on the
-seven test sets. Every evaluation and the final figures go to ``reporter``:
-``ray.tune.report`` inside a sweep, a plain function in tests and scripts.
+seven test sets. Every evaluation and the final figures go to the trial's
+:class:`~trainers.checkpoint.TrialSession`: ``ray.tune.report`` inside a
+sweep, a plain function in tests and scripts. Every ``checkpoint_every``
+evaluations the session also gets a checkpoint from which
+:func:`run_trial` continues exactly where it stopped: same batches, same
+random draws, same losses.
 """
 
 from __future__ import annotations
@@ -13,27 +17,31 @@ from __future__ import annotations
 import math
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, set_seed
 
+from trainers.checkpoint import (
+    Reporter,
+    TrialSession,
+    read_training_state,
+    remove,
+    rng_states,
+    set_rng_states,
+    write_final_checkpoint,
+    write_training_state,
+)
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
-from trainers.method import Config, Method, Objective
+from trainers.method import Config, Method, Objective, Stage
 from trainers.registry import get_method
-
-Reporter = Callable[[dict[str, Any]], None]
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite; the trial cannot continue."""
-
-
-def _no_report(metrics: dict[str, Any]) -> None:
-    pass
 
 
 @dataclass
@@ -45,6 +53,21 @@ class _Selection:
     best_step: int = 0
     best_state: dict[str, torch.Tensor] | None = None
     evaluations_without_gain: int = 0
+
+    def state(self, step: int) -> dict[str, Any]:
+        """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
+        return {
+            "best_score": self.best_score, "best_step": self.best_step,
+            "evaluations_without_gain": self.evaluations_without_gain,
+            "best_state": None if self.best_step == step else self.best_state,
+        }
+
+    def restore(self, state: Mapping[str, Any], encoder: SentenceEncoder) -> None:
+        self.best_score, self.best_step = state["best_score"], state["best_step"]
+        self.evaluations_without_gain = state["evaluations_without_gain"]
+        self.best_state = state["best_state"]
+        if self.best_state is None and self.best_step:
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
     def update(self, score: float, step: int, encoder: SentenceEncoder) -> None:
         if score > self.best_score:
@@ -60,7 +83,6 @@ class _Selection:
 
 @dataclass
 class _Timer:
-    started: float = field(default_factory=time.perf_counter)
     training_seconds: float = 0.0
     examples: int = 0
 
@@ -103,18 +125,52 @@ def _autocast(config: Config, device: torch.device):
     return nullcontext()
 
 
+@dataclass
+class _Position:
+    """Where training stands: what a checkpoint needs besides the modules, optimizer and RNGs."""
+
+    stage: int = 0
+    step: int = 0  # over all stages: the x axis of the metric history
+    stage_step: int = 0
+    evaluations: int = 0
+    epoch_batches: list[list[int]] = field(default_factory=list)
+    batch_in_epoch: int = 0
+
+    def next_batch(self, n_examples: int, batch_size: int, generator: torch.Generator) -> list[int]:
+        if self.batch_in_epoch >= len(self.epoch_batches):
+            self.epoch_batches, self.batch_in_epoch = batches(n_examples, batch_size, generator), 0
+        self.batch_in_epoch += 1
+        return self.epoch_batches[self.batch_in_epoch - 1]
+
+
+def restore_learning_rate(config: Config, optimizer: torch.optim.Optimizer, schedule) -> None:
+    """After loading optimizer and schedule states, take ``learning_rate`` from the config: equal to the
+    saved rates on a plain resume, the mutated rate after a PBT exploit."""
+    schedule.base_lrs = [config["learning_rate"]] * len(optimizer.param_groups)
+    rates = [base * rate(schedule.last_epoch) for base, rate in zip(schedule.base_lrs, schedule.lr_lambdas)]
+    for group, rate in zip(optimizer.param_groups, rates):
+        group["initial_lr"], group["lr"] = config["learning_rate"], rate
+    schedule._last_lr = rates
+
+
 def train(
     objective: Objective,
     examples: Sequence[Any],
     config: Config,
     evaluator: STSEvaluator,
-    reporter: Reporter,
+    session: TrialSession | Reporter,
+    position: _Position | None = None,
+    resume: Mapping[str, Any] | None = None,
+    stages: int = 1,
 ) -> dict[str, Any]:
-    """Train ``objective`` on ``examples``; leave its encoder in the best dev state.
+    """Train ``objective`` on ``examples`` (one stage); leave its encoder in the best dev state.
 
-    Returns the bookkeeping figures (best dev score and step, steps taken,
+    ``position`` says where the stage starts (its index, the steps of earlier
+    stages); ``resume`` is a checkpoint's training state of this stage to continue
+    from. Returns the bookkeeping figures (best dev score and step, steps taken,
     training throughput) for the final report.
     """
+    session = session if isinstance(session, TrialSession) else TrialSession(session)
     encoder = objective.encoder
     device = encoder.device
     encode = _encode_fn(encoder, config)
@@ -125,49 +181,79 @@ def train(
     generator = torch.Generator().manual_seed(config["seed"])
     selection = _Selection(config["patience"])
     timer = _Timer()
-    step, losses = 0, []
+    position = position or _Position()
+    if resume is not None:
+        objective.load_trained_state(resume["objective"])
+        optimizer.load_state_dict(resume["optimizer"])
+        schedule.load_state_dict(resume["schedule"])
+        restore_learning_rate(config, optimizer, schedule)
+        generator.set_state(resume["generator"])
+        selection.restore(resume["selection"], encoder)
+        timer = _Timer(**resume["timer"])
+        position = _Position(**resume["position"])
+        set_rng_states(resume["rng"])
+    losses: list[float] = []
 
-    while step < steps and not selection.should_stop:
-        for batch_indices in batches(len(examples), config["batch_size"], generator):
-            started = time.perf_counter()
-            objective.train()
-            with _autocast(config, device):
-                loss = objective.loss([examples[i] for i in batch_indices])
-            if not torch.isfinite(loss):
-                raise NonFiniteLossError(f"training loss is {loss.item()} at step {step + 1}; the trial stops here")
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-            objective.after_step()
-            step += 1
-            losses.append(loss.item())
-            timer.training_seconds += time.perf_counter() - started
-            timer.examples += len(batch_indices)
+    while position.stage_step < steps and not selection.should_stop:
+        batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
+        started = time.perf_counter()
+        objective.train()
+        with _autocast(config, device):
+            loss = objective.loss([examples[i] for i in batch_indices])
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; the trial stops here")
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad(set_to_none=True)
+        objective.after_step()
+        position.step += 1
+        position.stage_step += 1
+        losses.append(loss.item())
+        timer.training_seconds += time.perf_counter() - started
+        timer.examples += len(batch_indices)
 
-            if step % config["eval_every"] == 0 or step == steps:
-                dev = evaluator.dev(encode)["dev_spearman"]
-                selection.update(dev, step, encoder)
-                reporter(
+        if position.stage_step % config["eval_every"] == 0 or position.stage_step == steps:
+            dev = evaluator.dev(encode)["dev_spearman"]
+            selection.update(dev, position.step, encoder)
+            position.evaluations += 1
+            metrics = {
+                "step": position.step,
+                "loss": sum(losses) / len(losses),
+                "lr": schedule.get_last_lr()[0],
+                "dev_spearman": dev,
+                "best_dev_spearman": selection.best_score,
+            }
+            if stages > 1:
+                metrics["stage"] = position.stage
+            losses = []
+            checkpoint = None
+            # The trial's last evaluation needs none: its final checkpoint follows.
+            last = position.stage == stages - 1 and (position.stage_step >= steps or selection.should_stop)
+            every = config["checkpoint_every"]
+            if session.keeps_checkpoints and not last and every and position.evaluations % every == 0:
+                checkpoint = write_training_state(
                     {
-                        "step": step,
-                        "loss": sum(losses) / len(losses),
-                        "lr": schedule.get_last_lr()[0],
-                        "dev_spearman": dev,
-                        "best_dev_spearman": selection.best_score,
+                        "objective": objective.trained_state(),
+                        "optimizer": optimizer.state_dict(),
+                        "schedule": schedule.state_dict(),
+                        "generator": generator.get_state(),
+                        "selection": selection.state(position.step),
+                        "timer": asdict(timer),
+                        "position": asdict(position),
+                        "rng": rng_states(),
                     }
                 )
-                losses = []
-            if step >= steps or selection.should_stop:
-                break
+            session.report(metrics, checkpoint)
+            remove(checkpoint)
 
     if selection.best_state is not None:
         encoder.load_state_dict(selection.best_state)
     return {
-        "step": step,
+        "step": position.step,
         "best_dev_spearman": selection.best_score,
         "best_step": selection.best_step,
-        "steps": step,
+        "steps": position.step,
         "early_stopped": float(selection.should_stop),
         "train_seconds": timer.training_seconds,
         "sentences_per_second": timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
@@ -181,21 +267,47 @@ def _encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[s
     return encode
 
 
-def load_examples(method: Method, config: Config) -> Sequence[Any]:
-    examples = method.examples(config)
+def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
+    examples = stage.examples(config)
     return examples[: config["train_limit"]] if config["train_limit"] else examples
 
 
-def run_trial(overrides: Mapping[str, Any], reporter: Reporter | None = None) -> dict[str, Any]:
+def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,
+                 session: TrialSession) -> dict[str, Any]:
+    """Run the method's stages in turn on ``encoder``, from the session's newest readable checkpoint if
+    it has one: earlier stages are then done, and the checkpoint's stage continues where it stopped."""
+    stages = method.stages(config)
+    restored = read_training_state(session)
+    resume, _ = restored if restored else (None, None)
+    first = resume["position"]["stage"] if resume else 0
+    position = _Position(stage=first)
+    final: dict[str, Any] = {}
+    for index in range(first, len(stages)):
+        stage = stages[index]
+        stage_config = {**config, **stage.overrides}
+        objective = stage.build(stage_config, encoder).to(encoder.device)
+        examples = load_examples(stage, stage_config)
+        final = train(objective, examples, stage_config, evaluator, session, position,
+                      resume if index == first else None, len(stages))
+        position = _Position(stage=index + 1, step=final["steps"])
+    if resume is not None:
+        final["resumed_from_step"] = resume["position"]["step"]
+    return final
+
+
+def run_trial(overrides: Mapping[str, Any], reporter: TrialSession | Reporter | None = None) -> dict[str, Any]:
     """Run one trial of ``overrides['method']`` and return its final figures.
 
-    The final figures are also the last thing sent to ``reporter``: test
-    metrics prefixed ``test_`` (of the best dev state), ``best_dev_spearman``,
+    ``reporter`` is a :class:`~trainers.checkpoint.TrialSession` (which may keep
+    checkpoints, and resume from them) or a plain function that receives every
+    report. The final figures are also the last thing reported: test metrics
+    prefixed ``test_`` (of the best dev state), ``best_dev_spearman``,
     ``steps``, ``test_seconds`` (the final test's encoding and scoring),
-    ``wall_seconds`` and ``sentences_per_second``.
+    ``wall_seconds`` and ``sentences_per_second``; with a checkpointing session,
+    they come with the final checkpoint (the best encoder and ``trial.json``).
     """
     started = time.perf_counter()
-    reporter = reporter or _no_report
+    session = reporter if isinstance(reporter, TrialSession) else TrialSession(reporter)
     method = get_method(overrides.get("method", "none"))
     config = method.resolve(overrides)
     set_seed(config["seed"])
@@ -203,15 +315,16 @@ def run_trial(overrides: Mapping[str, Any], reporter: Reporter | None = None) ->
     encoder = SentenceEncoder.from_config(config).to(device)
     evaluator = STSEvaluator(load_sts(config["sts_source"], evaluation_names()), config["eval_max_pairs"])
 
-    if method.build is None:
-        final: dict[str, Any] = {"step": 0, "steps": 0, "best_step": 0}
-        final["best_dev_spearman"] = evaluator.dev(_encode_fn(encoder, config))["dev_spearman"]
+    if method.trains:
+        final = train_stages(method, config, encoder, evaluator, session)
     else:
-        objective = method.build(config, encoder).to(device)
-        final = train(objective, load_examples(method, config), config, evaluator, reporter)
+        final = {"step": 0, "steps": 0, "best_step": 0}
+        final["best_dev_spearman"] = evaluator.dev(_encode_fn(encoder, config))["dev_spearman"]
     testing_started = time.perf_counter()
     final.update({f"test_{k}": v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
     final["test_seconds"] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
     final["wall_seconds"] = time.perf_counter() - started
-    reporter(final)
+    checkpoint = write_final_checkpoint(encoder, config, final, method.trains) if session.keeps_checkpoints else None
+    session.report(final, checkpoint)
+    remove(checkpoint)
     return final

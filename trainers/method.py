@@ -1,8 +1,11 @@
-"""What a method is: its knobs, and (for trained methods) how to build its objective.
+"""What a method is: its knobs, and (for trained methods) its training stages.
 
 The shared loop (:mod:`trainers.loop`) owns everything common to all methods.
 A method adds only an :class:`Objective`: the modules it trains (its views,
 heads, frozen copies, queues) and its loss on a batch of training examples.
+Most methods train in one stage; a method with several (ConSERT's NLI stage
+followed by unsupervised transfer) lists them, and the loop runs, reports and
+checkpoints each in turn on the same encoder.
 """
 
 from __future__ import annotations
@@ -40,6 +43,25 @@ class Objective(nn.Module):
     def after_step(self) -> None:
         """Called after each optimizer step (queue updates, momentum encoders)."""
 
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        """Names of frozen submodules that the constructor rebuilds identically from the config
+        (SG's BERT_F, a teacher): a checkpoint leaves them out."""
+        return ()
+
+    def trained_state(self) -> dict[str, Tensor]:
+        """What a checkpoint keeps of the objective: its state dict (encoder, heads, projector,
+        queues and their pointers, momentum encoders, extra state such as generators), less the
+        rebuilt modules."""
+        rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
+        return {k: v for k, v in self.state_dict().items() if not k.startswith(rebuilt)} if rebuilt else self.state_dict()
+
+    def load_trained_state(self, state: Mapping[str, Tensor]) -> None:
+        rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        absent = [k for k in missing if not k.startswith(rebuilt)] if rebuilt else missing
+        if absent or unexpected:
+            raise ValueError(f"checkpoint does not fit the objective: missing {absent[:5]}, unexpected {unexpected[:5]}")
+
 
 def corpus_examples(config: Config) -> list[str]:
     """Default training examples: the sentences of the ``train_corpus`` knob."""
@@ -50,28 +72,51 @@ BuildObjective = Callable[[Config, SentenceEncoder], Objective]
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One training stage: the objective it trains, the examples its batches come from, and the
+    knobs it sets for itself (a stage's own learning rate, epochs, patience)."""
+
+    name: str
+    build: BuildObjective
+    examples: Callable[[Config], Sequence[Any]] = corpus_examples
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+Stages = Callable[[Config], tuple[Stage, ...]]
+
+
+def single_stage(build: BuildObjective, examples: Callable[[Config], Sequence[Any]] = corpus_examples) -> Stages:
+    """The stages of a method that trains one objective on one set of examples."""
+    stage = Stage("train", build, examples)
+    return lambda config: (stage,)
+
+
+@dataclass(frozen=True)
 class Method:
     """A method's declaration.
 
     ``knobs`` are the method's own knobs; ``defaults`` changes the default of
-    common knobs for this method (e.g. its paper's batch size). ``build`` is
-    None for methods that do not train (the ``none`` baseline).
-    ``examples`` loads what batches are drawn from (sentences by default).
-    ``check`` finds problems that involve several knobs or the environment (a missing
-    file, a hub that cannot be reached) before any trial starts.
+    common knobs for this method (e.g. its paper's batch size). ``stages`` gives
+    a config's training stages; it is None for methods that do not train (the
+    ``none`` baseline). ``check`` finds problems that involve several knobs or
+    the environment (a missing file, a hub that cannot be reached) before any
+    trial starts.
     """
 
     name: str
     summary: str
     knobs: KnobSet = KnobSet()
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    build: BuildObjective | None = None
+    stages: Stages | None = None
     check: Callable[[Config], list[str]] = lambda config: []
-    examples: Callable[[Config], Sequence[Any]] = corpus_examples
+
+    @property
+    def trains(self) -> bool:
+        return self.stages is not None
 
     @property
     def all_knobs(self) -> KnobSet:
-        shared = COMMON_KNOBS + (TRAINING_KNOBS if self.build is not None else KnobSet())
+        shared = COMMON_KNOBS + (TRAINING_KNOBS if self.trains else KnobSet())
         replaced = tuple(
             dataclasses.replace(knob, default=self.defaults[knob.name]) if knob.name in self.defaults else knob
             for knob in shared
@@ -90,7 +135,7 @@ class Method:
     def environment_problems(self, config: Config) -> list[str]:
         """What a resolved config needs that this machine lacks (files, the hub)."""
         found = []
-        if self.build is not None and self.examples is corpus_examples:
+        if self.trains and any(stage.examples is corpus_examples for stage in self.stages(config)):
             problem = corpus_problem(config["train_corpus"])
             if problem:
                 found.append(f"train_corpus: {problem}")

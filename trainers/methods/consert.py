@@ -11,10 +11,10 @@ the authors' unsupervised script (10 epochs, patience 10 evaluations).
 Supervised settings (Section 3.3, knob ``supervision``), all on labelled NLI
 (SNLI + MultiNLI) from the Hugging Face hub, never on substitute data:
 ``sup`` trains with L_ce (Eq. 2) only (the SBERT-NLI baseline), ``joint`` with
-L_joint = L_ce + alpha L_con; ``sup-unsup`` and ``joint-unsup`` first train
-one epoch of ``sup``/``joint`` through the shared loop (own learning rate,
-best STS-B dev state kept) and then run the unsupervised transfer on
-``train_corpus`` from there. In joint training, as in the authors' code, each
+L_joint = L_ce + alpha L_con; ``sup-unsup`` and ``joint-unsup`` are two stages
+of the shared loop: one epoch of ``sup``/``joint`` (own learning rate, best
+STS-B dev state kept), then the unsupervised transfer on ``train_corpus`` from
+there. Both stages are reported and checkpointed. In joint training, as in the authors' code, each
 side of a pair (premises, hypotheses) gets NT-Xent between its plain view,
 whose vector also feeds L_ce, and an augmented view (``nli_augmentation``),
 which may be FGV adversarial attack (Section 3.2) because L_ce is there to
@@ -23,7 +23,8 @@ attack.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import dataclasses
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -37,12 +38,11 @@ from trainers.augmentations import (
     fgv_perturbation,
     hidden_states_with_embedding_transform,
 )
-from trainers.data import DEV_SET, corpus_problem, hub_reachable, load_sts
+from trainers.data import hub_reachable
 from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.evaluation import STSEvaluator
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.contrastive import nt_xent
-from trainers.method import Config, Method, Objective, corpus_examples
+from trainers.method import Config, Method, Objective, Stage
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
 NLI_ONLY = ("sup", "joint")
@@ -150,32 +150,43 @@ class NLIObjective(Objective):
         return views
 
 
-def train_nli_stage(config: Config, encoder: SentenceEncoder, contrastive: bool) -> None:
-    """The first stage of sup-unsup / joint-unsup: one epoch of L_ce (or L_joint) on
-    NLI at ``nli_learning_rate`` through the shared loop, which leaves ``encoder``
-    in its best STS-B dev state, as the authors' scripts hand their best checkpoint on.
-    Its dev figures are not reported; the trial's report is of the second stage."""
-    from trainers.loop import train  # deferred: trainers.loop imports the registry, which imports this module
-
-    stage = {**config, "learning_rate": config["nli_learning_rate"], "epochs": 1, "patience": 0}
-    evaluator = STSEvaluator(load_sts(config["sts_source"], (DEV_SET,)), config["eval_max_pairs"])
-    objective = NLIObjective(stage, encoder, contrastive).to(encoder.device)
-    train(objective, load_nli_pairs(), stage, evaluator, lambda metrics: None)
+def nli_examples(config: Config) -> list[NLIPair]:
+    return load_nli_pairs()
 
 
-def build(config: Config, encoder: SentenceEncoder) -> Objective:
-    if config["remove_bert_dropout"]:
-        remove_dropout(encoder.model)
+def objective_builder(objective: type[Objective], **arguments) -> Callable[[Config, SentenceEncoder], Objective]:
+    """Build ``objective`` on the encoder, first removing BERT's dropout when the knob says so."""
+
+    def build(config: Config, encoder: SentenceEncoder) -> Objective:
+        if config["remove_bert_dropout"]:
+            remove_dropout(encoder.model)
+        return objective(config, encoder, **arguments)
+
+    return build
+
+
+def nli_stage(supervision: str) -> Stage:
+    """Training on labelled NLI: L_ce ('sup') or L_joint ('joint')."""
+    contrastive = supervision.startswith("joint")
+    return Stage(supervision.split("-")[0], objective_builder(NLIObjective, contrastive=contrastive), nli_examples)
+
+
+TRANSFER = Stage("unsup", objective_builder(ConSERTObjective))
+
+
+def stages(config: Config) -> tuple[Stage, ...]:
+    """'none': unsupervised transfer. 'sup'/'joint': the NLI stage alone. 'sup-unsup'/'joint-unsup': one
+    epoch of the NLI stage at ``nli_learning_rate``, whose best STS-B dev state the transfer starts from,
+    as the authors' scripts hand their best checkpoint on."""
     supervision = config["supervision"]
+    if supervision == "none":
+        return (TRANSFER,)
     if supervision in NLI_ONLY:
-        return NLIObjective(config, encoder, contrastive=supervision == "joint")
-    if supervision != "none":
-        train_nli_stage(config, encoder, contrastive=supervision == "joint-unsup")
-    return ConSERTObjective(config, encoder)
-
-
-def examples(config: Config) -> Sequence[Any]:
-    return load_nli_pairs() if config["supervision"] in NLI_ONLY else corpus_examples(config)
+        return (nli_stage(supervision),)
+    first = dataclasses.replace(
+        nli_stage(supervision), overrides={"learning_rate": config["nli_learning_rate"], "epochs": 1, "patience": 0}
+    )
+    return first, TRANSFER
 
 
 def check(config: Config) -> list[str]:
@@ -186,10 +197,6 @@ def check(config: Config) -> list[str]:
             f"supervision: {supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, which "
             "cannot be reached; no other data is substituted (use supervision 'none' to train without labels)"
         )
-    if supervision not in NLI_ONLY:  # this method's own examples(), so the method cannot check the corpus for it
-        problem = corpus_problem(config["train_corpus"])
-        if problem:
-            problems.append(f"train_corpus: {problem}")
     return problems
 
 
@@ -233,7 +240,6 @@ METHOD = Method(
         "epochs": 10,  # the authors' unsupervised script (--num_epochs 10 --patience 10)
         "patience": 10,
     },
-    build=build,
+    stages=stages,
     check=check,
-    examples=examples,
 )

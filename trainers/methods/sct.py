@@ -50,7 +50,7 @@ from trainers.encoder import POOLINGS, SentenceEncoder, masked_mean, model_probl
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.distillation import DISTILLATION_LOSSES, cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
-from trainers.method import Config, Method, Objective
+from trainers.method import Config, Method, Objective, single_stage
 from trainers.queues import InstanceQueue
 from trainers.text_augmentations import (
     MaskedLMRewriter,
@@ -156,6 +156,17 @@ class SCTObjective(Objective):
         if self.reference is not None:
             self.reference.eval()
         return self
+
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        # Frozen parts are loaded again from the config on resume; a momentum reference is trained state.
+        frozen = ("reference",) if self.config["reference"] == "frozen" else ()
+        return frozen + (("teacher.encoder",) if self.teacher is not None else ()) + (("mlm",) if self.mlm else ())
+
+    def get_extra_state(self) -> dict[str, Tensor]:
+        return {"rewrite_generator": self.rewrite_generator.get_state()}
+
+    def set_extra_state(self, state: dict[str, Tensor]) -> None:
+        self.rewrite_generator.set_state(state["rewrite_generator"])
 
     def _texts(self, batch: Sequence[Any], view: str) -> list[str]:
         if view in TEXT_VIEWS:
@@ -343,7 +354,6 @@ METHOD = Method(
         "max_seq_length": 64,
         "train_corpus": "sts_all_sentences",
     },
-    build=SCTObjective,
+    stages=single_stage(SCTObjective, sct_examples),
     check=sct_problems,
-    examples=sct_examples,
 )

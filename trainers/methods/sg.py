@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from trainers.encoder import SentenceEncoder, masked_max, masked_mean
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
-from trainers.method import Config, Method, Objective
+from trainers.method import Config, Method, Objective, single_stage
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 VIEW_POOLINGS = {"max": masked_max, "mean": masked_mean}
@@ -64,6 +64,9 @@ class SelfGuidedObjective(Objective):
         super().train(mode)
         self.fixed.eval()  # BERT_F gives fixed views: never dropout
         return self
+
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        return ("fixed",)  # BERT_F: a frozen copy of the pretrained model, loaded again on resume
 
     @torch.no_grad()
     def compute_views(self, sentences: Sequence[str]) -> Tensor:
@@ -129,5 +132,5 @@ METHOD = Method(
         "max_seq_length": 128,
         "train_corpus": "stsb_sentences",
     },
-    build=SelfGuidedObjective,
+    stages=single_stage(SelfGuidedObjective),
 )

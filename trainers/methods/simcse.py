@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from trainers.encoder import SentenceEncoder
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.contrastive import info_nce
-from trainers.method import Config, Method, Objective
+from trainers.method import Config, Method, Objective, single_stage
 
 
 class SimCSEObjective(Objective):
@@ -47,5 +47,5 @@ METHOD = Method(
         )
     ),
     defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125},
-    build=SimCSEObjective,
+    stages=single_stage(SimCSEObjective),
 )

@@ -1,0 +1,180 @@
+"""Resume exactness: a trial stopped after a checkpoint and resumed from it computes what the
+uninterrupted trial computes (same losses, same dev scores, same test metrics), for every trained
+method, on the tiny BERT."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import trainers.methods.consert as consert
+from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession
+from trainers.loop import run_trial
+
+TIMINGS = ("train_seconds", "test_seconds", "wall_seconds", "sentences_per_second")
+NLI = [
+    ("A man plays guitar.", "A person makes music.", 0), ("A dog runs.", "A cat sleeps.", 2),
+    ("Kids play outside.", "Children are indoors.", 2), ("She cooks dinner.", "Someone prepares food.", 0),
+    ("The market fell.", "Stocks went up.", 1), ("Two men talk.", "People speak.", 0),
+]
+
+
+class Interrupted(Exception):
+    """Stands in for a killed process."""
+
+
+class StopAfterCheckpoint(LocalSession):
+    """Keeps checkpoints like a sweep would, and stops the trial right after it reports ``step``."""
+
+    def __init__(self, folder, step: int, reports: list):
+        super().__init__(folder, reports.append)
+        self.step = step
+
+    def report(self, metrics, checkpoint=None):
+        super().report(metrics, checkpoint)
+        if metrics.get("step") == self.step and "test_avg_spearman" not in metrics:
+            raise Interrupted
+
+
+def comparable(report: dict) -> dict:
+    return {k: v for k, v in report.items() if k not in TIMINGS and k != "resumed_from_step"}
+
+
+def interrupted_and_resumed(config: dict, stop_at: int, folder) -> tuple[list[dict], dict]:
+    before: list[dict] = []
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(folder, stop_at, before))
+    after: list[dict] = []
+    final = run_trial(config, LocalSession(folder, after.append))
+    return before + after, final
+
+
+@pytest.fixture
+def fake_nli(monkeypatch):
+    monkeypatch.setattr(consert, "load_nli_pairs", lambda: list(NLI))
+
+
+BASE = {"batch_size": 4, "train_limit": 24, "max_steps": 6, "eval_every": 1, "learning_rate": 1e-3}
+CASES = {
+    "simcse": {"method": "simcse"},
+    "sg": {"method": "sg", "loss": "sg", "projection_hidden": 16},
+    "sg-opt1": {"method": "sg", "loss": "opt1", "projection_hidden": 16},
+    "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},
+    "sg-opt3": {"method": "sg", "loss": "opt3", "projection_hidden": 16, "checkpoint_every": 2},
+    "consert": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
+    "consert-sup-unsup": {"method": "consert", "supervision": "sup-unsup", "max_steps": 3},
+    "consert-joint-unsup-adversarial": {"method": "consert", "supervision": "joint-unsup", "max_steps": 3,
+                                        "nli_augmentation": "adversarial"},
+    "consert-joint": {"method": "consert", "supervision": "joint"},
+    "sct": {"method": "sct", "queue_size": 10, "projector_expansion": 2},
+    "sct-momentum-one-queue": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "reference": "momentum",
+                               "queues": "one", "momentum": 0.9},
+    "sct-frozen": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "reference": "frozen"},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_resumed_trial_equals_the_uninterrupted_one(case, tiny_bert, use_tiny_sts, fake_nli, tmp_path):
+    config = {**BASE, "model": tiny_bert, **CASES[case]}
+    reference: list[dict] = []
+    expected = run_trial(config, reference.append)
+    stop_at = 2 if config["max_steps"] == 3 else 3  # the two-stage cases stop in their first stage, at step 2
+    reports, final = interrupted_and_resumed(config, stop_at, tmp_path / "checkpoints")
+
+    # sg-opt3 checkpoints every second evaluation: it resumes from step 2 and computes step 3 again.
+    assert final["resumed_from_step"] == (2 if case == "sg-opt3" else stop_at)
+    expected_by_step = {r["step"]: comparable(r) for r in reference[:-1]}
+    assert sorted({r["step"] for r in reports[:-1]}) == sorted(expected_by_step)
+    for report in reports[:-1]:  # equal losses, learning rates and dev scores at every step, repeats included
+        assert comparable(report) == expected_by_step[report["step"]]
+    assert comparable(final) == comparable(expected)  # equal test metrics of the best state
+
+
+def test_distillation_and_mlm_views_resume_exactly(tiny_bert, tiny_teacher, tiny_masked_lm, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "sct", "queue_size": 10, "projector_expansion": 2,
+              "distillation": "cd", "teacher": tiny_teacher, "view1": "mlm", "mlm_model": tiny_masked_lm}
+    reference: list[dict] = []
+    expected = run_trial(config, reference.append)
+    reports, final = interrupted_and_resumed(config, 3, tmp_path / "checkpoints")
+    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
+    assert comparable(final) == comparable(expected)
+
+
+def test_checkpoint_leaves_out_what_the_config_rebuilds(tiny_bert, tiny_teacher, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "sct", "queue_size": 10, "projector_expansion": 2,
+              "distillation": "cd", "teacher": tiny_teacher, "reference": "frozen"}
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 1, []))
+    (newest,) = [p for p in sorted(tmp_path.glob("checkpoint_*"))][-1:]
+    state = torch.load(newest / TRAINING_STATE, weights_only=False)
+    keys = set(state["objective"])
+    assert not any(k.startswith(("reference.", "teacher.encoder.")) for k in keys)
+    assert {"teacher.queue_list.0.vectors", "queue_list.1.pointer", "teacher.to_teacher.0.weight"} <= keys
+    assert any(k.startswith("encoder.model.") for k in keys) and any(k.startswith("head.") for k in keys)
+    assert {"optimizer", "schedule", "generator", "rng", "selection", "position", "timer"} <= set(state)
+
+
+def test_a_truncated_checkpoint_falls_back_to_the_previous_one_with_a_warning(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 4, []))
+    newest = sorted(tmp_path.glob("checkpoint_*"))[-1] / TRAINING_STATE
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    with pytest.warns(CheckpointWarning, match=str(newest)):
+        final = run_trial(config, LocalSession(tmp_path))
+    assert final["resumed_from_step"] == 3  # the previous checkpoint
+    assert comparable(final) == comparable(expected)
+
+
+def test_with_no_readable_checkpoint_the_trial_starts_afresh(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 3}
+    expected = run_trial(config)
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 1, []))
+    for state in tmp_path.glob("checkpoint_*/" + TRAINING_STATE):
+        state.write_bytes(b"not a checkpoint")
+    with pytest.warns(CheckpointWarning):
+        final = run_trial(config, LocalSession(tmp_path))
+    assert "resumed_from_step" not in final and comparable(final) == comparable(expected)
+
+
+def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_tiny_sts, tmp_path):
+    import json
+
+    from transformers import AutoModel
+
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4}
+    final = run_trial(config, LocalSession(tmp_path, keep=1))
+    (last,) = sorted(tmp_path.glob("checkpoint_*"))
+    assert not (last / TRAINING_STATE).exists()  # resume state is gone once the trial ends
+    record = json.loads((last / "trial.json").read_text())
+    assert record["metrics"]["test_avg_spearman"] == final["test_avg_spearman"] and record["config"]["seed"] == 42
+    model = AutoModel.from_pretrained(last / "encoder")
+    assert model.config.num_hidden_layers == 2
+
+
+def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_sts):
+    reports = []
+    run_trial({**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 2}, TrialSession(reports.append))
+    assert len(reports) == 3 and all(math.isfinite(r["loss"]) for r in reports[:-1])
+
+
+def test_checkpoint_every_zero_writes_none(tiny_bert, use_tiny_sts, tmp_path):
+    run_trial({**BASE, "model": tiny_bert, "method": "simcse", "checkpoint_every": 0}, LocalSession(tmp_path, keep=10))
+    assert len(list(tmp_path.glob("checkpoint_*"))) == 1  # only the final one
+
+
+def test_restored_optimizer_takes_the_configs_learning_rate(tiny_bert, use_tiny_sts, tmp_path):
+    """What a PBT exploit does: resume a checkpoint under a mutated learning rate."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "lr_schedule": "constant"}
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 2, []))
+    reports: list[dict] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_trial({**config, "learning_rate": 5e-4}, LocalSession(tmp_path, reports.append))
+    assert [r["lr"] for r in reports[:-1]] == pytest.approx([5e-4] * 4)
