@@ -7,6 +7,7 @@ import sys
 from typing import Sequence
 
 from sweep.budget import BUDGETS
+from sweep.models import ExportError
 from sweep.spec import SpecError, parse_override, trial_config
 from sweep.tracking import DEFAULT_TRACKING_URI
 
@@ -37,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_arguments(run)
     _add_cluster_arguments(run)
     run.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
+    run.add_argument("--register", metavar="MODEL_NAME",
+                     help="Also register the best trial's encoder in the MLflow Model Registry under this name.")
 
     resume = commands.add_parser("resume", help="Finish the unfinished trials of sweep NAME.")
     resume.add_argument("name")
@@ -45,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="Each trial's state, row, seed, best dev score and MLflow run.")
     status.add_argument("name")
     status.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+
+    export = commands.add_parser("export", help="Write a trial's best encoder as a sentence-transformers folder.")
+    export.add_argument("name")
+    export.add_argument("--row", help="The row to take the best trial of (default: the whole sweep).")
+    export.add_argument("--seed", type=int, help="The seed to take the best trial of.")
+    export.add_argument("--trial", help="A trial id, as `sweep status NAME` shows.")
+    export.add_argument("--out", required=True, help="A new folder to write.")
+    export.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
@@ -67,6 +78,7 @@ def _options(args: argparse.Namespace):
         address=getattr(args, "address", None),
         storage=getattr(args, "storage", None),
         tracking_uri=getattr(args, "tracking_uri", DEFAULT_TRACKING_URI),
+        register=getattr(args, "register", None),
     )
 
 
@@ -121,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.engine import run
 
             return _summarise(run(_options(args)))
+        elif args.command == "export":
+            from sweep.status import export
+
+            export(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
         elif args.command == "resume":
             from sweep.engine import resume
 
@@ -130,5 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyError as error:
         print(error.args[0], file=sys.stderr)
+        return 2
+    except ExportError as error:
+        print(error, file=sys.stderr)
         return 2
     return 0

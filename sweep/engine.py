@@ -2,10 +2,14 @@
 
 Rows and seeds are grid axes of the Tune param space, beside the spec's own
 grid and sampled axes. Each trial resolves its config with
-:func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` with
-``ray.tune.report`` as its reporter. A sweep's Ray state lives in
-``STORAGE/NAME``; a second ``run`` of the same spec, or ``resume NAME``,
-restores it: finished trials are kept, unfinished ones are run.
+:func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` in a
+:class:`RaySession`: metrics and checkpoints go to ``tune.report``, and a
+trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
+continues from ``tune.get_checkpoint()``. Ray keeps one resume checkpoint per
+running trial; a finished trial's last checkpoint holds its best encoder. A
+sweep's Ray state lives in ``STORAGE/NAME``; a second ``run`` of the same spec,
+or ``resume NAME``, restores it: finished trials are kept, unfinished ones
+continue from their checkpoints.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 # Ray's older progress table lets us choose the columns (row, seed, dev score).
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
@@ -22,13 +26,18 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Persist the experiment state often, so a killed driver loses (almost) no
 # record of finished trials and a resume never runs them again.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
+# With one checkpoint kept per trial, Ray snapshots the experiment at each trial checkpoint, which is
+# what a resumed sweep needs; its warning that this happens often is then noise.
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from sweep.budget import BUDGETS  # noqa: E402
+from sweep.models import finish_models  # noqa: E402
 from sweep.spec import SweepSpec, load_spec, trial_config  # noqa: E402
 from sweep.tracking import DEFAULT_TRACKING_URI, MLflowTracker  # noqa: E402
+from trainers.checkpoint import TrialSession  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
 SWEEP_RECORD = "sweep.json"
@@ -45,6 +54,7 @@ class SweepOptions:
     address: str | None = None
     storage: str | None = None
     tracking_uri: str = DEFAULT_TRACKING_URI
+    register: str | None = None
 
     def load(self) -> SweepSpec:
         return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds)
@@ -64,6 +74,29 @@ def absolute_tracking_uri(uri: str) -> str:
     return uri
 
 
+class RaySession(TrialSession):
+    """A trial inside Ray Tune: reports and checkpoints go to ``tune.report``, and the checkpoint to
+    resume from is ``tune.get_checkpoint()`` (set by Ray after a failure, a resumed sweep or a PBT
+    exploit). ``worker`` (node id, process id) goes with every report, for the tracker's tags."""
+
+    keeps_checkpoints = True
+
+    def __init__(self, worker: Mapping[str, Any]):
+        super().__init__()
+        self.worker = dict(worker)
+
+    def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
+        tune.report({**metrics, **self.worker}, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+    def checkpoints(self) -> Iterator[Path]:
+        checkpoint = tune.get_checkpoint()
+        if checkpoint is None:
+            return
+        self.worker["restored_from"] = checkpoint.path
+        with checkpoint.as_directory() as directory:
+            yield Path(directory)
+
+
 def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]) -> None:
     """The Ray Tune function trainable: one trial of ``spec``.
 
@@ -81,9 +114,14 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
         return
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
-    node_id = ray.get_runtime_context().get_node_id()
-    config = trial_config(spec, params["row"], params["seed"], params)
-    run_trial(config, reporter=lambda metrics: tune.report({**metrics, "node_id": node_id}))
+    worker = {"node_id": ray.get_runtime_context().get_node_id(), "worker_pid": os.getpid()}
+    run_trial(trial_config(spec, params["row"], params["seed"], params), RaySession(worker))
+
+
+def tune_domain(axis: Mapping[str, Any]):
+    """``{choice|uniform|loguniform: arguments}`` of a spec as a Ray Tune search domain."""
+    sampler, arguments = next(iter(axis.items()))
+    return tune.choice(arguments) if sampler == "choice" else getattr(tune, sampler)(*arguments)
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
@@ -92,9 +130,7 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
         "seed": tune.grid_search(list(spec.seeds)),
     }
     space.update({k: tune.grid_search(v) for k, v in spec.grid.items()})
-    for knob, axis in spec.sample.items():
-        sampler, arguments = next(iter(axis.items()))
-        space[knob] = tune.choice(arguments) if sampler == "choice" else getattr(tune, sampler)(*arguments)
+    space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
     return space
 
 
@@ -104,11 +140,28 @@ def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]):
 
 
 def _scheduler(spec: SweepSpec):
+    """ASHA or PBT from the spec; both count Ray's training_iteration, i.e. evaluations of STS-B dev."""
     if not spec.scheduler:
         return None
-    options = dict(spec.scheduler["asha"] or {})
-    # ASHA counts Ray's training_iteration, i.e. evaluations of STS-B dev.
-    return tune.schedulers.ASHAScheduler(time_attr="training_iteration", **options)
+    if "asha" in spec.scheduler:
+        return tune.schedulers.ASHAScheduler(time_attr="training_iteration", **dict(spec.scheduler["asha"] or {}))
+    options = dict(spec.scheduler["pbt"])
+    mutations = options.pop("hyperparam_mutations")
+    return tune.schedulers.PopulationBasedTraining(
+        time_attr="training_iteration",
+        hyperparam_mutations={k: v if isinstance(v, list) else tune_domain(v) for k, v in mutations.items()},
+        custom_explore_fn=lambda config: _within_ranges(config, mutations),
+        **options,
+    )
+
+
+def _within_ranges(config: dict[str, Any], mutations: Mapping[str, Any]) -> dict[str, Any]:
+    """PBT perturbs continuous knobs by factors 0.8 and 1.2: keep them inside the spec's ranges."""
+    for knob, values in mutations.items():
+        sampler, arguments = next(iter(values.items())) if isinstance(values, Mapping) else ("choice", values)
+        if sampler != "choice":
+            config[knob] = min(max(config[knob], arguments[0]), arguments[1])
+    return config
 
 
 def _progress_reporter(spec: SweepSpec):
@@ -194,12 +247,17 @@ def run(options: SweepOptions) -> tune.ResultGrid:
                 name=spec.name,
                 storage_path=root,
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+                # One resume checkpoint per trial (two under PBT, so that a donor's checkpoint is not
+                # replaced while another trial restores it); a finished trial's last one is its encoder.
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2 if "pbt" in (spec.scheduler or {}) else 1),
                 callbacks=[tracker],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,
             ),
         )
-    return tuner.fit()
+    results = tuner.fit()
+    finish_models(spec, tracker, options.register)
+    return results
 
 
 def _read_record(experiment_dir: str) -> dict[str, Any] | None:

@@ -41,16 +41,23 @@ TOP_LEVEL_KEYS = {
     "num_samples": "samples drawn from the sampled axes",
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
-    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}}",
+    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}} or {pbt: {perturbation_interval, "
+    "hyperparam_mutations, quantile_fraction, resample_probability}}",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
+    "keep_models": "which finished trials keep their best encoder: all (default), best_per_row, best or none",
+    "log_models": "log every kept trial's encoder to MLflow, not only the best trial's (default false)",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
 # valid values; ASHA's time unit is an STS-B dev evaluation.
 ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
 METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
+KEEP_MODELS = ("all", "best_per_row", "best", "none")
+# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments), with their
+# valid ranges; PBT's time unit, like ASHA's, is an STS-B dev evaluation.
+PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
 
 
 class SpecError(ValueError):
@@ -90,6 +97,8 @@ class SweepSpec:
     resources: Mapping[str, float]
     max_concurrent_trials: int
     max_failures: int
+    keep_models: str
+    log_models: bool
     budget: Budget | None
     spec_hash: str
 
@@ -165,11 +174,18 @@ def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -
                 problems.add(f"{key}.{sampler}", message)
 
 
-def _check_scheduler(problems: _Problems, scheduler: Any) -> None:
-    if not isinstance(scheduler, Mapping) or set(scheduler) != {"asha"}:
-        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, got {scheduler!r}")
+def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: Mapping[str, Any]) -> None:
+    if not isinstance(scheduler, Mapping) or len(scheduler) != 1 or next(iter(scheduler)) not in ("asha", "pbt"):
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or {{pbt: {{perturbation_interval, "
+                                  f"hyperparam_mutations}}}}, got {scheduler!r}")
         return
-    options = scheduler["asha"] or {}
+    if "asha" in scheduler:
+        _check_asha(problems, scheduler["asha"] or {})
+    else:
+        _check_pbt(problems, scheduler["pbt"], method, base)
+
+
+def _check_asha(problems: _Problems, options: Any) -> None:
     if not isinstance(options, Mapping):
         problems.add("scheduler.asha", f"expected a mapping of {list(ASHA_OPTIONS)}, got {options!r}")
         return
@@ -181,6 +197,55 @@ def _check_scheduler(problems: _Problems, scheduler: Any) -> None:
     max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
     if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
         problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+
+
+def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[str, Any]) -> None:
+    """PBT's options, and its mutations as knobs: known knobs of a trained method, values in their ranges,
+    continuous ranges only for float knobs. Exploits restore checkpoints, so the interval (in evaluations)
+    must be a multiple of ``checkpoint_every``."""
+    key = "scheduler.pbt"
+    if not isinstance(options, Mapping) or "perturbation_interval" not in options or "hyperparam_mutations" not in options:
+        problems.add(key, f"expected {{perturbation_interval: N, hyperparam_mutations: {{knob: [values] or "
+                          f"{{uniform|loguniform: [lo, hi]}}}}}}, got {options!r}")
+        return
+    for name, value in options.items():
+        if name == "hyperparam_mutations":
+            continue
+        if name not in PBT_OPTIONS:
+            problems.add(f"{key}.{name}", f"unknown option (expected one of {['hyperparam_mutations', *PBT_OPTIONS]})")
+            continue
+        low, high = PBT_OPTIONS[name]
+        integer = name == "perturbation_interval"
+        if (not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) or value < low
+                or (high is not None and value > high)):
+            problems.add(f"{key}.{name}", f"expected {'an integer' if integer else 'a number'} in "
+                                          f"[{low}, {high if high is not None else 'inf'}], got {value!r}")
+    if not method.trains:
+        problems.add(key, f"method {method.name!r} does not train: PBT has nothing to perturb")
+        return
+    knobs = method.all_knobs
+    mutations = options["hyperparam_mutations"]
+    if not isinstance(mutations, Mapping) or not mutations:
+        problems.add(f"{key}.hyperparam_mutations", f"expected a non-empty mapping of knob -> values, got {mutations!r}")
+        return
+    for name, values in mutations.items():
+        where = f"{key}.hyperparam_mutations.{name}"
+        if name not in knobs or name in ("seed", "method"):
+            _check_knob_values(problems, f"{key}.hyperparam_mutations", {name: None}, method)
+        elif isinstance(values, list):
+            if not values:
+                problems.add(where, "expected a non-empty list of values")
+            for value in values:
+                if message := knobs[name].problem(value):
+                    problems.add(where, message)
+        elif knobs[name].kind is not float:
+            problems.add(where, f"a {knobs[name].kind.__name__} knob takes a list of values, got {values!r}")
+        else:
+            _check_sample(problems, where, values, knobs[name])
+    interval, every = options["perturbation_interval"], base.get("checkpoint_every", knobs["checkpoint_every"].default)
+    if isinstance(interval, int) and isinstance(every, int) and (every == 0 or interval % every):
+        problems.add(f"{key}.perturbation_interval", f"must be a multiple of checkpoint_every ({every}): an exploit "
+                                                     "restores the other trial's checkpoint")
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -305,7 +370,7 @@ def load_spec(
         problems.add("mode", f"expected 'max' or 'min', got {mode!r}")
     scheduler = raw.get("scheduler")
     if scheduler is not None:
-        _check_scheduler(problems, scheduler)
+        _check_scheduler(problems, scheduler, method, base)
     resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
     for key, value in resources.items():
         if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:
@@ -316,6 +381,12 @@ def load_spec(
     failures = raw.get("max_failures", 1)
     if not isinstance(failures, int) or failures < 0:
         problems.add("max_failures", f"expected an integer >= 0, got {failures!r}")
+    keep_models = raw.get("keep_models", "all")
+    if keep_models not in KEEP_MODELS:
+        problems.add("keep_models", f"expected one of {list(KEEP_MODELS)}, got {keep_models!r}")
+    log_models = raw.get("log_models", False)
+    if not isinstance(log_models, bool):
+        problems.add("log_models", f"expected true or false, got {log_models!r}")
     tags = raw.get("tags") or {}
     if not isinstance(tags, Mapping):
         problems.add("tags", f"expected a mapping, got {tags!r}")
@@ -341,6 +412,8 @@ def load_spec(
         resources=resources,
         max_concurrent_trials=concurrency,
         max_failures=failures,
+        keep_models=keep_models,
+        log_models=log_models,
         budget=budget,
         spec_hash=_hash({"spec": raw, "overrides": dict(overrides or {}), "budget": budget.name if budget else None}),
     )

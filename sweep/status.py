@@ -1,15 +1,19 @@
-"""``python -m sweep status NAME``: one line per trial from the MLflow store."""
+"""``python -m sweep status NAME`` (one line per trial from the MLflow store) and ``export``."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from mlflow import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from sweep.engine import absolute_tracking_uri
+from sweep.models import export_trial, select_run
 from sweep.tracking import TAG
 
 
-def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
+def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
+    """(experiment id, trial runs) of sweep ``name``, in the plan's order."""
     client = MlflowClient(absolute_tracking_uri(tracking_uri))
     experiment = client.get_experiment_by_name(name)
     if experiment is None:
@@ -17,7 +21,32 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
     runs = client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'trial'", max_results=50000,
     )
-    runs = sorted(runs, key=lambda run: run.data.tags.get(f"{TAG}trial_id", ""))  # the plan's order
+    return experiment.experiment_id, sorted(runs, key=lambda run: run.data.tags.get(f"{TAG}trial_id", ""))
+
+
+def exportable(run) -> str:
+    """Whether ``sweep export`` can write this trial's encoder: yes, no, or why not."""
+    tags = run.data.tags
+    if run.info.status != "FINISHED" or not tags.get(f"{TAG}checkpoint"):
+        return "no"
+    return {"deleted": "deleted", "untrained": "yes (untuned)"}.get(tags.get(f"{TAG}model", ""), "yes")
+
+
+def export(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None, trial: str | None) -> None:
+    _, runs = trial_runs(name, tracking_uri)
+    finished = [run for run in runs if run.info.status == "FINISHED"]
+    tags = finished[0].data.tags if finished else {}
+    run = select_run(finished, tags.get(f"{TAG}metric", "best_dev_spearman"), tags.get(f"{TAG}mode", "max"),
+                     row, seed, trial)
+    folder = export_trial(run, Path(out))
+    tags, metrics = run.data.tags, run.data.metrics
+    print(f"exported trial {tags.get(f'{TAG}trial_id')} (row {tags.get(f'{TAG}row')!r}, seed {tags.get(f'{TAG}seed')}, "
+          f"best dev {metrics.get('best_dev_spearman', float('nan')):.2f}, test avg "
+          f"{metrics.get('test_avg_spearman', float('nan')):.2f}) to {folder}")
+
+
+def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
+    experiment_id, runs = trial_runs(name, tracking_uri)
     rows = []
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
@@ -29,7 +58,9 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
                 "best_dev": metrics.get("best_dev_spearman"),
                 "test_avg": metrics.get("test_avg_spearman"),
                 "trial": tags.get(f"{TAG}trial_id", ""),
-                "run": f"{tracking_uri} experiment {experiment.experiment_id} run {run.info.run_id}",
+                "checkpoint": tags.get(f"{TAG}checkpoint_step", "-"),
+                "export": exportable(run),
+                "run": f"{tracking_uri} experiment {experiment_id} run {run.info.run_id}",
                 "parent": tags.get(MLFLOW_PARENT_RUN_ID, ""),
             }
         )
@@ -43,11 +74,12 @@ def _number(value: object) -> str:
 def print_status(name: str, tracking_uri: str) -> None:
     rows = trial_rows(name, tracking_uri)
     width = max([len("row / grid point"), *(len(str(r["row"])) for r in rows)]) + 2
-    print(f"{'state':<10}{'row / grid point':<{width}}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<13}mlflow run")
+    print(f"{'state':<10}{'row / grid point':<{width}}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<13}"
+          f"{'ckpt step':>9}  {'export':<15}mlflow run")
     for r in rows:
         print(
             f"{r['state']:<10}{str(r['row']):<{width}}{r['seed']:<6}{_number(r['best_dev']):>9}"
-            f"{_number(r['test_avg']):>9}  {r['trial']:<13}{r['run']}"
+            f"{_number(r['test_avg']):>9}  {r['trial']:<13}{r['checkpoint']:>9}  {r['export']:<15}{r['run']}"
         )
     counts = {}
     for r in rows:

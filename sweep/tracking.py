@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus
+from mlflow.entities import Metric, Param, RunStatus, RunTag
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from ray.tune import Callback
 
@@ -24,6 +24,16 @@ from sweep.spec import SweepSpec, trial_config
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PROGRESS_METRICS = ("loss", "lr", "dev_spearman", "best_dev_spearman")
 TAG = "sweep."
+WORKER_TAGS = ("node_id", "worker_pid", "restored_from")
+"""Keys the trial sends with its reports that describe where it ran (tags, not metrics)."""
+
+
+def checkpoint_uri(checkpoint) -> str:
+    """Where a Ray checkpoint lives, as a path (local storage) or a URI that pyarrow opens (s3://, gs://)."""
+    kind = checkpoint.filesystem.type_name
+    if kind == "local":
+        return str(checkpoint.path)
+    return f"{ {'gcs': 'gs'}.get(kind, kind)}://{checkpoint.path}"
 
 
 def git_commit() -> str:
@@ -42,6 +52,8 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
         f"{TAG}spec_hash": spec.spec_hash,
         f"{TAG}name": spec.name,
         f"{TAG}budget": spec.budget.name if spec.budget else "none",
+        f"{TAG}metric": spec.metric,
+        f"{TAG}mode": spec.mode,
         f"{TAG}git_commit": git_commit(),
     }
 
@@ -69,7 +81,7 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The trainable's own numeric figures (Ray's bookkeeping keys are left out)."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    skip = set(AUTO_RESULT_KEYS) | {"done", "training_iteration", "iterations_since_restore", "seed"}
+    skip = set(AUTO_RESULT_KEYS) | {"done", "training_iteration", "iterations_since_restore", "seed", *WORKER_TAGS}
     return {
         k: float(v)
         for k, v in result.items()
@@ -85,6 +97,7 @@ class MLflowTracker(Callback):
         self.tracking_uri = tracking_uri
         self._client: MlflowClient | None = None
         self._runs: dict[str, str] = {}
+        self._last_step: dict[str, int] = {}
         self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
         self._finished: set[str] = set()
 
@@ -93,7 +106,7 @@ class MLflowTracker(Callback):
         # pickled callback). A driver killed right after a trial finished can leave
         # Ray believing the trial unfinished; MLflow's record wins, so nothing is
         # logged twice.
-        self._runs = {}
+        self._runs, self._last_step = {}, {}
         self._finished = set(self.finished_trials())
         self.client.update_run(self.parent_run_id, status="RUNNING")
 
@@ -170,17 +183,38 @@ class MLflowTracker(Callback):
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         self._run_id(trial)
 
+    def _logged_up_to(self, run_id: str) -> int:
+        """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
+        if run_id not in self._last_step:
+            history = self.client.get_metric_history(run_id, "dev_spearman")
+            self._last_step[run_id] = max((m.step for m in history), default=0)
+        return self._last_step[run_id]
+
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
         if self._is_finished(trial):
             return
         run_id = self._run_id(trial)
         step = int(result.get("step", 0))
+        if "dev_spearman" in result and "test_avg_spearman" not in result:
+            # A trial resumed from a checkpoint computes the steps after it again, exactly: log each step once.
+            if step <= self._logged_up_to(run_id):
+                return
+            self._last_step[run_id] = step
         timestamp = int(1000 * result.get("timestamp", 0)) or 0
         metrics = [Metric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
         for start in range(0, len(metrics), 500):
             self.client.log_batch(run_id, metrics=metrics[start : start + 500])
-        if "node_id" in result:
-            self.client.set_tag(run_id, f"{TAG}node_id", str(result["node_id"]))
+        tags = [RunTag(f"{TAG}{key}", str(result[key])) for key in WORKER_TAGS if key in result]
+        if tags:
+            self.client.log_batch(run_id, tags=tags)
+
+    def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
+        if self._is_finished(trial):
+            return
+        step = (trial.last_result or {}).get("step", 0)
+        self.client.log_batch(self._run_id(trial), tags=[
+            RunTag(f"{TAG}checkpoint", checkpoint_uri(checkpoint)), RunTag(f"{TAG}checkpoint_step", str(step)),
+        ])
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):

@@ -153,6 +153,14 @@ class SentenceEncoder(nn.Module):
         return cls(transformer, tokenizer, pooling, layer)
 
     @classmethod
+    def from_exported(cls, folder: str | Path) -> "SentenceEncoder":
+        """A folder written by ``python -m sweep export``, with the trial's evaluation pooling and layer."""
+        import json
+
+        config = json.loads((Path(folder) / "trial.json").read_text(encoding="utf-8"))["config"]
+        return cls.from_pretrained(str(folder), config["pooling"], config["pooling_layer"])
+
+    @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SentenceEncoder":
         """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers)."""
         return cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"], config["model_layers"])

@@ -242,6 +242,7 @@ def train(
                         "timer": asdict(timer),
                         "position": asdict(position),
                         "rng": rng_states(),
+                        "config": dict(config),
                     }
                 )
             session.report(metrics, checkpoint)
