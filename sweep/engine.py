@@ -247,9 +247,10 @@ def run(options: SweepOptions) -> tune.ResultGrid:
                 name=spec.name,
                 storage_path=root,
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                # One resume checkpoint per trial (two under PBT, so that a donor's checkpoint is not
-                # replaced while another trial restores it); a finished trial's last one is its encoder.
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2 if "pbt" in (spec.scheduler or {}) else 1),
+                # Two checkpoints per trial: Ray's experiment snapshot may still name the older one when
+                # the driver is killed (with one kept, that one can already be gone). When the sweep
+                # ends, the resume state before a trial's final checkpoint is deleted (sweep.models).
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
                 callbacks=[tracker],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,

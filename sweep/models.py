@@ -219,6 +219,18 @@ def delete_encoder(uri: str) -> None:
     checkpoint.filesystem.delete_dir_contents(checkpoint.path, missing_dir_ok=True)
 
 
+def delete_resume_states(uri: str) -> None:
+    """Delete the checkpoints a finished trial kept before its final one (optimizer, queues)."""
+    import pyarrow.fs
+
+    final = open_checkpoint(uri)
+    trial_dir = final.path.rsplit("/", 1)[0]
+    for info in final.filesystem.get_file_info(pyarrow.fs.FileSelector(trial_dir)):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith("checkpoint_") \
+                and info.path != final.path:
+            final.filesystem.delete_dir(info.path)
+
+
 def log_model(tracking_uri: str, run, register: str | None = None) -> str:
     """Export ``run``'s encoder and log it to that run (MLflow's sentence-transformers flavour); return the
     model URI. With ``register``, also register it under that name in the Model Registry."""
@@ -263,6 +275,7 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
         if not run.data.tags.get(f"{TAG}model_uri"):
             log_model(tracker.tracking_uri, run, register if run is best else None)
     for run in runs:
+        delete_resume_states(run.data.tags[f"{TAG}checkpoint"])
         if not get_method(run.data.tags.get(f"{TAG}method", "none")).trains:
             state = "untrained"  # nothing stored: the model is loaded again from the config
         elif run.info.run_id in kept:

@@ -4,6 +4,7 @@ same scores as logged; keep_models; the best trial's model in MLflow."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import ray
@@ -51,6 +52,10 @@ def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tiny_be
     path = spec_file(tmp_path, tiny_bert, "exports", rows=ROWS, seeds=[1])
     run(SweepOptions(str(path), {}, tracking_uri=uri, storage=f"file://{tmp_path}/ray"))
     assert {r["export"] for r in trial_rows("exports", uri)} == {"yes", "yes (untuned)"}
+    for trial in child_runs(uri, "exports"):  # only the final checkpoint is left: the resume states are gone
+        final = Path(trial.data.tags["sweep.checkpoint"])
+        assert [p.name for p in final.parent.glob("checkpoint_*")] == [final.name]
+        assert (final / "trial.json").is_file() and not (final / "training_state.pt").exists()
 
     for row in ROWS:
         folder = tmp_path / row["name"].replace(" ", "-")

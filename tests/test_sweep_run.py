@@ -111,30 +111,54 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
     assert len(runs) == 2  # the retry logged into the same run
 
 
-def test_killed_driver_resumes_without_duplicates(tmp_path, tiny_bert, use_tiny_sts):
+def driver(path: Path, uri: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]
+    return command, {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def wait_for(condition, seconds: float = 240, log: Path | None = None):
+    """Poll MLflow until ``condition(runs)`` returns something; return it."""
+    deadline, last = time.time() + seconds, None
+    while time.time() < deadline:
+        time.sleep(0.2)
+        try:
+            found = condition()
+        except Exception as error:  # the store may not exist yet
+            found, last = None, error
+        if found:
+            return found
+    output = log.read_text()[-3000:] if log else ""
+    raise AssertionError(f"the sweep never reached the awaited state; last error: {last!r}\n{output}")
+
+
+def step_history(uri: str, run_id: str) -> list[int]:
+    return [m.step for m in MlflowClient(uri).get_metric_history(run_id, "dev_spearman")]
+
+
+def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path, tiny_bert, use_tiny_sts):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = spec_file(
         tmp_path, tiny_bert, "killed",
-        rows=[{"name": f"simcse {i}", "set": {"max_steps": 6}} for i in range(3)],
+        rows=[{"name": f"simcse {i}", "set": {"max_steps": 40, "eval_every": 4, "epochs": 10}} for i in range(3)],
         seeds=[1, 2],
         max_concurrent_trials=1,
     )
-    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    driver = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    finished = 0
-    while time.time() < deadline and finished < 2:
-        time.sleep(1)
-        try:
-            finished = sum(r.info.status == "FINISHED" for r in child_runs(uri, "killed"))
-        except Exception:  # the store may not exist yet
-            finished = 0
-    os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
-    driver.wait()
-    assert 2 <= finished < 6, f"the sweep should be cut off part way, {finished} trials had finished"
+    command, env = driver(path, uri, tmp_path)
+    log = (tmp_path / "driver.log").open("w")
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=log)
+
+    def mid_trial():
+        runs = child_runs(uri, "killed")
+        finished = [r for r in runs if r.info.status == "FINISHED"]
+        running = [r for r in runs if r.info.status == "RUNNING" and int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8]
+        return (finished, running[0]) if len(finished) >= 2 and running else None
+
+    finished, cut = wait_for(mid_trial, log=tmp_path / "driver.log")
+    os.killpg(process.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
+    process.wait()
     before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed") if r.info.status == "FINISHED"}
+    assert 2 <= len(before) < 6, f"the sweep should be cut off part way, {len(before)} trials had finished"
+    assert cut.data.tags["sweep.trial_id"] not in before
 
     resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -146,6 +170,33 @@ def test_killed_driver_resumes_without_duplicates(tmp_path, tiny_bert, use_tiny_
     for trial_id, run_id in before.items():  # finished trials were not run again
         assert after[trial_id].info.run_id == run_id
         assert len(MlflowClient(uri).get_metric_history(run_id, "test_avg_spearman")) == 1
+    continued = after[cut.data.tags["sweep.trial_id"]]
+    assert continued.info.run_id == cut.info.run_id  # still one MLflow run
+    assert continued.data.metrics["resumed_from_step"] >= 8  # continued from its checkpoint, not from step 0
+    assert step_history(uri, continued.info.run_id) == list(range(4, 41, 4))  # each step once
+
+
+def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tiny_bert, use_tiny_sts):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = spec_file(tmp_path, tiny_bert, "lost", rows=[{"name": "simcse", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}}],
+                     seeds=[1], max_failures=1)
+    command, env = driver(path, uri, tmp_path)
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        run = wait_for(lambda: next((r for r in child_runs(uri, "lost")
+                                     if int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8), None))
+        os.kill(int(run.data.tags["sweep.worker_pid"]), signal.SIGKILL)
+        _, stderr = process.communicate(timeout=400)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 0, stderr[-3000:]
+    (retried,) = child_runs(uri, "lost")
+    assert retried.info.status == "FINISHED" and retried.data.tags["sweep.failures"] == "1"
+    assert retried.data.metrics["resumed_from_step"] >= 8
+    assert "checkpoint_" in retried.data.tags["sweep.restored_from"]
+    assert step_history(uri, retried.info.run_id) == list(range(4, 61, 4))
 
 
 def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_tiny_sts):
