@@ -9,6 +9,7 @@ from typing import Sequence
 from sweep.budget import BUDGETS
 from sweep.spec import SpecError, parse_override, trial_config
 from sweep.tracking import DEFAULT_TRACKING_URI
+from sweep.variants import UsageError
 
 
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,10 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return _summarise(run(_options(args)))
         elif args.command == "resume":
-            from sweep.engine import resume
+            from sweep.engine import resume_options, run
 
-            return _summarise(resume(args.name, args.storage, args.address))
-    except SpecError as error:
+            return _summarise(run(resume_options(args.name, args.storage, args.address)))
+    except (SpecError, UsageError) as error:
         print(error, file=sys.stderr)
         return 2
     except KeyError as error:

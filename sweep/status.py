@@ -2,20 +2,56 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from mlflow import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from sweep.engine import absolute_tracking_uri
 from sweep.tracking import TAG
+from sweep.variants import UsageError, split_name
+
+
+def read_client(tracking_uri: str) -> MlflowClient:
+    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
+    uri = absolute_tracking_uri(tracking_uri)
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not Path(uri[len(prefix):]).is_file():
+        raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(prefix):]} does not exist)")
+    return MlflowClient(uri)
+
+
+def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
+    """(experiment, parent run) of the sweep variant ``text`` names: NAME when the spec has one variant,
+    NAME-HASH (a unique prefix of the spec hash) among several."""
+    experiment = client.get_experiment_by_name(text)
+    name, prefix = (text, "") if experiment else split_name(text, set())
+    experiment = experiment or client.get_experiment_by_name(name)
+    if experiment is None:
+        raise UsageError(f"no MLflow experiment named {name!r} at {tracking_uri}")
+    parents = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'parent'", max_results=1000,
+        order_by=["attributes.start_time ASC"],
+    )
+    found = [p for p in parents if p.data.tags.get(f"{TAG}spec_hash", "").startswith(prefix)]
+    if len(found) == 1:
+        return experiment, found[0]
+    if not found:
+        raise UsageError(f"sweep {name!r} at {tracking_uri} has no variant whose spec hash starts with {prefix!r}")
+    choices = "\n  ".join(
+        f"{name}-{p.data.tags.get(f'{TAG}spec_hash', '')}  ({p.data.tags.get(f'{TAG}options', 'options not recorded')})"
+        for p in found
+    )
+    raise UsageError(f"sweep {name!r} has {len(found)} variants at {tracking_uri}; choose one:\n  {choices}")
 
 
 def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
-    client = MlflowClient(absolute_tracking_uri(tracking_uri))
-    experiment = client.get_experiment_by_name(name)
-    if experiment is None:
-        raise KeyError(f"no MLflow experiment named {name!r} at {tracking_uri}")
+    client = read_client(tracking_uri)
+    experiment, parent = choose_parent(client, name, tracking_uri)
     runs = client.search_runs(
-        [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'trial'", max_results=50000,
+        [experiment.experiment_id],
+        filter_string=f"tags.`{TAG}role` = 'trial' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent.info.run_id}'",
+        max_results=50000,
     )
     runs = sorted(runs, key=lambda run: run.data.tags.get(f"{TAG}trial_id", ""))  # the plan's order
     rows = []

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from torch import Tensor, nn
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
-from trainers.data import corpus_problem, hub_reachable, load_corpus
+from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
 from trainers.encoder import SentenceEncoder, layers_problem, model_problem
 from trainers.knobs import KnobSet
 
@@ -91,7 +91,7 @@ class Method:
         """What a resolved config needs that this machine lacks (files, the hub)."""
         found = []
         if self.build is not None and self.examples is corpus_examples:
-            problem = corpus_problem(config["train_corpus"])
+            problem = corpus_problem(config["train_corpus"], config["sts_source"])
             if problem:
                 found.append(f"train_corpus: {problem}")
         problem = model_problem(config["model"])
@@ -101,5 +101,7 @@ class Method:
             found.append(f"model_layers: {problem}")
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
+        elif config["sts_source"] == "local":
+            found += [f"evaluation set: {problem}" for problem in sts_problems(evaluation_names())]
         return found + self.check(config)
 

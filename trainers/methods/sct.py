@@ -257,7 +257,10 @@ def sct_problems(config: Config) -> list[str]:
     problems = []
     views = {config["view1"], config["view2"]}
     if views & set(TEXT_VIEWS):
-        if not config["bt_file"] or not Path(config["bt_file"]).is_file():
+        if config["bt_file"] and not Path(config["bt_file"]).is_file():
+            problems.append(f"bt_file: {config['bt_file']!r} does not exist (expected a TSV with columns "
+                            f"{', '.join(BT_COLUMNS)})")
+        elif not config["bt_file"]:
             problems.append(
                 f"view1/view2: a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
                 f"`python -m trainers.backtranslate` writes on a machine with translation models; got {config['bt_file']!r}"
