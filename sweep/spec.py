@@ -405,8 +405,7 @@ def _check_environment(spec: SweepSpec, overrides: Mapping[str, Any]) -> None:
     """Resolve every row x grid point once (seeds and samples cannot change validity
     beyond their checked ranges) and ask each method what this machine lacks.
 
-    A problem is reported once: against ``--set`` when its knob's value came from there,
-    as "every row" when all rows share it, else against each row that has it."""
+    Each problem is reported once (:func:`attribute`)."""
     rows_with: dict[str, list[str]] = {}
     for row in spec.rows:
         for axes in spec.grid_points():
@@ -419,14 +418,23 @@ def _check_environment(spec: SweepSpec, overrides: Mapping[str, Any]) -> None:
                 rows = rows_with.setdefault(problem, [])
                 if row.name not in rows:
                     rows.append(row.name)
-    problems = []
-    for problem, rows in rows_with.items():
-        knob = problem.split(":", 1)[0]
-        if knob in overrides and not any(knob in spec.row(name).overrides for name in rows):
-            problems.append(f"--set {knob}={overrides[knob]}: {problem.split(':', 1)[1].strip()}")
-        elif len(spec.rows) > 1 and len(rows) == len(spec.rows):
-            problems.append(f"{spec.path}: every row: {problem}")
-        else:
-            problems += [f"{spec.path}: {f'rows[{name!r}]: ' if name else ''}{problem}" for name in rows]
+    problems = attribute(spec, rows_with, overrides)
     if problems:
         raise SpecError(problems)
+
+
+def attribute(spec: SweepSpec, rows_with: Mapping[str, list[str]], overrides: Mapping[str, Any]) -> list[str]:
+    """Messages (``knob: text``) -> the rows they hold for, each said once: against ``--set`` when the
+    knob's value came from there, as "every row" when all rows share it, else naming its rows."""
+    said = []
+    for message, rows in rows_with.items():
+        knob = message.split(":", 1)[0]
+        if knob in overrides and not any(knob in spec.row(name).overrides for name in rows):
+            said.append(f"--set {knob}={overrides[knob]}: {message.split(':', 1)[1].strip()}")
+        elif len(spec.rows) > 1 and len(rows) == len(spec.rows):
+            said.append(f"{spec.path}: every row: {message}")
+        elif rows == [""]:  # a spec without rows
+            said.append(f"{spec.path}: {message}")
+        else:
+            said.append(f"{spec.path}: rows[{', '.join(map(repr, rows))}]: {message}")
+    return said

@@ -58,7 +58,9 @@ class Method:
     None for methods that do not train (the ``none`` baseline).
     ``examples`` loads what batches are drawn from (sentences by default).
     ``check`` finds problems that involve several knobs or the environment (a missing
-    file, a hub that cannot be reached) before any trial starts.
+    file, a hub that cannot be reached) before any trial starts. ``regime`` says, as
+    warnings, where a config trained for ``steps`` steps leaves the paper's regime
+    (SCT's instance queues that such a run cannot fill).
     """
 
     name: str
@@ -68,6 +70,7 @@ class Method:
     build: BuildObjective | None = None
     check: Callable[[Config], list[str]] = lambda config: []
     examples: Callable[[Config], Sequence[Any]] = corpus_examples
+    regime: Callable[[Config, int], list[str]] = lambda config, steps: []
 
     @property
     def all_knobs(self) -> KnobSet:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -285,6 +286,23 @@ def sct_problems(config: Config) -> list[str]:
     return problems
 
 
+def queue_fill_warnings(config: Config, steps: int) -> list[str]:
+    """An instance queue holds real sentence vectors only after k / (vectors per step) steps; until
+    then most of it is the random vectors it started with, far from the paper's regime."""
+    if config["queues"] == "in_batch" or not config["queue_update"]:
+        return []  # no queue, or the ablation that keeps the random one on purpose
+    per_step = config["batch_size"] * (2 if config["queues"] == "one" else 1)
+    fill = math.ceil(config["queue_size"] / per_step)
+    if steps >= fill:
+        return []
+    return [
+        f"queue_size: a queue of k = {config['queue_size']:,} takes {fill:,} steps to fill at {per_step} "
+        f"vectors per step (batch_size {config['batch_size']}); this trial trains {steps:,} steps, so most "
+        f"of the queue stays the random vectors it started with: train >= {fill:,} steps (max_steps) "
+        f"or lower queue_size to <= {steps * per_step:,}"
+    ]
+
+
 def _distillation_problems(config: Config) -> list[str]:
     if config["distillation"] == "none":
         problems = ["teacher: given, but distillation is 'none'"] if config["teacher"] else []
@@ -349,4 +367,5 @@ METHOD = Method(
     build=SCTObjective,
     check=sct_problems,
     examples=sct_examples,
+    regime=queue_fill_warnings,
 )
