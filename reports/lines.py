@@ -13,8 +13,11 @@ import pandas as pd
 
 
 def line_label(row: str, axes: str) -> str:
-    """``row | knob=value, ...`` (either part alone where the other is empty)."""
-    return " | ".join(part for part in (row, axes) if part) or "(all trials)"
+    """``row [knob=value, ...]`` (either part alone where the other is empty; no ``|``, which would
+    split a Markdown cell)."""
+    if row and axes:
+        return f"{row} [{axes}]"
+    return row or axes or "(all trials)"
 
 
 def with_lines(trials: pd.DataFrame) -> pd.DataFrame:

@@ -70,7 +70,7 @@ def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def summary_markdown(table: Table, frame: pd.DataFrame, sampled: bool) -> str:
-    header = ["row | grid point", "seeds finished", "failed", "best dev", "test avg"]
+    header = ["row [grid point]", "seeds finished", "failed", "best dev", "test avg"]
     header += ["p (Avg)"] if table.p_values else []
     shown = table.lines[:TOP_SAMPLED] if sampled else table.lines
     rows = []

@@ -552,7 +552,7 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
     name = str(trials["experiment"].iloc[0])
     spec_hash = str(trials["spec_hash"].iloc[0])
     formats = {column: COLUMNS[column] for column in columns}
-    table = Table(f"{name}-{spec_hash}", title or f"{name} (spec hash {spec_hash})", "row | grid point",
+    table = Table(f"{name}-{spec_hash}", title or f"{name} (spec hash {spec_hash})", "row [grid point]",
                   list(columns), formats, [])
     for label, group in trials.groupby("line", sort=False):
         done = finished[finished["line"] == label]
