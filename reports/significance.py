@@ -58,7 +58,7 @@ def p_text(p_value: float) -> str:
 def note(metric: str, reference: str, tested: bool) -> str:
     """The line under a table that says which test was run (or why none was)."""
     if not tested:
-        return f"significance: one seed per row, so no test was possible (p needs >= 2 seeds per row)"
+        return "significance: one seed per row, so no test was possible (p needs >= 2 seeds per row)"
     return (f"p: {TEST_NAME} of {metric} against {reference!r} over seeds, * = significant at "
             f"{ALPHA:.0%} ({WHY})")
 
