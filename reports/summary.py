@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import pandas as pd
 import yaml
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from reports.collect import trials_frame
@@ -164,6 +165,9 @@ def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     table = sweep_table(trials, SUMMARY_COLUMNS, title=f"{spec.name} (spec hash {spec.spec_hash})")
     frame = summary_frame(trials, table)
     summary_md = f"{table.title}\n\n" + summary_markdown(table, frame, sampled)
-    log_to_parent(client, tracking_uri, spec, experiment, parent.info.run_id, trials, summary_md, frame)
+    try:
+        log_to_parent(client, tracking_uri, spec, experiment, parent.info.run_id, trials, summary_md, frame)
+    except (MlflowException, OSError) as error:  # the trials are recorded; only the parent's extras are lost
+        summary_md += f"\nwarning: the summary could not be logged to the parent run: {error}\n"
     variants = client.search_runs([experiment.experiment_id], f"tags.`{TAG}role` = 'parent'", max_results=2)
     return summary_md + "\n" + next_steps(spec, experiment.experiment_id, tracking_uri, len(variants) > 1) + "\n"
