@@ -98,15 +98,20 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     for run in [*parents, *children]:
         assert {"mlflow.source.name", "mlflow.source.git.commit", "mlflow.user"} <= set(run.data.tags)
 
-    # status and resume by name: two variants, so both are listed and the choice is refused (exit 2).
+    # One variant by NAME-HASH (a hash prefix is enough): its status, and a resume that has nothing to run.
+    assert main(["status", f"variants-{first_hash[:6]}", "--tracking-uri", uri]) == 0
+    assert capsys.readouterr().out.count("FINISHED") == 4
+    assert main(["resume", f"variants-{first_hash[:6]}", "--storage", str(storage)]) == 0
+    assert "| simcse | 2 | 0 |" in capsys.readouterr().out
+    assert len(client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")) == 8
+
+    # Refusals (exit 2) leave the stores exactly as they were.
     stores = digest([tmp_path / "mlflow.db", storage])
+    # By NAME alone the two variants are ambiguous: both are listed, with their options.
     assert main(["status", "variants", "--tracking-uri", uri]) == 2
     assert main(["resume", "variants", "--storage", str(storage)]) == 2
     err = capsys.readouterr().err
     assert err.count(f"variants-{first_hash}") == 2 and "--set learning_rate=0.0001" in err
-    assert main(["status", f"variants-{first_hash[:6]}", "--tracking-uri", uri]) == 0
-    assert capsys.readouterr().out.count("FINISHED") == 4
-    # Bad input against existing stores: refused with exit 2, and nothing in them changes.
     assert main(command + ["--set", "model=/nonexistent"]) == 2
     assert "--set model=/nonexistent: '/nonexistent' is not a local folder" in capsys.readouterr().err
     assert main(["status", "nonesuch", "--tracking-uri", uri]) == 2
