@@ -1,12 +1,15 @@
 """PNG figures: heatmaps and curves of the grid tables, per-trial dev-score curves.
 
-    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out] [--table NAME ...]
+    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out]
+                            [--table NAME ... | --sweep NAME]
 
 The ``kind: grid`` tables of ``table_specs.yaml`` become heatmaps over two
 knobs (SG-BERT Figure 1's layer x pooling, ConSERT Figure 5's augmentation
 pairs) or curves over one (temperature, batch size, few-shot size, queue
 size), with the paper's figures marked where it reports them. The STS-B dev
 Spearman of every trial over its steps comes from MLflow's metric history.
+``--sweep NAME`` draws any collected sweep: its dev curves, and a curve (one
+grid knob) or a heatmap (two) of its test average over its grid.
 """
 
 from __future__ import annotations

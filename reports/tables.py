@@ -1,6 +1,7 @@
-"""The papers' tables from collected results, with the papers' numbers beside ours.
+"""The papers' tables, and any sweep's table, from collected results.
 
-    python -m reports.tables [--results results.parquet] [--format latex|markdown] [--out DIR] [--table NAME ...]
+    python -m reports.tables [--results results.parquet] [--format markdown|latex|csv] [--out DIR]
+                             [--table NAME ... | --sweep NAME]
 
 Each table comes from a declarative spec in ``reports/table_specs.yaml`` and
 the papers' numbers from ``reports/paper_numbers.yaml``. Cells are mean ± std
@@ -9,7 +10,10 @@ paper's figure and our difference from it; the best of our figures in each
 column is bold. Lines, grid cells or seeds the sweep has not produced show as
 "–" and are listed in a :class:`MissingResults` warning; a partial sweep still
 renders. Only FINISHED trials count; where a (row, seed, grid point) ran more
-than once, the latest run counts.
+than once, the latest run counts. Row tables test each row against their
+reference row over seeds (:mod:`reports.significance`). ``--sweep NAME``
+renders any collected sweep (:func:`sweep_table`); with no arguments only the
+paper tables that have results are rendered.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ def sweep_seeds(sweep: Mapping[str, Any]) -> list[int]:
     return [int(s) for s in sweep.get("seeds", [default])]
 
 
-def _parse_rows(raw_rows: Sequence[Any], main: str, project: Path, fail) -> tuple[tuple[str, ...], dict]:
+def _parse_rows(raw_rows: Sequence[Any], project: Path, fail) -> tuple[tuple[str, ...], dict]:
     """A rows table's rows: names of the main search space's rows, or ``{row: NAME, spec: PATH}`` for a
     row of another search space (SCT Table 4's augmentation rows live in three specs)."""
     names, row_sweeps = [], {}
@@ -199,7 +203,7 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
         if not isinstance(raw.get("delta"), Mapping) or set(raw["delta"]) != {"of", "from"}:
             raise fail("a Delta column needs delta: {of: COLUMN, from: LINE}")
         delta = (raw["delta"]["of"], raw["delta"]["from"])
-    rows, row_sweeps = _parse_rows(raw.get("rows") or (), raw["spec"], project, fail)
+    rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
     index, across, metric = raw.get("index"), raw.get("across"), raw.get("metric")
     if kind == "rows":
         if not rows or not columns:
