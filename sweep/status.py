@@ -37,7 +37,8 @@ def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
     if len(found) == 1:
         return experiment, found[0]
     if not found:
-        raise UsageError(f"sweep {name!r} at {tracking_uri} has no variant whose spec hash starts with {prefix!r}")
+        hashes = ", ".join(p.data.tags.get(f"{TAG}spec_hash", "?") for p in parents) or "none: it never ran"
+        raise UsageError(f"sweep {name!r} at {tracking_uri} has no variant {text!r} (its spec hashes: {hashes})")
     choices = "\n  ".join(
         f"{name}-{p.data.tags.get(f'{TAG}spec_hash', '')}  ({p.data.tags.get(f'{TAG}options', 'options not recorded')})"
         for p in found
