@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pandas as pd
-from mlflow import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-from sweep.engine import absolute_tracking_uri
+from reports.significance import add_p_values
+from sweep.status import read_client
 from sweep.tracking import DEFAULT_TRACKING_URI, TAG
+from sweep.variants import UsageError
 from trainers.registry import METHODS
 
 IDENTITY = (
-    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "seed", "method",
-    "trial_id", "run_id", "parent_run_id", "status", "error", "failures", "stopped_by_scheduler", "start_time",
-    "end_time",
+    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "sampled_axes",
+    "sweep_metric", "seed", "method", "trial_id", "run_id", "parent_run_id", "status", "error", "failures",
+    "stopped_by_scheduler", "start_time", "end_time",
 )
 """The trial's identity columns (from its tags and run info), first in every results file."""
 DEFAULT_OUT = "results.parquet"
@@ -95,6 +96,8 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "git_commit": tags.get(f"{TAG}git_commit", ""),
         "row": tags.get(f"{TAG}row", ""),
         "axes": tags.get(f"{TAG}axes", ""),
+        "sampled_axes": tags.get(f"{TAG}sampled_axes", ""),
+        "sweep_metric": tags.get(f"{TAG}metric", "best_dev_spearman max"),
         "seed": int(tags.get(f"{TAG}seed", params.get("seed", -1))),
         "method": method,
         "trial_id": tags.get(f"{TAG}trial_id", ""),
@@ -127,7 +130,7 @@ def _all_pages(search: Callable[[str | None], Any]) -> list:
 
 def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str] | None = None) -> pd.DataFrame:
     """Every sweep trial in ``experiments`` (all experiments when None) as a frame."""
-    client = MlflowClient(absolute_tracking_uri(tracking_uri))
+    client = read_client(tracking_uri)
     if experiments:
         found = [client.get_experiment_by_name(name) for name in experiments]
         missing = [name for name, e in zip(experiments, found) if e is None]
@@ -135,21 +138,28 @@ def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str]
             raise KeyError(f"no MLflow experiment named {missing} at {tracking_uri}")
     else:
         found = _all_pages(lambda token: client.search_experiments(max_results=1000, page_token=token))
-    records, runs_seen = [], []
+    named_runs = []
     for experiment in found:
         runs = _all_pages(lambda token: client.search_runs(
             [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'trial'", max_results=1000,
             page_token=token,
         ))
-        records.extend(trial_record(experiment.name, run) for run in runs)
-        runs_seen.extend(runs)
+        named_runs.extend((experiment.name, run) for run in runs)
+    return trials_frame(named_runs)
+
+
+def trials_frame(named_runs: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+    """(experiment name, MLflow trial run) pairs as a typed frame, with each line's p-value
+    against its sweep's first line (:func:`reports.significance.add_p_values`)."""
+    records = [trial_record(name, run) for name, run in named_runs]
+    runs_seen = [run for _, run in named_runs]
     # Columns in a fixed order: identity, the knobs, then the metrics, each alphabetical.
     params = sorted({name for run in runs_seen for name in run.data.params} - set(IDENTITY))
     metrics = sorted({metric_column(name) for run in runs_seen for name in run.data.metrics})
     dtypes = {**IDENTITY_DTYPES, **{name: param_dtype(name) for name in params}, **dict.fromkeys(metrics, "Float64")}
     frame = pd.DataFrame.from_records(records, columns=list(dtypes)).astype(dtypes)
     frame = frame.sort_values(["experiment", "row", "seed", "trial_id", "run_id"], kind="stable")
-    return frame.reset_index(drop=True)
+    return add_p_values(frame.reset_index(drop=True))
 
 
 def write(frame: pd.DataFrame, out: str | Path) -> Path:
@@ -169,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         frame = collect(args.tracking_uri, args.experiments)
     except KeyError as error:
         print(error.args[0], file=sys.stderr)
+        return 2
+    except UsageError as error:
+        print(error, file=sys.stderr)
         return 2
     path = write(frame, args.out)
     counts = frame.groupby("status").size().to_dict() if not frame.empty else {}

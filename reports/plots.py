@@ -1,12 +1,15 @@
 """PNG figures: heatmaps and curves of the grid tables, per-trial dev-score curves.
 
-    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out] [--table NAME ...]
+    python -m reports.plots [--results results.parquet] [--tracking-uri URI] [--out reports/out]
+                            [--table NAME ... | --sweep NAME]
 
 The ``kind: grid`` tables of ``table_specs.yaml`` become heatmaps over two
 knobs (SG-BERT Figure 1's layer x pooling, ConSERT Figure 5's augmentation
 pairs) or curves over one (temperature, batch size, few-shot size, queue
 size), with the paper's figures marked where it reports them. The STS-B dev
 Spearman of every trial over its steps comes from MLflow's metric history.
+``--sweep NAME`` draws any collected sweep: its dev curves, and a curve (one
+grid knob) or a heatmap (two) of its test average over its grid.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from mlflow import MlflowClient  # noqa: E402
 
 from reports.collect import DEFAULT_OUT  # noqa: E402
-from reports.tables import DASH, Table, build_tables_for_cli, load_table_specs  # noqa: E402
+from reports.tables import DASH, NotCollected, Table, build_tables_for_cli, load_table_specs, sweep_variants  # noqa: E402
 from sweep.engine import absolute_tracking_uri  # noqa: E402
 from sweep.tracking import DEFAULT_TRACKING_URI  # noqa: E402
 
@@ -116,12 +119,75 @@ def dev_curves(results: pd.DataFrame, tracking_uri: str, experiment: str, path: 
     return _save(figure, path)
 
 
+def grid_axes(trials: pd.DataFrame) -> list[str]:
+    """The grid knobs of a sweep's trials: the knobs of their axes that are not sampled."""
+    axes = [part.split("=", 1)[0] for part in str(trials["axes"].iloc[0]).split(", ") if "=" in part]
+    sampled = {a.strip() for a in str(trials["sampled_axes"].iloc[0]).split(",")} if "sampled_axes" in trials else set()
+    return [axis for axis in axes if axis not in sampled and axis in trials.columns]
+
+
+def sweep_grid_plot(trials: pd.DataFrame, path: Path, metric: str = "test_avg_spearman") -> Path | None:
+    """Any sweep's grid: over one grid knob a curve per row (mean ± std over seeds), over two a heatmap
+    (of the first row); None when the sweep has no grid (or more than two knobs)."""
+    finished = trials[trials["status"] == "FINISHED"]
+    if trials.empty or finished.empty or metric not in finished:
+        return None
+    axes = grid_axes(trials)
+    rows = list(dict.fromkeys(trials.sort_values("trial_id")["row"]))
+    if len(axes) == 1:
+        figure, plot = plt.subplots(figsize=(6.5, 4))
+        values = list(dict.fromkeys(trials.sort_values("trial_id")[axes[0]]))
+        for row in rows:
+            cells = [finished[(finished["row"] == row) & (finished[axes[0]] == v)][metric].dropna().astype(float)
+                     for v in values]
+            plot.errorbar(range(len(values)), [c.mean() if len(c) else math.nan for c in cells],
+                          yerr=[c.std() if len(c) > 1 else 0.0 for c in cells], marker="o", capsize=3,
+                          label=row or "all trials")
+        plot.set_xticks(range(len(values)), [str(v) for v in values], rotation=45)
+        plot.set_xlabel(axes[0])
+        plot.set_ylabel(f"{metric} (mean ± std over seeds)")
+        plot.legend(fontsize=7)
+    elif len(axes) == 2:
+        first = finished[finished["row"] == rows[0]]
+        lines, columns = (list(dict.fromkeys(trials.sort_values("trial_id")[a])) for a in axes)
+        means = np.array([[first[(first[axes[0]] == i) & (first[axes[1]] == j)][metric].astype(float).mean()
+                           for j in columns] for i in lines], dtype=float)
+        figure, plot = plt.subplots(figsize=(1.3 * len(columns) + 2.5, 0.5 * len(lines) + 1.8))
+        image = plot.imshow(np.ma.masked_invalid(means), cmap="viridis", aspect="auto")
+        plot.set_xticks(range(len(columns)), [str(c) for c in columns])
+        plot.set_yticks(range(len(lines)), [str(i) for i in lines])
+        plot.set_xlabel(axes[1])
+        plot.set_ylabel(axes[0])
+        for i in range(len(lines)):
+            for j in range(len(columns)):
+                plot.text(j, i, f"{means[i, j]:.1f}" if math.isfinite(means[i, j]) else DASH,
+                          ha="center", va="center", fontsize=7, color="white")
+        figure.colorbar(image, ax=plot, label=f"{metric} (mean over seeds)")
+    else:
+        return None
+    plot.set_title(f"{trials['experiment'].iloc[0]}: {metric} over its grid", fontsize=9)
+    return _save(figure, path)
+
+
+def plot_sweep(results: pd.DataFrame, name: str, tracking_uri: str, out: Path) -> list[Path]:
+    """Dev curves and the grid plot of each variant of sweep ``name``."""
+    written = []
+    for trials in sweep_variants(results, name):
+        stem = f"{name}-{trials['spec_hash'].iloc[0]}"
+        written.append(dev_curves(trials, tracking_uri, name, out / f"{stem}_dev_curves.png"))
+        grid = sweep_grid_plot(trials, out / f"{stem}_grid.png")
+        written += [grid] if grid else []
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.plots", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=DEFAULT_OUT)
     parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="For the dev curves' metric history.")
     parser.add_argument("--out", default="reports/out")
-    parser.add_argument("--table", action="append", dest="tables", help="Only these grid tables (repeatable).")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--table", action="append", dest="tables", help="Only these grid tables (repeatable).")
+    which.add_argument("--sweep", help="Any collected sweep: its dev curves and a curve or heatmap of its grid.")
     args = parser.parse_args(argv)
     if not Path(args.results).is_file():
         print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
@@ -129,6 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = pd.read_parquet(args.results)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.sweep:
+        try:
+            print("\n".join(str(p) for p in plot_sweep(results, args.sweep, args.tracking_uri, out)))
+        except NotCollected as error:
+            print(error.args[0], file=sys.stderr)
+            return 2
+        return 0
     specs = load_table_specs()
     grids = [name for name, spec in specs.items() if spec.kind == "grid" and (not args.tables or name in args.tables)]
     written = []

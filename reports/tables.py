@@ -1,6 +1,7 @@
-"""The papers' tables from collected results, with the papers' numbers beside ours.
+"""The papers' tables, and any sweep's table, from collected results.
 
-    python -m reports.tables [--results results.parquet] [--format latex|markdown] [--out DIR] [--table NAME ...]
+    python -m reports.tables [--results results.parquet] [--format markdown|latex|csv] [--out DIR]
+                             [--table NAME ... | --sweep NAME]
 
 Each table comes from a declarative spec in ``reports/table_specs.yaml`` and
 the papers' numbers from ``reports/paper_numbers.yaml``. Cells are mean ± std
@@ -9,7 +10,10 @@ paper's figure and our difference from it; the best of our figures in each
 column is bold. Lines, grid cells or seeds the sweep has not produced show as
 "–" and are listed in a :class:`MissingResults` warning; a partial sweep still
 renders. Only FINISHED trials count; where a (row, seed, grid point) ran more
-than once, the latest run counts.
+than once, the latest run counts. Row tables test each row against their
+reference row over seeds (:mod:`reports.significance`). ``--sweep NAME``
+renders any collected sweep (:func:`sweep_table`); with no arguments only the
+paper tables that have results are rendered.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from reports.collect import DEFAULT_OUT, IDENTITY
+from reports.lines import latest_finished, with_lines
+from reports.significance import is_significant, note as significance_note, p_text, welch_p
 from sweep.spec import read_yaml
 from trainers.registry import get_method
 
@@ -111,6 +117,8 @@ class TableSpec:
     metric: str | None  # two-knob grids: the one metric column shown
     delta: tuple[str, str] | None  # (column, reference line): Delta = column minus the reference's
     paper: PaperSource | None
+    row_sweeps: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
+    """rows tables: a row drawn from another search space -> (its path, that search space)"""
 
     @property
     def experiment(self) -> str:
@@ -119,8 +127,17 @@ class TableSpec:
     @property
     def seeds(self) -> list[int]:
         """The seeds the search space asks for (as the sweep engine reads them)."""
-        default = get_method(self.sweep["method"]).all_knobs["seed"].default
-        return [int(s) for s in self.sweep.get("seeds", [default])]
+        return sweep_seeds(self.sweep)
+
+    def sweep_of(self, line: Any) -> tuple[str, Mapping[str, Any]]:
+        """(search space path, search space) that a line's trials come from."""
+        return self.row_sweeps.get(line, (self.spec_file, self.sweep)) if self.kind == "rows" else (self.spec_file, self.sweep)
+
+    def sweeps(self) -> dict[str, str]:
+        """Experiment name -> search space path, of every sweep the table draws from."""
+        found = {self.experiment: self.spec_file}
+        found.update({sweep["name"]: path for path, sweep in self.row_sweeps.values()})
+        return found
 
     def line_keys(self) -> list[Any]:
         return list(self.rows) if self.kind == "rows" else list(self.sweep["grid"][self.index])
@@ -130,6 +147,30 @@ class TableSpec:
 
 
 SPEC_KEYS = {"title", "kind", "spec", "columns", "rows", "index", "across", "metric", "delta", "paper"}
+
+
+def sweep_seeds(sweep: Mapping[str, Any]) -> list[int]:
+    """The seeds a search space asks for (as the sweep engine reads them)."""
+    default = get_method(sweep["method"]).all_knobs["seed"].default
+    return [int(s) for s in sweep.get("seeds", [default])]
+
+
+def _parse_rows(raw_rows: Sequence[Any], project: Path, fail) -> tuple[tuple[str, ...], dict]:
+    """A rows table's rows: names of the main search space's rows, or ``{row: NAME, spec: PATH}`` for a
+    row of another search space (SCT Table 4's augmentation rows live in three specs)."""
+    names, row_sweeps = [], {}
+    for item in raw_rows:
+        if isinstance(item, Mapping):
+            if set(item) != {"row", "spec"}:
+                raise fail(f"a row from another search space is {{row: NAME, spec: PATH}}, got {dict(item)}")
+            path = project / item["spec"]
+            if not path.is_file():
+                raise fail(f"search space {item['spec']} not found")
+            row_sweeps[item["row"]] = (item["spec"], load_yaml(path))
+            names.append(item["row"])
+        else:
+            names.append(item)
+    return tuple(names), row_sweeps
 
 
 def load_yaml(path: Path) -> Any:
@@ -162,17 +203,18 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
         if not isinstance(raw.get("delta"), Mapping) or set(raw["delta"]) != {"of", "from"}:
             raise fail("a Delta column needs delta: {of: COLUMN, from: LINE}")
         delta = (raw["delta"]["of"], raw["delta"]["from"])
-    rows = tuple(raw.get("rows") or ())
+    rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
     index, across, metric = raw.get("index"), raw.get("across"), raw.get("metric")
     if kind == "rows":
         if not rows or not columns:
             raise fail("a rows table needs 'rows' and 'columns'")
-        sweep_rows = [r["name"] for r in sweep.get("rows", [])]
-        stray = [r for r in rows if r not in sweep_rows]
-        if stray:
-            raise fail(f"rows {stray} are not rows of {raw['spec']} ({sweep_rows})")
-        if sweep.get("grid"):
-            raise fail(f"{raw['spec']} has a grid: a row's cells would pool its grid points")
+        for path, source in [(raw["spec"], sweep), *row_sweeps.values()]:
+            source_rows = [r["name"] for r in source.get("rows", [])]
+            stray = [r for r in rows if row_sweeps.get(r, (raw["spec"],))[0] == path and r not in source_rows]
+            if stray:
+                raise fail(f"rows {stray} are not rows of {path} ({source_rows})")
+            if source.get("grid"):
+                raise fail(f"{path} has a grid: a row's cells would pool its grid points")
     else:
         if across and (metric not in COLUMNS or columns):
             raise fail("a two-knob grid shows one 'metric' (a column name) and no 'columns'")
@@ -188,7 +230,7 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
     spec = TableSpec(
         name=name, title=str(raw.get("title", name)), kind=kind, spec_file=raw["spec"], sweep=sweep,
         columns=columns, rows=rows, index=index, across=across, metric=metric,
-        delta=delta, paper=_paper_source(raw.get("paper"), fail),
+        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
     )
     if delta and delta[1] not in spec.line_keys():
         raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
@@ -253,6 +295,8 @@ class Table:
     missing: list[str] = field(default_factory=list)
     paper_model: str | None = None
     across: str | None = None  # two-knob grids: the knob of the columns
+    p_values: dict[str, float] = field(default_factory=dict)  # line label -> p against p_reference
+    p_reference: str | None = None  # the line the others are tested against (rows tables)
 
     def best_line(self, column: str) -> int | None:
         """Index of the line whose mean is best in ``column`` (None: no bold)."""
@@ -265,9 +309,9 @@ class Table:
 
 
 def finished_runs(results: pd.DataFrame, spec: TableSpec) -> pd.DataFrame:
-    """The FINISHED trials of the table's sweep, the latest for each (row, seed, grid point)."""
-    runs = results[(results["experiment"] == spec.experiment) & (results["status"] == "FINISHED")]
-    keys = ["row", "seed"] + [k for k in spec.sweep.get("grid", {}) if k in runs.columns]
+    """The FINISHED trials of the table's sweeps, the latest for each (sweep, row, seed, grid point)."""
+    runs = results[results["experiment"].isin(list(spec.sweeps())) & (results["status"] == "FINISHED")]
+    keys = ["experiment", "row", "seed"] + [k for k in spec.sweep.get("grid", {}) if k in runs.columns]
     return runs.sort_values(["start_time", "run_id"]).drop_duplicates(keys, keep="last")
 
 
@@ -280,9 +324,9 @@ def _select(frame: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def _describe(where: Mapping[str, Any]) -> str:
-    if set(where) == {"row"}:
+    if set(where) == {"experiment", "row"}:
         return f"row {where['row']!r}"
-    return ", ".join(f"{k}={v}" for k, v in where.items())
+    return ", ".join(f"{k}={v}" for k, v in where.items() if k != "experiment")
 
 
 def paper_rows(
@@ -310,7 +354,7 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
     """Our cells and the paper's figures for one table spec."""
     if results.empty:
         results = pd.DataFrame(columns=list(IDENTITY))
-    all_runs = results[results["experiment"] == spec.experiment]
+    all_runs = results[results["experiment"].isin(list(spec.sweeps()))]
     runs = finished_runs(results, spec)
     model = _paper_model(spec, numbers, runs)
     paper = paper_rows(numbers, spec.paper, model)
@@ -324,7 +368,8 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
     table = Table(spec.name, spec.title, corner, labels, formats, [], paper_model=model, across=spec.across)
 
     for key in spec.line_keys():
-        line_where = {"row": key} if spec.kind == "rows" else {spec.index: key}
+        line_where = {"experiment": spec.sweep_of(key)[1]["name"]}
+        line_where.update({"row": key} if spec.kind == "rows" else {spec.index: key})
         paper_row = spec.paper.rows.get(key, key if spec.kind == "rows" else None) if spec.paper else None
         figures = paper.get(paper_row, {}) if paper_row is not None else {}
         line = Line(str(key), {}, {})
@@ -341,12 +386,34 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
                 line.paper[label] = float(figures[paper_column])
         table.lines.append(line)
 
+    ran = set(runs["experiment"])
+    absent = [f"no finished trial of sweep {name!r} (python -m sweep run {path})"
+              for name, path in spec.sweeps().items() if name not in ran]
     if runs.empty:
-        table.missing = [f"no finished trial of sweep {spec.experiment!r} (python -m sweep run {spec.spec_file})"]
+        table.missing = absent
+    else:
+        table.missing += absent
     if spec.delta:
         _add_delta(table, spec)
     _note_sources(table, spec, runs, paper)
+    if spec.kind == "rows":
+        add_significance(table, spec.delta[0] if spec.delta else None, spec.delta[1] if spec.delta else None)
     return table
+
+
+def add_significance(table: Table, column: str | None = None, reference: str | None = None) -> None:
+    """Test each line's ``column`` (default: Avg, else the first column) against the ``reference`` line
+    (default: the first) over seeds, where both have at least 2 (:mod:`reports.significance`)."""
+    column = column or ("Avg" if "Avg" in table.columns else table.columns[0])
+    reference = reference if reference is not None else table.lines[0].label
+    base = next(line for line in table.lines if line.label == str(reference)).cells[column]
+    tested = base.n >= 2 and any(line.cells[column].n >= 2 for line in table.lines if line.label != str(reference))
+    if tested:
+        table.p_reference = str(reference)
+        table.p_values = {line.label: welch_p(line.cells[column].values, base.values)
+                          for line in table.lines if line.label != str(reference)}
+    if tested or any(line.cells[column].n for line in table.lines):
+        table.notes.append(significance_note(column, str(reference), tested))
 
 
 def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFrame,
@@ -357,9 +424,10 @@ def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFr
     first_column = label == table.columns[0] or spec.across
     if first_column:
         done = {int(s) for s in trials["seed"]}
-        missing = [s for s in spec.seeds if s not in done]
+        seeds = sweep_seeds(spec.sweep_of(where.get("row"))[1])
+        missing = [s for s in seeds if s not in done]
         if missing:
-            table.missing.append(f"{place}: {len(missing)} of {len(spec.seeds)} seeds missing: {missing}")
+            table.missing.append(f"{place}: {len(missing)} of {len(seeds)} seeds missing: {missing}")
         others = _select(all_runs, where)
         others = others[others["status"] != "FINISHED"] if not others.empty else others
         if len(others):
@@ -427,20 +495,97 @@ def build_tables(
 def build_tables_for_cli(
     results: pd.DataFrame, names: Sequence[str] | None, specs: Mapping[str, TableSpec] | None = None
 ) -> list[Table]:
-    """:func:`build_tables`, with what is missing printed to stderr, one line per item."""
+    """:func:`build_tables`, with what is missing printed to stderr, one line per item. With no
+    ``names``, only the tables that have results: one line then lists the others and the command
+    that fills each."""
+    specs = specs if specs is not None else load_table_specs()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MissingResults)
         built = build_tables(results, names, specs)
+    if not names:
+        empty = [t for t in built if not has_results(t)]
+        built = [t for t in built if has_results(t)]
+        if empty:
+            print(without_results_line(empty, specs), file=sys.stderr)
     for table in built:
         for item in table.missing:
             print(f"warning: {table.name}: {item}", file=sys.stderr)
     return built
 
 
+def has_results(table: Table) -> bool:
+    return any(cell.n for line in table.lines for cell in line.cells.values())
+
+
+def without_results_line(tables: Sequence[Table], specs: Mapping[str, TableSpec]) -> str:
+    """One line naming the paper tables that have no results yet, with the command that fills each."""
+    commands = [f"{t.name} ({'; '.join(f'python -m sweep run {path}' for path in specs[t.name].sweeps().values())})"
+                for t in tables]
+    return "no results yet for: " + ", ".join(commands)
+
+
+# ---------------------------------------------------------------- any sweep
+
+
+SWEEP_COLUMNS = ("Dev", "STS-B", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16", "Avg")
+
+
+class NotCollected(KeyError):
+    """A sweep asked for by name that the results file does not hold."""
+
+
+def sweep_variants(results: pd.DataFrame, name: str) -> list[pd.DataFrame]:
+    """The collected trials of sweep ``name``, one frame per variant (spec hash), oldest first."""
+    trials = results[results["experiment"] == name] if not results.empty else results
+    if trials.empty:
+        known = sorted(set(results["experiment"])) if not results.empty else []
+        raise NotCollected(
+            f"sweep {name!r} is not in the collected results (collected: {', '.join(known) or 'none'}); "
+            f"collect it with `python -m reports.collect`, or `python -m sweep status {name}` to see its trials"
+        )
+    first_start = trials.groupby("spec_hash")["start_time"].min().sort_values()
+    return [trials[trials["spec_hash"] == spec_hash] for spec_hash in first_start.index]
+
+
+def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, title: str | None = None) -> Table:
+    """Any sweep variant's table: a line per row x grid point (a line per trial for sampled axes, sorted by
+    the sweep's metric), cells mean ± std (n) over the latest FINISHED run of each seed, the best in bold,
+    and each line's Avg tested against the first line's."""
+    trials = with_lines(trials)
+    finished = latest_finished(trials)
+    name = str(trials["experiment"].iloc[0])
+    spec_hash = str(trials["spec_hash"].iloc[0])
+    formats = {column: COLUMNS[column] for column in columns}
+    table = Table(f"{name}-{spec_hash}", title or f"{name} (spec hash {spec_hash})", "row [grid point]",
+                  list(columns), formats, [])
+    for label, group in trials.groupby("line", sort=False):
+        done = finished[finished["line"] == label]
+        cells = {c: Cell(tuple(done[formats[c].metric].dropna().astype(float)) if formats[c].metric in done else ())
+                 for c in columns}
+        table.lines.append(Line(str(label), cells, {}))
+        left_out = group.loc[~group.index.isin(done.index), "status"].value_counts().sort_index()
+        if len(left_out):
+            table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
+    add_significance(table)
+    metric, mode = (str(trials["sweep_metric"].iloc[0]).split() + ["max"])[:2] if "sweep_metric" in trials else ("best_dev_spearman", "max")
+    if "sampled_axes" in trials and str(trials["sampled_axes"].iloc[0]):
+        column = next((c for c, f in formats.items() if f.metric == metric), columns[0])
+        scored = [line for line in table.lines if line.cells[column].n]
+        table.lines = sorted(scored, key=lambda line: line.cells[column].mean, reverse=mode == "max") + [
+            line for line in table.lines if not line.cells[column].n]
+        table.notes.append(f"sampled axes ({trials['sampled_axes'].iloc[0]}): one line per trial, best {metric} first")
+    budget = ", ".join(sorted(set(trials["budget"].dropna().astype(str))))
+    models = ", ".join(sorted(set(trials["model"].dropna().astype(str)))) if "model" in trials else DASH
+    table.notes.insert(0, f"ours: {models}; budget {budget}; {len(finished)} finished of {len(trials)} trials")
+    return table
+
+
 # ---------------------------------------------------------------- rendering
 
 
 PAPER_LABEL = "paper (ours − paper)"
+P_COLUMN = "p"
+REFERENCE = "ref"
 
 
 def cell_text(cell: Cell, column: Column) -> str:
@@ -472,14 +617,33 @@ def layout(table: Table) -> tuple[list[str], list[list[str]], set[tuple[int, int
     for j, column in enumerate(table.columns, start=1):
         best_columns.setdefault(table.best_line(column), []).append(j)
     text, bold = [], set()
+    significance = [P_COLUMN] if table.p_values else []
     for i, line in enumerate(table.lines):
         bold.update((len(text), j) for j in best_columns.get(i, []))
-        text.append([line.label] + [cell_text(line.cells[c], formats[c]) for c in table.columns])
+        p = [REFERENCE if line.label == table.p_reference else p_text(table.p_values.get(line.label, math.nan))]
+        text.append([line.label] + [cell_text(line.cells[c], formats[c]) for c in table.columns] + p[: len(significance)])
         if line.paper:
             paper = [paper_text(line.paper.get(c), line.cells[c], formats[c]) for c in table.columns]
-            text.append([PAPER_LABEL] + paper)
+            text.append([PAPER_LABEL] + paper + [""] * len(significance))
     corner = f"{table.corner} \\ {table.across}" if table.across else table.corner
-    return [corner] + table.columns, text, bold
+    return [corner] + table.columns + significance, text, bold
+
+
+def to_csv(table: Table) -> str:
+    """One line per line of ours: mean, std and n of each column, the paper's figure, and the p-value
+    (with whether it is significant at 5%) against the reference line."""
+    records = []
+    for line in table.lines:
+        record: dict[str, Any] = {table.corner: line.label}
+        for column in table.columns:
+            cell = line.cells[column]
+            record.update({f"{column} mean": cell.mean, f"{column} std": cell.std, f"{column} n": cell.n,
+                           f"{column} paper": line.paper.get(column, math.nan)})
+        p_value = table.p_values.get(line.label, math.nan)
+        record.update({"p_value": p_value, "significant": is_significant(p_value),
+                       "p_reference": table.p_reference or ""})
+        records.append(record)
+    return pd.DataFrame.from_records(records).to_csv(index=False)
 
 
 def to_markdown(table: Table) -> str:
@@ -542,22 +706,31 @@ def to_latex(table: Table) -> str:
     return "\n".join(out) + "\n"
 
 
+RENDERERS = {"markdown": (to_markdown, ".md"), "latex": (to_latex, ".tex"), "csv": (to_csv, ".csv")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.tables", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", default=DEFAULT_OUT, help="Parquet file written by reports.collect.")
-    parser.add_argument("--format", choices=("markdown", "latex"), default="markdown")
+    parser.add_argument("--format", choices=tuple(RENDERERS), default="markdown")
     parser.add_argument("--out", help="Folder to write one file per table (and print nothing).")
-    parser.add_argument("--table", action="append", dest="tables", help="Only these tables (repeatable).")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--table", action="append", dest="tables", help="Only these paper tables (repeatable).")
+    which.add_argument("--sweep", help="Any collected sweep (its MLflow experiment name), one table per variant.")
     args = parser.parse_args(argv)
     if not Path(args.results).is_file():
         print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
         return 2
+    results = pd.read_parquet(args.results)
     try:
-        tables = build_tables_for_cli(pd.read_parquet(args.results), args.tables)
+        if args.sweep:
+            tables = [sweep_table(trials) for trials in sweep_variants(results, args.sweep)]
+        else:
+            tables = build_tables_for_cli(results, args.tables)
     except KeyError as error:
         print(error.args[0], file=sys.stderr)
         return 2
-    render, suffix = (to_latex, ".tex") if args.format == "latex" else (to_markdown, ".md")
+    render, suffix = RENDERERS[args.format]
     for table in tables:
         text = render(table)
         if args.out:

@@ -10,6 +10,7 @@ from sweep.budget import BUDGETS
 from sweep.models import ExportError
 from sweep.spec import SpecError, parse_override, trial_config
 from sweep.tracking import DEFAULT_TRACKING_URI
+from sweep.variants import UsageError
 
 
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,8 +83,17 @@ def _options(args: argparse.Namespace):
     )
 
 
+def _warn(spec) -> None:
+    """Plan-time warnings: a budget that leaves a method outside its paper's regime (not a refusal)."""
+    from sweep.regime import regime_warnings
+
+    for warning in regime_warnings(spec):
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def print_plan(args: argparse.Namespace) -> None:
     spec = _options(args).load()
+    _warn(spec)
     varied = list(spec.grid) + list(spec.sample)
     print(f"{spec.name}: {spec.description}".rstrip(": "))
     print(f"method {spec.method}; budget {spec.budget.name if spec.budget else 'none'}; spec hash {spec.spec_hash}")
@@ -109,12 +119,17 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
-def _summarise(results) -> int:
-    """Say how the sweep ended; exit 1 if any trial failed (the others still finished)."""
+def _summarise(results, options) -> int:
+    """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
+    failed (the others still finished)."""
+    from reports.summary import finish_sweep
+
     failed = [r for r in results if r.error is not None]
     print(f"{len(results) - len(failed)} trials finished, {len(failed)} failed")
     for result in failed:
         print(f"  failed: {result.config.get('row', '')!r} seed {result.config.get('seed')}: {type(result.error).__name__}")
+    print()
+    print(finish_sweep(options.load(), options.tracking_uri), end="")
     return 1 if failed else 0
 
 
@@ -132,22 +147,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             from sweep.engine import run
 
-            return _summarise(run(_options(args)))
+            options = _options(args)
+            _warn(options.load())
+            return _summarise(run(options), options)
         elif args.command == "export":
             from sweep.status import export
 
             export(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
         elif args.command == "resume":
-            from sweep.engine import resume
+            from sweep.engine import resume_options, run
 
-            return _summarise(resume(args.name, args.storage, args.address))
-    except SpecError as error:
+            options = resume_options(args.name, args.storage, args.address)
+            return _summarise(run(options), options)
+    except (SpecError, UsageError, ExportError) as error:
         print(error, file=sys.stderr)
         return 2
     except KeyError as error:
         print(error.args[0], file=sys.stderr)
-        return 2
-    except ExportError as error:
-        print(error, file=sys.stderr)
         return 2
     return 0

@@ -5,11 +5,11 @@ grid and sampled axes. Each trial resolves its config with
 :func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` in a
 :class:`RaySession`: metrics and checkpoints go to ``tune.report``, and a
 trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
-continues from ``tune.get_checkpoint()``. Ray keeps one resume checkpoint per
-running trial; a finished trial's last checkpoint holds its best encoder. A
-sweep's Ray state lives in ``STORAGE/NAME``; a second ``run`` of the same spec,
-or ``resume NAME``, restores it: finished trials are kept, unfinished ones
-continue from their checkpoints.
+continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
+holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
+folder per variant, :mod:`sweep.variants`); a second ``run`` of the same spec
+with the same options, or ``resume NAME``, restores it: finished trials are
+kept, unfinished ones continue from their checkpoints.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from ray import tune  # noqa: E402
 from sweep.budget import BUDGETS  # noqa: E402
 from sweep.models import finish_models  # noqa: E402
 from sweep.spec import SweepSpec, load_spec, trial_config  # noqa: E402
-from sweep.tracking import DEFAULT_TRACKING_URI, MLflowTracker  # noqa: E402
+from sweep.tracking import DEFAULT_TRACKING_URI, TAG, MLflowTracker  # noqa: E402
+from sweep.variants import SWEEP_RECORD, UsageError, choose_variant, describe_options, variant_folder  # noqa: E402
 from trainers.checkpoint import TrialSession  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
-SWEEP_RECORD = "sweep.json"
 # Environment that trial workers must see as the driver does (data and model locations).
 FORWARDED_ENV = ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM")
 
@@ -183,12 +183,9 @@ def init_ray(address: str | None) -> None:
     ray.init(address=address, runtime_env={"env_vars": env} if env else None, log_to_driver=True)
 
 
-def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None:
-    """What ``resume NAME`` needs to rebuild the sweep (local storage only)."""
-    if "://" in experiment_dir:
-        return
-    Path(experiment_dir).mkdir(parents=True, exist_ok=True)
-    record = {
+def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
+    """What ``resume NAME`` needs to rebuild the sweep."""
+    return {
         "spec_path": str(spec.path),
         "overrides": dict(options.overrides),
         "budget": options.budget,
@@ -196,6 +193,14 @@ def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None
         "tracking_uri": options.tracking_uri,
         "spec_hash": spec.spec_hash,
     }
+
+
+def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None:
+    """Write the variant's record into its Ray folder (local storage only)."""
+    if "://" in experiment_dir:
+        return
+    Path(experiment_dir).mkdir(parents=True, exist_ok=True)
+    record = _record_of(options, spec)
     (Path(experiment_dir) / SWEEP_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 
@@ -204,20 +209,15 @@ def run(options: SweepOptions) -> tune.ResultGrid:
     spec = options.load()  # validate everything before Ray starts
     options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
     root = storage_root(options.storage)
-    experiment_dir = f"{root}/{spec.name}"
+    experiment_dir = variant_folder(root, spec.name, spec.spec_hash)
     restoring = tune.Tuner.can_restore(experiment_dir)
-    previous = _read_record(experiment_dir) if restoring else None
-    if previous and previous["spec_hash"] != spec.spec_hash:
-        raise SystemExit(
-            f"{experiment_dir} holds sweep {spec.name!r} with another spec hash "
-            f"({previous['spec_hash']} != {spec.spec_hash}); rename the spec or use another --storage"
-        )
     tracker = MLflowTracker(spec, options.tracking_uri)
+    tracker.client.set_tag(tracker.parent_run_id, f"{TAG}options", describe_options(_record_of(options, spec)))
     finished = tracker.finished_trials()
     if not restoring:
         if finished:
             # Ray's trial ids are the dedup key; without Ray's state every trial would run again.
-            raise SystemExit(
+            raise UsageError(
                 f"MLflow ({options.tracking_uri}) already holds {len(finished)} finished trials of sweep "
                 f"{spec.name!r} (spec hash {spec.spec_hash}) but there is no Ray state at {experiment_dir}: "
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
@@ -244,7 +244,7 @@ def run(options: SweepOptions) -> tune.ResultGrid:
                 reuse_actors=True,
             ),
             run_config=tune.RunConfig(
-                name=spec.name,
+                name=Path(experiment_dir).name,
                 storage_path=root,
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 # Two checkpoints per trial: Ray's experiment snapshot may still name the older one when
@@ -261,24 +261,19 @@ def run(options: SweepOptions) -> tune.ResultGrid:
     return results
 
 
-def _read_record(experiment_dir: str) -> dict[str, Any] | None:
-    path = Path(experiment_dir) / SWEEP_RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+def resume_options(name: str, storage: str | None = None, address: str | None = None) -> SweepOptions:
+    """The options sweep ``name`` (NAME, or NAME-HASH among several variants) last ran with."""
+    record = choose_variant(storage_root(storage), name).record
+    return SweepOptions(
+        spec_path=record["spec_path"],
+        overrides=record["overrides"],
+        budget=record["budget"],
+        seeds=record.get("seeds"),
+        address=address,
+        storage=storage,
+        tracking_uri=record["tracking_uri"],
+    )
 
 
 def resume(name: str, storage: str | None = None, address: str | None = None) -> tune.ResultGrid:
-    experiment_dir = f"{storage_root(storage)}/{name}"
-    record = _read_record(experiment_dir)
-    if record is None:
-        raise SystemExit(f"no sweep named {name!r} under {storage_root(storage)} (missing {SWEEP_RECORD})")
-    return run(
-        SweepOptions(
-            spec_path=record["spec_path"],
-            overrides=record["overrides"],
-            budget=record["budget"],
-            seeds=record.get("seeds"),
-            address=address,
-            storage=storage,
-            tracking_uri=record["tracking_uri"],
-        )
-    )
+    return run(resume_options(name, storage, address))

@@ -24,7 +24,7 @@ from typing import Any, Iterator, Mapping
 import yaml
 
 from sweep.budget import Budget
-from trainers.knobs import Knob
+from trainers.knobs import ConfigError, Knob
 from trainers.method import Method
 from trainers.registry import METHODS, get_method
 
@@ -250,7 +250,28 @@ def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[
 
 class _YamlLoader(yaml.SafeLoader):
     """PyYAML's safe loader, also reading YAML 1.2 floats such as ``1e-4`` as numbers (YAML 1.1 wants
-    ``1.0e-4``): learning rates are written that way."""
+    ``1.0e-4``): learning rates are written that way. A key written twice in one mapping is refused
+    (PyYAML would keep the last one silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            _refuse_duplicate_keys(node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
+    """A mapping's own keys must be unique (keys merged in with ``<<`` may be overridden, as YAML allows)."""
+    first_line: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key_node.start_mark.line + 1
+        if key_node.value in first_line:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key_node.value!r} written twice (first on line {first_line[key_node.value]})",
+                key_node.start_mark,
+            )
+        first_line[key_node.value] = line
 
 
 _YamlLoader.add_implicit_resolver(
@@ -315,11 +336,15 @@ def load_spec(
     method = get_method(method_name)
 
     base = dict(raw.get("base") or {})
-    base.update(overrides or {})
-    if "method" in base:
-        problems.add("base.method", "the method is set by the top-level 'method' key")
-        base.pop("method")
+    overrides = dict(overrides or {})
+    for where, values in (("base", base), ("--set", overrides)):
+        if "method" in values:
+            problems.add(f"{where}.method", "the method is set by the top-level 'method' key")
+            values.pop("method")
     _check_knob_values(problems, "base", base, method)
+    for knob_name, message in method.all_knobs.problems(overrides):
+        problems.items.append(f"--set {knob_name}={overrides[knob_name]}: {message} (method {method.name!r})")
+    base.update(overrides)
 
     rows = _parse_rows(problems, raw.get("rows"), method)
     seeds = raw.get("seeds", [method.all_knobs["seed"].default])
@@ -415,9 +440,9 @@ def load_spec(
         keep_models=keep_models,
         log_models=log_models,
         budget=budget,
-        spec_hash=_hash({"spec": raw, "overrides": dict(overrides or {}), "budget": budget.name if budget else None}),
+        spec_hash=_hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None}),
     )
-    _check_environment(spec)
+    _check_environment(spec, overrides)
     return spec
 
 
@@ -439,29 +464,50 @@ def _parse_rows(problems: _Problems, rows: Any, method: Method) -> tuple[Row, ..
         seen.add(name)
         row_method_name = overrides.get("method", method.name)
         if row_method_name not in METHODS:
-            problems.add(f"{key}.set.method", f"unknown method {row_method_name!r} (known: {sorted(METHODS)})")
+            try:
+                get_method(str(row_method_name))
+            except KeyError as error:  # its message has the known methods and a did-you-mean
+                problems.add(f"{key}.set.method", str(error.args[0]))
             continue
         _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, get_method(row_method_name))
         parsed.append(Row(name, overrides))
     return tuple(parsed)
 
 
-def _check_environment(spec: SweepSpec) -> None:
+def _check_environment(spec: SweepSpec, overrides: Mapping[str, Any]) -> None:
     """Resolve every row x grid point once (seeds and samples cannot change validity
-    beyond their checked ranges) and ask each method what this machine lacks."""
-    problems: list[str] = []
-    seen: set[str] = set()
+    beyond their checked ranges) and ask each method what this machine lacks.
+
+    Each problem is reported once (:func:`attribute`)."""
+    rows_with: dict[str, list[str]] = {}
     for row in spec.rows:
         for axes in spec.grid_points():
             try:
                 config = trial_config(spec, row.name, spec.seeds[0], axes)
-            except ValueError as error:
-                problems.append(f"{spec.path}: rows[{row.name!r}]: {error}")
-                continue
-            for problem in row_method(spec, row).environment_problems(config):
-                message = f"{spec.path}: rows[{row.name!r}]: {problem}"
-                if message not in seen:
-                    seen.add(message)
-                    problems.append(message)
+                found = row_method(spec, row).environment_problems(config)
+            except ConfigError as error:
+                found = error.problems
+            for problem in found:
+                rows = rows_with.setdefault(problem, [])
+                if row.name not in rows:
+                    rows.append(row.name)
+    problems = attribute(spec, rows_with, overrides)
     if problems:
         raise SpecError(problems)
+
+
+def attribute(spec: SweepSpec, rows_with: Mapping[str, list[str]], overrides: Mapping[str, Any]) -> list[str]:
+    """Messages (``knob: text``) -> the rows they hold for, each said once: against ``--set`` when the
+    knob's value came from there, as "every row" when all rows share it, else naming its rows."""
+    said = []
+    for message, rows in rows_with.items():
+        knob = message.split(":", 1)[0]
+        if knob in overrides and not any(knob in spec.row(name).overrides for name in rows):
+            said.append(f"--set {knob}={overrides[knob]}: {message.split(':', 1)[1].strip()}")
+        elif len(spec.rows) > 1 and len(rows) == len(spec.rows):
+            said.append(f"{spec.path}: every row: {message}")
+        elif rows == [""]:  # a spec without rows
+            said.append(f"{spec.path}: {message}")
+        else:
+            said.append(f"{spec.path}: rows[{', '.join(map(repr, rows))}]: {message}")
+    return said

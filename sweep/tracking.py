@@ -9,19 +9,26 @@ resumed, so nothing is logged twice.
 
 from __future__ import annotations
 
+import getpass
 import math
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunStatus, RunTag
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from mlflow.utils.mlflow_tags import (
+    MLFLOW_GIT_COMMIT, MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE, MLFLOW_USER,
+)
 from ray.tune import Callback
 
 from sweep.spec import SweepSpec, trial_config
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+PROJECT = Path(__file__).resolve().parent.parent
+EXPERIMENT_KIND = "mlflow.experimentKind"
+"""MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training (runs)."""
 PROGRESS_METRICS = ("loss", "lr", "dev_spearman", "best_dev_spearman")
 TAG = "sweep."
 WORKER_TAGS = ("node_id", "worker_pid", "restored_from")
@@ -46,22 +53,46 @@ def git_commit() -> str:
         return "unknown"
 
 
+def project_path(path: Path) -> str:
+    """``path`` relative to the project when it lies inside it (as the spec-file tag shows it)."""
+    try:
+        return str(Path(path).resolve().relative_to(PROJECT))
+    except ValueError:
+        return str(path)
+
+
 def sweep_tags(spec: SweepSpec) -> dict[str, str]:
+    commit = git_commit()
     return {
-        f"{TAG}spec_file": str(spec.path),
+        # MLflow's own tags, which fill the UI's Source, Version and User columns.
+        MLFLOW_SOURCE_NAME: project_path(spec.path),
+        MLFLOW_SOURCE_TYPE: "LOCAL",
+        MLFLOW_GIT_COMMIT: commit,
+        MLFLOW_USER: getpass.getuser(),
+        f"{TAG}spec_file": project_path(spec.path),
         f"{TAG}spec_hash": spec.spec_hash,
         f"{TAG}name": spec.name,
         f"{TAG}budget": spec.budget.name if spec.budget else "none",
-        f"{TAG}metric": spec.metric,
-        f"{TAG}mode": spec.mode,
-        f"{TAG}git_commit": git_commit(),
+        f"{TAG}git_commit": commit,
+        # What reports need to lay out any sweep's table: which axes are sampled, what ranks trials.
+        f"{TAG}sampled_axes": ", ".join(spec.sample),
+        f"{TAG}metric": f"{spec.metric} {spec.mode}",
     }
+
+
+def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials."""
+    return f"{host}/#/experiments/{experiment_id}/runs?searchFilter={quote(TRIAL_FILTER)}"
+
+
+TRIAL_FILTER = f"tags.`{TAG}role` = 'trial'"
 
 
 def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
     """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
     experiment = client.get_experiment_by_name(spec.name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(spec.name)
+    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
+        spec.name, tags={EXPERIMENT_KIND: "custom_model_development"})
     existing = client.search_runs(
         [experiment_id],
         filter_string=f"tags.`{TAG}role` = 'parent' and tags.`{TAG}spec_hash` = '{spec.spec_hash}'",

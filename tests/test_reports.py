@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy.stats import ttest_ind
 import ray
 import yaml
 from mlflow import MlflowClient
@@ -156,7 +157,7 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
     assert "row 'simcse': 1 of 3 seeds missing: [3]" in warned and "row 'broken': 3 of 3 seeds missing" in warned
 
     header, lines, bold = tables.layout(table)
-    assert header == ["row", "STS-B", "Avg", "Delta"]
+    assert header == ["row", "STS-B", "Avg", "Delta", "p"]
     simcse = next(i for i, line in enumerate(lines) if line[0] == "simcse")
     mean, std = statistics.mean(avg["simcse"]), statistics.stdev(avg["simcse"])
     assert lines[simcse][1] == f"{statistics.mean(stsb):.2f} ± {statistics.stdev(stsb):.2f} (2)"
@@ -165,8 +166,13 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
     assert lines[simcse][3] == f"{delta:+.2f} ± {std:.2f} (2)"
     # The paper's line (model m, not 'other'): its figure and our difference from it.
     paper_line = ["paper (ours − paper)", "–", f"50.00 ({mean - 50.0:+.2f})", f"+2.50 ({delta - 2.5:+.2f})"]
-    assert lines[simcse + 1] == paper_line
-    assert lines[-1] == ["broken", "–", "–", "–"]  # failed trials are left out
+    # Welch's t-test of Avg against the delta reference ('untuned'), 2 seeds each.
+    welch = ttest_ind(avg["simcse"], avg["untuned"], equal_var=False).pvalue
+    assert lines[simcse][4] == f"{welch:.3f}{' *' if welch < 0.05 else ''}"
+    assert lines[0][4] == "ref" and lines[simcse + 1][4] == ""
+    assert any(note.startswith("p: Welch's two-sided t-test of Avg against 'untuned'") for note in table.notes)
+    assert lines[simcse + 1] == paper_line + [""]
+    assert lines[-1] == ["broken", "–", "–", "–", "n/a"]  # failed trials are left out
     assert any("row 'broken': left out 2 FAILED" in note for note in table.notes)
     best = max(("untuned", "simcse"), key=lambda row: statistics.mean(avg[row]))
     best_line = next(i for i, line in enumerate(lines) if line[0] == best)
@@ -203,14 +209,35 @@ def test_command_lines_end_to_end(sweep, tmp_path, capsys):
     results = tmp_path / "results.parquet"
     assert collect_module.main(["--tracking-uri", uri, "--out", str(results)]) == 0
     assert "15 trials" in capsys.readouterr().out
+    # The real table specs: none of their sweeps ran here. With no arguments no empty table is
+    # rendered; one line names them, with the command that fills each.
     assert tables.main(["--results", str(results), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
-    assert {p.stem for p in (tmp_path / "t").glob("*.tex")} == set(tables.load_table_specs())
-    # The real table specs: none of their sweeps ran here, and the command says so.
+    assert not (tmp_path / "t").exists()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning" not in err
+    assert err.startswith("no results yet for: sg-bert-table1 (python -m sweep run search_spaces/sg_main.yaml)")
+    assert ("sct-table4 (python -m sweep run search_spaces/sct_ablation.yaml; python -m sweep run "
+            "search_spaces/sct_text_views.yaml; python -m sweep run search_spaces/sct_augmentations.yaml)") in err
+    assert tables.main(["--results", str(results), "--table", "sg-bert-table5"]) == 0
     assert "warning: sg-bert-table5: no finished trial of sweep 'sg_opt_ablation'" in capsys.readouterr().err
+    # Any collected sweep by name, in every format.
+    assert tables.main(["--results", str(results), "--sweep", "tiny_rows"]) == 0
+    out = capsys.readouterr().out
+    assert "| untuned |" in out and "| simcse |" in out and "| broken | – |" in out and "broken: left out 2 FAILED" in out
+    assert tables.main(["--results", str(results), "--sweep", "tiny_grid", "--format", "csv", "--out", str(tmp_path / "c")]) == 0
+    grid_csv = pd.read_csv(next((tmp_path / "c").glob("tiny_grid-*.csv")))
+    assert len(grid_csv) == 6 and "pooling=mean, pooling_layer=1" in set(grid_csv["row [grid point]"])
+    assert tables.main(["--results", str(results), "--sweep", "nonesuch"]) == 2
+    assert "sweep 'nonesuch' is not in the collected results" in capsys.readouterr().err
     assert plots.main(["--results", str(results), "--tracking-uri", uri, "--out", str(tmp_path / "p")]) == 0
     assert "consert-figure5: no results yet, no figure" in capsys.readouterr().err
     expected = {f"tiny_{name}_dev_curves.png" for name in ("rows", "grid", "curve")}
     assert {p.name for p in (tmp_path / "p").glob("*.png")} == expected
+    for name in ("tiny_grid", "tiny_curve"):  # any sweep's plots: dev curves, and a heatmap or a curve of its grid
+        assert plots.main(["--results", str(results), "--tracking-uri", uri, "--out", str(tmp_path / name),
+                           "--sweep", name]) == 0
+        drawn = sorted(p.name.split("_")[-1] for p in (tmp_path / name).glob("*.png"))
+        assert drawn == ["curves.png", "grid.png"]
     assert tables.main(["--results", str(tmp_path / "absent.parquet")]) == 2
 
 

@@ -176,3 +176,30 @@ def test_markdown_lists_what_is_missing():
     run = "python -m sweep run search_spaces/sg_opt_ablation.yaml"
     assert f"- missing: no finished trial of sweep 'sg_opt_ablation' ({run})" in text
     assert "| paper (ours − paper) | – | – | – | – | – | – | – | – | 73.14 | -1.48 |" in text
+
+
+def test_sct_table4_draws_its_rows_from_three_sweeps():
+    """The augmentation rows live in sct_text_views.yaml and sct_augmentations.yaml; their cells and
+    Delta (against sct_ablation's default row) come from those sweeps' trials."""
+    scores = {("sct_ablation", "SCT (default)"): [60.0, 61.0], ("sct_text_views", "Masked language model"): [58.0, 58.5],
+              ("sct_augmentations", "Same BT (T = T)"): [55.0, 56.0],
+              ("sct_ablation", "Masked language model"): [99.0, 99.0]}  # a same-named row elsewhere must not count
+    records = [
+        {"experiment": experiment, "row": row, "seed": seed, "status": "FINISHED", "run_id": f"{experiment}{row}{seed}",
+         "start_time": pd.Timestamp(0, tz="UTC"), "test_avg_spearman": value, "best_dev_spearman": value,
+         "model": "m", "budget": "none"}
+        for (experiment, row), values in scores.items() for seed, value in zip((42, 43), values)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        table = build_tables(pd.DataFrame.from_records(records), ["sct-table4"], SPECS, NUMBERS)[0]
+    lines = {line.label: line for line in table.lines}
+    assert list(lines)[-5:] == ["Masked language model", "Synonym replacement", "Dropout mask", "Same BT (T = T)",
+                                "Back-translation (default)"]
+    assert lines["Masked language model"].cells["Avg"].values == (58.0, 58.5)
+    assert lines["Masked language model"].cells[DELTA].mean == pytest.approx(58.25 - 60.5)
+    assert lines["Same BT (T = T)"].paper == {DELTA: -5.66}
+    assert lines["Back-translation (default)"].paper == {"Avg": 69.73}
+    assert not any("no finished trial of sweep" in m for m in table.missing)  # every sweep has results
+    assert any(m.startswith("row 'Synonym replacement': 1 of 1 seeds missing") for m in table.missing)
+    assert table.p_reference == "SCT (default)" and "Masked language model" in table.p_values

@@ -14,6 +14,7 @@ import ray
 import yaml
 from mlflow import MlflowClient
 
+from sweep.cli import main
 from sweep.engine import SweepOptions, run
 from sweep.status import trial_rows
 
@@ -87,7 +88,7 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
     assert len(statuses) == 4 and {s["state"] for s in statuses} == {"FINISHED"}
 
 
-def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray):
+def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray, capsys, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     broken = tmp_path / "broken-model"  # passes validation (a folder), fails to load in the trial
     broken.mkdir()
@@ -101,8 +102,11 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
         seeds=[1],
         max_failures=1,
     )
-    results = run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
-    assert len(results.errors) == 1
+    monkeypatch.chdir(tmp_path)
+    # Through the command line: exit code 1 for a sweep whose trials failed, and a summary that says so.
+    assert main(["run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]) == 1
+    out = capsys.readouterr().out
+    assert "1 trials finished, 1 failed" in out and "| broken | 0 | 1 | – | – |" in out and "| simcse | 1 | 0 |" in out
     runs = {r.data.tags["sweep.row"]: r for r in child_runs(uri, "faults")}
     assert runs["simcse"].info.status == "FINISHED" and "test_avg_spearman" in runs["simcse"].data.metrics
     assert runs["broken"].info.status == "FAILED"

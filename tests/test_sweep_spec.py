@@ -96,7 +96,7 @@ def test_unknown_method_and_bad_yaml(tmp_path):
 
 def test_missing_training_file_fails_validation(tmp_path):
     spec = {**SPEC, "base": {"train_corpus": str(tmp_path / "missing.txt")}}
-    with pytest.raises(SpecError, match=r"rows\['default'\]: train_corpus: .*missing.txt' is neither a named corpus"):
+    with pytest.raises(SpecError, match=r"rows\['tau = 0.1', 'default'\]: train_corpus: .*missing.txt' is neither a named corpus"):
         load_spec(write(tmp_path, spec))
 
 
@@ -118,7 +118,7 @@ def test_set_overrides_are_validated_like_the_spec(tmp_path):
     assert parse_override("learning_rate=1e-4") == ("learning_rate", 1e-4)
     assert parse_override("learning_rate=5E-7") == ("learning_rate", 5e-7)
     assert parse_override("model=1e-4x") == ("model", "1e-4x")
-    with pytest.raises(SpecError, match="base.temperature: expected float"):
+    with pytest.raises(SpecError, match="--set temperature=hot: expected float"):
         load_spec(write(tmp_path, SPEC), overrides={"temperature": "hot"})
 
 

@@ -101,6 +101,7 @@ def test_scheduler_stopped_and_failed_trials(tmp_path):
 
 def test_without_ray_state_unfinished_runs_are_killed_and_finished_ones_refuse_a_rerun(tmp_path):
     from sweep.engine import SweepOptions, run
+    from sweep.variants import UsageError
 
     callback, client = tracker(tmp_path)
     orphan = trial("t_orphan")
@@ -115,6 +116,6 @@ def test_without_ray_state_unfinished_runs_are_killed_and_finished_ones_refuse_a
     callback.on_trial_complete(0, [], done)
     options = SweepOptions(str(tmp_path / "tracking.yaml"), {}, tracking_uri=callback.tracking_uri,
                            storage=str(tmp_path / "empty-ray-results"))
-    with pytest.raises(SystemExit, match="already holds 1 finished trials of sweep 'tracking'.*no Ray state"):
+    with pytest.raises(UsageError, match="already holds 1 finished trials of sweep 'tracking'.*no Ray state"):
         run(options)  # refused before Ray starts, so nothing is duplicated
     assert len(client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")) == 2

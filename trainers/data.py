@@ -9,6 +9,7 @@ Training corpora are named sources (see :func:`load_corpus`).
 from __future__ import annotations
 
 import csv
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,6 +147,29 @@ def load_sts_hub(names: Iterable[str] = tuple(HUB_DATASETS)) -> dict[str, STSSet
     return loaded
 
 
+def sts_problems(names: Iterable[str], directory: str | Path | None = None) -> list[str]:
+    """Why each named local STS file cannot be read (file, line and what was expected), read once per
+    version of the file: a sweep checks its evaluation sets before Ray starts."""
+    folder = Path(directory) if directory is not None else sts_dir()
+    problems = []
+    for name in names:
+        path = folder / f"{name}.tsv"
+        stat = path.stat() if path.is_file() else None
+        problem = _sts_file_problem(str(path), name, stat.st_mtime_ns if stat else 0, stat.st_size if stat else -1)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+@functools.lru_cache(maxsize=256)
+def _sts_file_problem(path: str, name: str, mtime_ns: int, size: int) -> str | None:
+    try:
+        read_sts_tsv(path, name)
+    except DataError as error:
+        return str(error)
+    return None
+
+
 def load_sts(source: str = "local", names: Iterable[str] = ALL_FILES) -> dict[str, STSSet]:
     """The named STS sets from ``source`` ('local' or 'hub')."""
     if source == "local":
@@ -168,8 +192,14 @@ def read_text_corpus(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found (expected a text file with one sentence per line)")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    sentences = [line for line in lines if line]
+    sentences = []
+    for number, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as error:
+            raise DataError(f"{path}:{number}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        if line:
+            sentences.append(line)
     if not sentences:
         raise DataError(f"{path}: no sentences (expected one sentence per line)")
     return sentences
@@ -208,14 +238,24 @@ def load_corpus(corpus: str, sts_source: str = "local") -> list[str]:
     return read_text_corpus(corpus)
 
 
-def corpus_problem(corpus: str) -> str | None:
-    """Why ``corpus`` cannot be loaded, checked cheaply before a sweep starts."""
-    if corpus in ("stsb_sentences", "sts_all_sentences"):
-        return None
+CORPUS_FILES = {"stsb_sentences": ("stsb-train", "stsb-dev", "stsb-test"), "sts_all_sentences": ALL_FILES}
+"""The local STS files each named STS corpus is made of."""
+
+
+def corpus_problem(corpus: str, sts_source: str = "local") -> str | None:
+    """Why ``corpus`` cannot be loaded, checked before a sweep starts (a file corpus is read)."""
+    if corpus in CORPUS_FILES:
+        if sts_source != "local":
+            return None
+        return "; ".join(sts_problems(CORPUS_FILES[corpus])) or None
     if corpus == "nli_sentences":
         return None if hub_reachable() else "'nli_sentences' needs the Hugging Face hub, which cannot be reached"
     if not Path(corpus).is_file():
         return f"{corpus!r} is neither a named corpus {list(NAMED_CORPORA)} nor an existing text file"
+    try:
+        read_text_corpus(corpus)
+    except DataError as error:
+        return str(error)
     return None
 
 

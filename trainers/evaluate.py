@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Mapping, Sequence
 
-from trainers.data import TEST_SETS
+from trainers.data import TEST_SETS, DataError
 from trainers.knobs import ConfigError
 from trainers.loop import run_trial
 from trainers.registry import get_method
@@ -48,10 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = vars(parse_args(argv))
     as_json = args.pop("json")
     overrides = {name: value for name, value in args.items() if value is not None}
+    method = get_method("none")
     try:
-        metrics = run_trial({"method": "none", **overrides})
+        # The sweep validator's checks (model, STS files), so that bad input gets its one-line errors.
+        problems = method.environment_problems(method.resolve(overrides))
+        if not problems:
+            metrics = run_trial({"method": "none", **overrides})
     except ConfigError as error:
-        print(error, file=sys.stderr)
+        problems = error.problems
+    except DataError as error:  # a file changed between the check and the run
+        problems = [str(error)]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
         return 2
     print(json.dumps(metrics, indent=2) if as_json else format_table(metrics))
     return 0

@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 from torch import Tensor, nn
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
-from trainers.data import corpus_problem, hub_reachable, load_corpus
+from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
 from trainers.encoder import SentenceEncoder, layers_problem, model_problem
 from trainers.knobs import KnobSet
 
@@ -100,7 +100,9 @@ class Method:
     a config's training stages; it is None for methods that do not train (the
     ``none`` baseline). ``check`` finds problems that involve several knobs or
     the environment (a missing file, a hub that cannot be reached) before any
-    trial starts.
+    trial starts. ``regime`` says, as warnings, where a config trained for
+    ``steps`` steps leaves the paper's regime (SCT's instance queues that such a
+    run cannot fill).
     """
 
     name: str
@@ -109,6 +111,7 @@ class Method:
     defaults: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     stages: Stages | None = None
     check: Callable[[Config], list[str]] = lambda config: []
+    regime: Callable[[Config, int], list[str]] = lambda config, steps: []
 
     @property
     def trains(self) -> bool:
@@ -136,7 +139,7 @@ class Method:
         """What a resolved config needs that this machine lacks (files, the hub)."""
         found = []
         if self.trains and any(stage.examples is corpus_examples for stage in self.stages(config)):
-            problem = corpus_problem(config["train_corpus"])
+            problem = corpus_problem(config["train_corpus"], config["sts_source"])
             if problem:
                 found.append(f"train_corpus: {problem}")
         problem = model_problem(config["model"])
@@ -146,5 +149,7 @@ class Method:
             found.append(f"model_layers: {problem}")
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
+        elif config["sts_source"] == "local":
+            found += [f"evaluation set: {problem}" for problem in sts_problems(evaluation_names())]
         return found + self.check(config)
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -268,7 +269,10 @@ def sct_problems(config: Config) -> list[str]:
     problems = []
     views = {config["view1"], config["view2"]}
     if views & set(TEXT_VIEWS):
-        if not config["bt_file"] or not Path(config["bt_file"]).is_file():
+        if config["bt_file"] and not Path(config["bt_file"]).is_file():
+            problems.append(f"bt_file: {config['bt_file']!r} does not exist (expected a TSV with columns "
+                            f"{', '.join(BT_COLUMNS)})")
+        elif not config["bt_file"]:
             problems.append(
                 f"view1/view2: a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
                 f"`python -m trainers.backtranslate` writes on a machine with translation models; got {config['bt_file']!r}"
@@ -291,6 +295,23 @@ def sct_problems(config: Config) -> list[str]:
         problems.append("cross_view: the contrastive objective is always cross-view")
     problems += _distillation_problems(config)
     return problems
+
+
+def queue_fill_warnings(config: Config, steps: int) -> list[str]:
+    """An instance queue holds real sentence vectors only after k / (vectors per step) steps; until
+    then most of it is the random vectors it started with, far from the paper's regime."""
+    if config["queues"] == "in_batch" or not config["queue_update"]:
+        return []  # no queue, or the ablation that keeps the random one on purpose
+    per_step = config["batch_size"] * (2 if config["queues"] == "one" else 1)
+    fill = math.ceil(config["queue_size"] / per_step)
+    if steps >= fill:
+        return []
+    return [
+        f"queue_size: a queue of k = {config['queue_size']:,} takes {fill:,} steps to fill at {per_step} "
+        f"vectors per step (batch_size {config['batch_size']}); this trial trains {steps:,} steps, so most "
+        f"of the queue stays the random vectors it started with: train >= {fill:,} steps (max_steps) "
+        f"or lower queue_size to <= {steps * per_step:,}"
+    ]
 
 
 def _distillation_problems(config: Config) -> list[str]:
@@ -356,4 +377,5 @@ METHOD = Method(
     },
     stages=single_stage(SCTObjective, sct_examples),
     check=sct_problems,
+    regime=queue_fill_warnings,
 )

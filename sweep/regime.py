@@ -1,0 +1,60 @@
+"""Plan-time warnings: where a budget leaves a method outside the regime of its paper.
+
+Not refusals: a short run is often what the user wants. Each trained row x grid
+point is planned once: its steps come from the training loop's own count
+(corpus size, batch size, epochs, max_steps), then the method's ``regime``
+check (SCT: instance queues that cannot fill) and the loop's (evaluation).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sweep.spec import SweepSpec, attribute, row_method, trial_config
+from trainers.loop import load_examples, total_steps
+from trainers.method import Method
+
+
+def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
+    """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
+    without max_steps)."""
+    needs_hub = (config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
+                 or config.get("supervision", "none") != "none")
+    if needs_hub and not config.get("bt_file"):
+        return config["max_steps"] or None
+    steps = 0
+    for stage in method.stages(config):
+        stage_config = {**config, **stage.overrides}
+        key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
+               config.get("view2"), config["train_limit"], config["sts_source"])
+        if key not in counted:
+            counted[key] = len(load_examples(stage, stage_config))
+        steps += total_steps(stage_config, counted[key])
+    return steps
+
+
+def evaluation_warnings(config: Mapping[str, Any], steps: int) -> list[str]:
+    if config["eval_every"] >= steps:
+        return [f"eval_every: {config['eval_every']} >= the trial's {steps} steps: STS-B dev is evaluated "
+                "once, at the end, so no better earlier state can be selected"]
+    return []
+
+
+def regime_warnings(spec: SweepSpec) -> list[str]:
+    """Every warning of the spec's trained rows x grid points, each said once."""
+    rows_with: dict[str, list[str]] = {}
+    counted: dict = {}
+    for row in spec.rows:
+        method = row_method(spec, row)
+        if not method.trains:
+            continue
+        for axes in spec.grid_points():
+            config = trial_config(spec, row.name, spec.seeds[0], axes)
+            steps = planned_steps(method, config, counted)
+            if steps is None:
+                continue
+            for warning in method.regime(config, steps) + evaluation_warnings(config, steps):
+                rows = rows_with.setdefault(warning, [])
+                if row.name not in rows:
+                    rows.append(row.name)
+    return attribute(spec, rows_with, {})

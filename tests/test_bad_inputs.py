@@ -1,0 +1,145 @@
+"""Bad input a new user gives: a clear one-line error naming the file, key or line, exit code 2,
+no traceback, and nothing created or changed."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweep.cli import main as sweep_main
+from trainers.data import ALL_FILES
+from trainers.evaluate import main as evaluate_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec(tmp_path: Path, tiny_bert: str, **changes) -> Path:
+    raw = {
+        "name": "bad",
+        "method": "simcse",
+        "base": {"model": tiny_bert, "max_steps": 4},
+        "rows": [{"name": "a", "set": {}}, {"name": "b", "set": {"temperature": 0.1}},
+                 {"name": "c", "set": {"method": "none"}}],
+        **changes,
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def sts_copy(tmp_path, tiny_sts_dir, monkeypatch) -> Path:
+    """A writable copy of the tiny STS files, in STS_DATA_DIR."""
+    folder = tmp_path / "sts"
+    shutil.copytree(tiny_sts_dir, folder)
+    monkeypatch.setenv("STS_DATA_DIR", str(folder))
+    return folder
+
+
+def break_line(path: Path, line: int, column: int, value: str) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fields = lines[line - 1].split("\t")
+    fields[column] = value
+    lines[line - 1] = "\t".join(fields)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: break_line(f, 3, 2, "n/a"), ":3: column 'score': expected a number in [0.0, 5.0], got 'n/a'"),
+        (lambda f: break_line(f, 5, 2, "7.5"), ":5: column 'score': expected a number in [0.0, 5.0], got 7.5"),
+        (lambda f: f.write_text("sentence1\tsentence2\tsubset\na\tb\tc\n", encoding="utf-8"),
+         ":1: header lacks column(s) ['score'] (expected sentence1, sentence2, score, subset, got "
+         "['sentence1', 'sentence2', 'subset'])"),
+        (lambda f: f.write_text("", encoding="utf-8"),
+         ": empty file (expected a header line with columns sentence1, sentence2, score, subset)"),
+    ],
+)
+def test_evaluate_and_plan_name_a_bad_sts_file_and_line(damage, message, sts_copy, tiny_bert, tmp_path, capsys):
+    broken = sts_copy / "sts13-test.tsv"
+    damage(broken)
+    assert evaluate_main(["--model", tiny_bert]) == 2
+    err = capsys.readouterr().err
+    assert err == f"evaluation set: {broken}{message}\n"  # one line, no traceback
+    # The sweep reads the evaluation sets before Ray starts; a problem of every row is said once.
+    assert sweep_main(["plan", str(spec(tmp_path, tiny_bert))]) == 2
+    err = capsys.readouterr().err
+    assert err.count(str(broken)) == 1 and "every row: evaluation set:" in err and message in err
+
+
+def test_evaluate_refuses_a_missing_model_folder_and_a_hub_id_without_the_hub(capsys, tmp_path):
+    assert evaluate_main(["--model", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err == f"model: '{tmp_path / 'nowhere'}' is not a local folder, nor a Hugging Face model id\n"
+    assert evaluate_main(["--model", "someone/not-cached"]) == 2  # tests run with HF_HUB_OFFLINE=1
+    assert "'someone/not-cached' is not a local folder, not in the Hugging Face cache, and the hub cannot be reached" in (
+        capsys.readouterr().err)
+
+
+def test_a_file_corpus_is_read_at_plan_time(tmp_path, tiny_bert, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"a fine sentence\nanother one\nbad \xff byte\n")
+    assert sweep_main(["plan", str(spec(tmp_path, tiny_bert)), "--set", f"train_corpus={corpus}"]) == 2
+    assert f"--set train_corpus={corpus}: {corpus}:3: not UTF-8 text" in capsys.readouterr().err
+
+
+def test_a_key_written_twice_is_refused_with_its_line(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: twice\nmethod: simcse\nbase:\n  batch_size: 8\n  batch_size: 64\n", encoding="utf-8")
+    assert sweep_main(["plan", str(path)]) == 2
+    assert f"{path}: line 5, column 3: not valid YAML: key 'batch_size' written twice (first on line 4)" in (
+        capsys.readouterr().err)
+
+
+def test_table_specs_may_still_override_merged_keys():
+    from sweep.spec import read_yaml
+
+    assert read_yaml("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n")["b"] == {"k": 3, "j": 2}
+
+
+def test_status_of_an_unknown_name_creates_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert sweep_main(["status", "nonesuch"]) == 2
+    assert "no MLflow store at sqlite:///mlflow.db" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_problem_of_every_row_from_set_is_said_once_against_set(capsys):
+    assert sweep_main(["plan", str(ROOT / "search_spaces/sg_opt_ablation.yaml"), "--set", "model=/nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("/nonexistent") == 2  # the --set and the message, once
+    assert "--set model=/nonexistent: '/nonexistent' is not a local folder" in err and ".yaml" not in err
+
+
+def test_a_mistyped_row_method_gets_a_did_you_mean(tmp_path, tiny_bert, capsys):
+    path = spec(tmp_path, tiny_bert, rows=[{"name": "x", "set": {"method": "sgg"}}])
+    assert sweep_main(["plan", str(path)]) == 2
+    assert "rows[0].set.method: unknown method 'sgg'" in (err := capsys.readouterr().err) and "did you mean 'sg'?" in err
+
+
+def test_a_missing_bt_file_is_said_not_to_exist(tmp_path, capsys):
+    path = ROOT / "search_spaces/sct_augmentations.yaml"
+    assert sweep_main(["plan", str(path), "--set", f"bt_file={tmp_path / 'bt.tsv'}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--set bt_file={tmp_path / 'bt.tsv'}: '{tmp_path / 'bt.tsv'}' does not exist" in err
+    assert "needs bt_file" not in err
+
+
+def test_sct_queues_a_budget_cannot_fill_are_a_plan_time_warning(capsys):
+    path = ROOT / "search_spaces/sct_ablation.yaml"
+    assert sweep_main(["plan", str(path), "--set", "max_steps=100", "--set", "eval_every=25"]) == 0
+    err = capsys.readouterr().err
+    assert "queue of k = 131,072 takes 1,024 steps to fill at 128 vectors per step" in err
+    assert "takes 512 steps to fill at 256 vectors per step" in err  # one shared queue gets both views
+    assert "'No instance queue (in-batch)'" not in err and "'No queue update'" not in err
+    assert sweep_main(["plan", str(path), "--set", "max_steps=1100", "--set", "eval_every=25"]) == 0
+    assert "queue" not in capsys.readouterr().err
+
+
+def test_every_shipped_sts_file_passes_the_check():
+    from trainers.data import SHIPPED_STS_DIR, sts_problems
+
+    assert sts_problems(ALL_FILES, SHIPPED_STS_DIR) == []
