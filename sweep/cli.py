@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from sweep.budget import BUDGETS
-from sweep.models import ExportError
+from sweep.models import ExportError, disk_estimate
 from sweep.spec import SpecError, parse_override, trial_config
 from sweep.tracking import DEFAULT_TRACKING_URI
 from sweep.variants import UsageError
@@ -106,6 +106,7 @@ def print_plan(args: argparse.Namespace) -> None:
             cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
             seeds = ",".join(map(str, spec.seeds))
             print(f"{row.name:<{width}}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells))
+    print(disk_estimate(spec))
     print(
         f"total: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
         f" x {spec.num_samples} samples = {spec.trial_count} trials"

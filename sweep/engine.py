@@ -144,11 +144,14 @@ def _scheduler(spec: SweepSpec):
     if not spec.scheduler:
         return None
     if "asha" in spec.scheduler:
-        return tune.schedulers.ASHAScheduler(time_attr="training_iteration", **dict(spec.scheduler["asha"] or {}))
+        return tune.schedulers.ASHAScheduler(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
+                                             **dict(spec.scheduler["asha"] or {}))
     options = dict(spec.scheduler["pbt"])
     mutations = options.pop("hyperparam_mutations")
     return tune.schedulers.PopulationBasedTraining(
         time_attr="training_iteration",
+        metric=spec.metric,
+        mode=spec.mode,
         hyperparam_mutations={k: v if isinstance(v, list) else tune_domain(v) for k, v in mutations.items()},
         custom_explore_fn=lambda config: _within_ranges(config, mutations),
         **options,
@@ -233,9 +236,9 @@ def run(options: SweepOptions) -> tune.ResultGrid:
         tuner = tune.Tuner(
             trainable,
             param_space=param_space(spec),
+            # No metric here: Ray would then demand it in every report, and test metrics come only at the
+            # end. The sweep ranks trials itself (sweep.models, reports); schedulers get theirs.
             tune_config=tune.TuneConfig(
-                metric=spec.metric,
-                mode=spec.mode,
                 num_samples=spec.num_samples,
                 scheduler=_scheduler(spec),
                 max_concurrent_trials=spec.max_concurrent_trials,
@@ -248,9 +251,11 @@ def run(options: SweepOptions) -> tune.ResultGrid:
                 storage_path=root,
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 # Two checkpoints per trial: Ray's experiment snapshot may still name the older one when
-                # the driver is killed (with one kept, that one can already be gone). When the sweep
-                # ends, the resume state before a trial's final checkpoint is deleted (sweep.models).
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+                # the driver is killed (with one kept, that one can already be gone). Under PBT all are
+                # kept: a trial exploiting another restores a checkpoint that its donor has since
+                # replaced. When the sweep ends, the resume states before each trial's final checkpoint
+                # are deleted (sweep.models).
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=None if "pbt" in (spec.scheduler or {}) else 2),
                 callbacks=[tracker],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,

@@ -285,3 +285,43 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
                 delete_encoder(run.data.tags[f"{TAG}checkpoint"])
             state = "deleted"
         tracker.client.set_tag(run.info.run_id, f"{TAG}model", state)
+
+
+def encoder_bytes(model: str, layers: int) -> int:
+    """Bytes of an encoder's float32 weights (what a kept trial stores), counted on the meta device."""
+    from transformers import AutoConfig, AutoModel
+
+    from trainers.encoder import resolve_model_path
+
+    config = AutoConfig.from_pretrained(resolve_model_path(model))
+    if layers:
+        config.num_hidden_layers = layers
+    with torch.device("meta"):
+        skeleton = AutoModel.from_config(config)
+    return sum(4 * parameter.numel() for parameter in skeleton.parameters())
+
+
+def disk_estimate(spec) -> str:
+    """The disk the sweep's kept encoders take in Ray's storage, under its ``keep_models``."""
+    from sweep.spec import row_method, trial_config
+
+    sizes: dict[tuple[str, int], int] = {}
+    trained: list[tuple[str, int]] = []  # (row, bytes) of each trained trial
+    for row in spec.rows:
+        if not row_method(spec, row).trains:
+            continue
+        for axes in spec.grid_points():
+            config = trial_config(spec, row.name, spec.seeds[0], axes)
+            key = (config["model"], config["model_layers"])
+            if key not in sizes:
+                sizes[key] = encoder_bytes(*key)
+            trained += [(row.name, sizes[key])] * (len(spec.seeds) * spec.num_samples)
+    if not trained:
+        return "models: no trained trials, nothing kept (untuned encoders are loaded again from their config)"
+    largest = max(size for _, size in trained)
+    count = {"all": len(trained), "best": 1, "none": 0,
+             "best_per_row": len({row for row, _ in trained})}[spec.keep_models]
+    kept = sum(sorted((size for _, size in trained), reverse=True)[:count])
+    return (f"models: keep_models {spec.keep_models}: {count} of {len(trained)} trained encoders kept, up to "
+            f"{kept / 1e9:.2f} GB ({count} x {largest / 1e6:.0f} MB); while running, each running trial also "
+            "keeps its resume checkpoints")

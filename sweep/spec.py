@@ -54,6 +54,8 @@ SAMPLERS = ("choice", "uniform", "loguniform")
 # valid values; ASHA's time unit is an STS-B dev evaluation.
 ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
 METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
+SCHEDULER_METRIC = "best_dev_spearman"
+"""The one metric every report carries (progress and final), as ASHA and PBT need."""
 KEEP_MODELS = ("all", "best_per_row", "best", "none")
 # PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments), with their
 # valid ranges; PBT's time unit, like ASHA's, is an STS-B dev evaluation.
@@ -396,6 +398,9 @@ def load_spec(
     scheduler = raw.get("scheduler")
     if scheduler is not None:
         _check_scheduler(problems, scheduler, method, base)
+        if metric != SCHEDULER_METRIC:
+            problems.add("metric", f"a scheduler compares trials at every evaluation, where only {SCHEDULER_METRIC!r} "
+                                   f"is reported in every result; got {metric!r}")
     resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
     for key, value in resources.items():
         if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:

@@ -29,7 +29,7 @@ def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
     name, prefix = (text, "") if experiment else split_name(text, set())
     experiment = experiment or client.get_experiment_by_name(name)
     if experiment is None:
-        raise UsageError(f"no MLflow experiment named {name!r} at {tracking_uri}")
+        raise UsageError(f"no MLflow experiment named {text!r} at {tracking_uri}")
     parents = client.search_runs(
         [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'parent'", max_results=1000,
         order_by=["attributes.start_time ASC"],
