@@ -3,7 +3,7 @@
     python -m reports.collect [--tracking-uri URI] [--experiment NAME ...] [--out results.parquet]
 
 Columns (see docs/results_schema.md): identity (``experiment``, ``sweep``,
-``spec_hash``, ``spec_file``, ``budget``, ``git_commit``, ``row``, ``axes``, ``seed``,
+``spec_hash``, ``spec_file``, ``budget``, ``git_commit``, ``row``, ``axes``, ``seed``, ``seeds``,
 ``method``, ``trial_id``, ``run_id``, ``parent_run_id``, ``status``,
 ``error``, ``failures``, ``stopped_by_scheduler``, ``start_time``,
 ``end_time``), every knob of the trial's method typed back from
@@ -29,7 +29,7 @@ from sweep.tracking import DEFAULT_TRACKING_URI, TAG
 from trainers.registry import METHODS
 
 IDENTITY = (
-    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "seed", "method",
+    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "seed", "seeds", "method",
     "trial_id", "run_id", "parent_run_id", "status", "error", "failures", "stopped_by_scheduler", "start_time",
     "end_time",
 )
@@ -96,6 +96,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "row": tags.get(f"{TAG}row", ""),
         "axes": tags.get(f"{TAG}axes", ""),
         "seed": int(tags.get(f"{TAG}seed", params.get("seed", -1))),
+        "seeds": tags.get(f"{TAG}seeds", ""),  # a seed-free trial: the seeds its one run stands for
         "method": method,
         "trial_id": tags.get(f"{TAG}trial_id", ""),
         "run_id": run.info.run_id,

@@ -1,7 +1,8 @@
 """Run, resume and inspect sweeps with Ray Tune.
 
-Rows and seeds are grid axes of the Tune param space, beside the spec's own
-grid and sampled axes. Each trial resolves its config with
+The Tune param space has one grid axis over the trials that run (rows x
+seeds x grid points, a seed-free row once, mirror cells of symmetric axes left
+out) beside the spec's sampled axes. Each trial resolves its config with
 :func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` with
 ``ray.tune.report`` as its reporter. A sweep's Ray state lives in
 ``STORAGE/NAME``; a second ``run`` of the same spec, or ``resume NAME``,
@@ -32,6 +33,7 @@ from sweep.tracking import DEFAULT_TRACKING_URI, MLflowTracker  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
 SWEEP_RECORD = "sweep.json"
+POINT = "point"  # the Tune grid axis over the trial points
 # Environment that trial workers must see as the driver does (data and model locations).
 FORWARDED_ENV = ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM")
 
@@ -86,12 +88,24 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
     run_trial(config, reporter=lambda metrics: tune.report({**metrics, "node_id": node_id}))
 
 
+@dataclass(frozen=True)
+class _PointValue:
+    """``key`` of the trial point that the grid axis ``point`` picked (a Tune ``sample_from``)."""
+
+    points: tuple[Mapping[str, Any], ...]
+    key: str
+
+    def __call__(self, config: Mapping[str, Any]) -> Any:
+        return self.points[config[POINT]][self.key]
+
+
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    space: dict[str, Any] = {
-        "row": tune.grid_search([row.name for row in spec.rows]),
-        "seed": tune.grid_search(list(spec.seeds)),
-    }
-    space.update({k: tune.grid_search(v) for k, v in spec.grid.items()})
+    """One grid axis over the trials that run (:meth:`SweepSpec.trial_points`: seed-free rows once,
+    mirror cells of symmetric axes left out); ``row``, ``seed`` and each grid axis are read from the
+    picked point, so a trial's config has them as keys of their own."""
+    points = tuple(point.params() for point in spec.trial_points())
+    space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
+    space.update({key: tune.sample_from(_PointValue(points, key)) for key in points[0]})
     for knob, axis in spec.sample.items():
         sampler, arguments = next(iter(axis.items()))
         space[knob] = tune.choice(arguments) if sampler == "choice" else getattr(tune, sampler)(*arguments)

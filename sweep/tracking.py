@@ -162,7 +162,11 @@ class MLflowTracker(Callback):
             f"{TAG}axes": ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
             MLFLOW_PARENT_RUN_ID: self.parent_run_id,
         }
-        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | seed {params['seed']} | {trial.trial_id}"
+        seeds = self.spec.stands_for(params["row"])
+        if seeds:  # a seed-free trial runs once and stands for every seed of the spec
+            tags[f"{TAG}seeds"] = ",".join(map(str, seeds))
+        seed_text = f"seed-free (seeds {tags[f'{TAG}seeds']})" if seeds else f"seed {params['seed']}"
+        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | {seed_text} | {trial.trial_id}"
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
         return run.info.run_id

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, hub_reachable, load_corpus
 from trainers.encoder import SentenceEncoder, layers_problem, model_problem
-from trainers.knobs import KnobSet
+from trainers.knobs import Exchangeable, KnobSet
 
 Config = Mapping[str, Any]
 
@@ -59,6 +59,8 @@ class Method:
     ``examples`` loads what batches are drawn from (sentences by default).
     ``check`` finds problems that involve several knobs or the environment (a missing
     file, a hub that cannot be reached) before any trial starts.
+    ``exchangeable`` lists knob pairs whose values can swap without changing the
+    experiment (what a spec's ``symmetric`` axes need).
     """
 
     name: str
@@ -68,6 +70,12 @@ class Method:
     build: BuildObjective | None = None
     check: Callable[[Config], list[str]] = lambda config: []
     examples: Callable[[Config], Sequence[Any]] = corpus_examples
+    exchangeable: tuple[Exchangeable, ...] = ()
+
+    @property
+    def seed_free(self) -> bool:
+        """A method that trains nothing evaluates a fixed model: every seed gives the same numbers."""
+        return self.build is None
 
     @property
     def all_knobs(self) -> KnobSet:

@@ -40,7 +40,7 @@ from trainers.augmentations import (
 from trainers.data import DEV_SET, corpus_problem, hub_reachable, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.evaluation import STSEvaluator
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Exchangeable, Knob, KnobSet
 from trainers.losses.contrastive import nt_xent
 from trainers.method import Config, Method, Objective, corpus_examples
 
@@ -236,4 +236,11 @@ METHOD = Method(
     build=build,
     check=check,
     examples=examples,
+    exchangeable=(
+        Exchangeable(
+            ("aug1", "aug2"),
+            "NT-Xent over the 2N views is symmetric in its two views and both views pass the same encoder, so "
+            "(T1, T2) and (T2, T1) differ only in which random draws each augmentation gets",
+        ),
+    ),
 )
