@@ -35,7 +35,9 @@ DEFAULT_STORAGE = "ray_results"
 SWEEP_RECORD = "sweep.json"
 POINT = "point"  # the Tune grid axis over the trial points
 # Environment that trial workers must see as the driver does (data and model locations).
-FORWARDED_ENV = ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM")
+FORWARDED_ENV = (
+    "STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", "SWEEP_FROZEN_OUTPUTS_DIR",
+)
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,8 @@ class MLflowTracker(Callback):
             self.client.log_batch(run_id, metrics=metrics[start : start + 500])
         if "node_id" in result:
             self.client.set_tag(run_id, f"{TAG}node_id", str(result["node_id"]))
+        if "frozen_outputs_computed" in result:  # the trial shared frozen-model outputs (final report)
+            self.client.set_tag(run_id, f"{TAG}shared_frozen_outputs", "true")
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):

@@ -171,6 +171,7 @@ def train(
         "early_stopped": float(selection.should_stop),
         "train_seconds": timer.training_seconds,
         "sentences_per_second": timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
+        **objective.statistics(),
     }
 
 

@@ -40,6 +40,10 @@ class Objective(nn.Module):
     def after_step(self) -> None:
         """Called after each optimizer step (queue updates, momentum encoders)."""
 
+    def statistics(self) -> dict[str, float]:
+        """Figures for the trial's final report beside the loop's (e.g. what shared frozen outputs saved)."""
+        return {}
+
 
 def corpus_examples(config: Config) -> list[str]:
     """Default training examples: the sentences of the ``train_corpus`` knob."""
