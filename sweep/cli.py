@@ -108,6 +108,16 @@ def _savings(spec) -> list[str]:
         reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable if set(p.knobs) == {first, second}}
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
+    shared = {}
+    for row in spec.rows:
+        config = trial_config(spec, row.name, spec.seeds[0], next(spec.grid_points()))
+        what = row_method(spec, row).shared_outputs(config)
+        if what:
+            shared.setdefault(what, []).append(row.name)
+    for what, rows in shared.items():
+        names = "every row" if len(rows) == len(spec.rows) else ", ".join(repr(n) for n in rows)
+        lines.append(f"shared: {what} ({names}) are computed once per input text on each node and shared by its "
+                     "trials (share_frozen_outputs; the same numbers as computing them every step)")
     return lines
 
 

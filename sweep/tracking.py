@@ -187,6 +187,9 @@ class MLflowTracker(Callback):
             self.client.set_tag(run_id, f"{TAG}node_id", str(result["node_id"]))
         if "frozen_outputs_computed" in result:  # the trial shared frozen-model outputs (final report)
             self.client.set_tag(run_id, f"{TAG}shared_frozen_outputs", "true")
+        for name in ("eval_precision", "train_precision"):  # what 'auto' became on the trial's node
+            if name in result:
+                self.client.set_tag(run_id, f"{TAG}{name}", str(result[name]))
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):

@@ -166,3 +166,12 @@ def test_mirror_cells_of_symmetric_axes_are_filled_and_marked(tmp_path):
     assert shuffle_none == f"{values[('none', 'shuffle')]:.2f} (1, mirror)"
     png = heatmap(table, tmp_path / "figure5.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name, shared", [("sct_distillation", "the teacher's vectors"), ("sg_opt_ablation", "BERT_F's views")])
+def test_the_plan_says_which_frozen_outputs_are_shared(capsys, name, shared):
+    assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert f"shared: {shared} (every row) are computed once per input text on each node" in out
+    assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml"), "--set", "share_frozen_outputs=false"]) == 0
+    assert "shared:" not in capsys.readouterr().out

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, set_seed
 
+from trainers import precision
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
@@ -98,9 +98,7 @@ def total_steps(config: Config, n_examples: int) -> int:
 
 
 def _autocast(config: Config, device: torch.device):
-    if config["amp"] and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()
+    return precision.autocast(precision.resolve(config["train_precision"], device), device)
 
 
 def train(
@@ -176,10 +174,21 @@ def train(
 
 
 def _encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[str]], torch.Tensor]:
+    used = precision.resolve(config["eval_precision"], encoder.device)
+
     def encode(sentences: Sequence[str]) -> torch.Tensor:
-        return encoder.encode(sentences, batch_size=config["eval_batch_size"], max_length=config["eval_max_length"])
+        with precision.autocast(used, encoder.device):
+            return encoder.encode(sentences, batch_size=config["eval_batch_size"], max_length=config["eval_max_length"])
 
     return encode
+
+
+def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
+    """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
+    used = {"eval_precision": precision.resolve(config["eval_precision"], device)}
+    if "train_precision" in config:
+        used["train_precision"] = precision.resolve(config["train_precision"], device)
+    return used
 
 
 def load_examples(method: Method, config: Config) -> Sequence[Any]:
@@ -214,5 +223,6 @@ def run_trial(overrides: Mapping[str, Any], reporter: Reporter | None = None) ->
     final.update({f"test_{k}": v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
     final["test_seconds"] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
     final["wall_seconds"] = time.perf_counter() - started
+    final.update(_precisions_used(config, device))
     reporter(final)
     return final

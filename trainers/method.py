@@ -64,7 +64,8 @@ class Method:
     ``check`` finds problems that involve several knobs or the environment (a missing
     file, a hub that cannot be reached) before any trial starts.
     ``exchangeable`` lists knob pairs whose values can swap without changing the
-    experiment (what a spec's ``symmetric`` axes need).
+    experiment (what a spec's ``symmetric`` axes need). ``shared_outputs`` names
+    the frozen-model outputs a config shares across trials (None: none).
     """
 
     name: str
@@ -75,6 +76,7 @@ class Method:
     check: Callable[[Config], list[str]] = lambda config: []
     examples: Callable[[Config], Sequence[Any]] = corpus_examples
     exchangeable: tuple[Exchangeable, ...] = ()
+    shared_outputs: Callable[[Config], str | None] = lambda config: None
 
     @property
     def seed_free(self) -> bool:

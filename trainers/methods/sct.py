@@ -369,4 +369,7 @@ METHOD = Method(
     build=SCTObjective,
     check=sct_problems,
     examples=sct_examples,
+    shared_outputs=lambda config: (
+        "the teacher's vectors" if config["share_frozen_outputs"] and config["distillation"] != "none" else None
+    ),
 )

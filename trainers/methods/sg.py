@@ -130,4 +130,5 @@ METHOD = Method(
         "train_corpus": "stsb_sentences",
     },
     build=SelfGuidedObjective,
+    shared_outputs=lambda config: "BERT_F's views" if config["share_frozen_outputs"] else None,
 )
