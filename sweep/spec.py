@@ -272,9 +272,11 @@ def load_spec(
     overrides: Mapping[str, Any] | None = None,
     budget: Budget | None = None,
     seeds: list[int] | None = None,
+    check_environment: bool = True,
 ) -> SweepSpec:
     """Read and validate a spec; ``overrides`` (from ``--set``) update its base,
-    ``seeds`` (from ``--seeds``) replace its seeds."""
+    ``seeds`` (from ``--seeds``) replace its seeds. ``check_environment=False`` skips asking
+    what this machine lacks (the hub, files): for counting trials only."""
     path = Path(path)
     raw = _read_yaml(path)
     if seeds is not None and isinstance(raw, dict):
@@ -395,7 +397,8 @@ def load_spec(
         spec_hash=_hash({"spec": raw, "overrides": dict(overrides or {}), "budget": budget.name if budget else None}),
         symmetric=symmetric,
     )
-    _check_environment(spec)
+    if check_environment:
+        _check_environment(spec)
     return spec
 
 
