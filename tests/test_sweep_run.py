@@ -163,7 +163,7 @@ def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_t
         path = spec_file(tmp_path, tiny_bert, "cluster", seeds=[1, 2, 3])
         run(SweepOptions(str(path), {}, address=cluster.address, tracking_uri=uri, storage=str(tmp_path / "ray")))
         runs = child_runs(uri, "cluster")
-        assert len(runs) == 6 and all(r.info.status == "FINISHED" for r in runs)
+        assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)  # untuned once, simcse x 3 seeds
         nodes = {r.data.tags["sweep.node_id"] for r in runs}
         assert nodes == {node["NodeID"] for node in ray.nodes() if node["Alive"]}
         assert len(nodes) == 2
