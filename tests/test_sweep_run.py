@@ -77,6 +77,7 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
         assert tags["mlflow.parentRunId"] == parents[0].info.run_id
         assert tags["sweep.spec_hash"] == parents[0].data.tags["sweep.spec_hash"]
         assert {"sweep.spec_file", "sweep.git_commit", "sweep.method", "sweep.trial_id"} <= set(tags)
+        assert tags["sweep.eval_precision"] in ("fp32", "bf16")  # what eval_precision 'auto' became on the node
         assert params["model"] == tiny_bert and params["seed"] == tags["sweep.seed"]
         assert {f"test_{n}_spearman" for n in ("stsb", "sickr", "sts12", "sts16", "avg")} <= set(metrics)
         assert "wall_seconds" in metrics
