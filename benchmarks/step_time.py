@@ -202,7 +202,7 @@ def precision_section(args: argparse.Namespace) -> None:
         best = {"fp32": float("inf"), "bf16": float("inf")}
         for _ in range(args.repeats):
             for setting in best:
-                seconds = loop_step_seconds(method, args.steps, train_precision=setting, **UNSHARED.get(method, {}))
+                seconds = loop_step_seconds(method, args.steps, train_precision=setting)
                 best[setting] = min(best[setting], seconds)
         rows.append(f"| {DESCRIPTION[method]} | {best['fp32']:.3f} | {best['bf16']:.3f} | "
                     f"{best['fp32'] / best['bf16']:.2f}x |")

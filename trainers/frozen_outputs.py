@@ -10,7 +10,10 @@ The cache is a pure function of its key: everything an output depends on.
 That is the frozen model's weights (a digest of every tensor, so a cut
 ``model_layers`` or a trained copy is another key), its tokenizer's
 vocabulary, what the method asks of it (max length, pooling, layers kept),
-the device type and the autocast precision in effect. Inputs that change at
+the device type, the autocast precision in effect and the number of threads.
+Each output is the frozen model run on its text alone (:func:`each_alone`),
+shared or not: a batched forward's last bits depend on the other texts of the
+batch, and training amplifies them. Inputs that change at
 random (masked-LM rewrites, synonym swaps) are never looked up here: their
 owners compute them directly.
 
@@ -83,6 +86,13 @@ def model_key(model: nn.Module, tokenizer) -> dict[str, str]:
     return {"weights": weights_digest(model), "tokenizer": tokenizer_digest(tokenizer)}
 
 
+def each_alone(compute: Callable[[list[str]], Tensor], texts: Sequence[str]) -> Tensor:
+    """``compute`` run on each text alone, stacked: a text's output never depends on which other texts
+    share its batch (their padding and the batch's size change the last bits of a batched forward, and
+    training amplifies those bits). Shared or not, a frozen output is this one value."""
+    return torch.cat([compute([text]) for text in texts])
+
+
 def _autocast_state(device_type: str) -> str:
     if torch.is_autocast_enabled(device_type):
         return f"autocast:{torch.get_autocast_dtype(device_type)}"
@@ -137,7 +147,8 @@ class FrozenOutputs:
         return cls(key, config["frozen_outputs_dir"], config["frozen_outputs_gb"])
 
     def _store(self, device_type: str) -> _Store:
-        key = {**self.key, "device": device_type, "autocast": _autocast_state(device_type)}
+        key = {**self.key, "device": device_type, "autocast": _autocast_state(device_type),
+               "threads": torch.get_num_threads()}  # kernels may sum in another order with other thread counts
         digest = _digest(key)
         if digest not in _STORES:
             folder = self.root / digest
@@ -148,8 +159,8 @@ class FrozenOutputs:
         return _STORES[digest]
 
     def get(self, texts: Sequence[str], compute: Callable[[list[str]], Tensor], device: torch.device) -> Tensor:
-        """The outputs for ``texts`` (row i for text i) on ``device``; ``compute`` runs the frozen model
-        on the distinct texts no trial of this node has computed yet."""
+        """The outputs for ``texts`` (row i for text i) on ``device``; ``compute`` runs the frozen model,
+        on each distinct text no trial of this node has computed yet alone (:func:`each_alone`)."""
         store = self._store(device.type)
         missing = [t for t in dict.fromkeys(texts) if t not in store.values]
         if missing:
@@ -157,7 +168,7 @@ class FrozenOutputs:
             missing = [t for t in missing if t not in store.values]
         computed: dict[str, Tensor] = {}
         if missing:
-            outputs = compute(missing).detach()
+            outputs = each_alone(compute, missing).detach()
             computed = dict(zip(missing, outputs))
             self._keep(store, missing, outputs.cpu())
         self.computed += len(missing)

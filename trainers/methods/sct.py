@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from trainers.augmentations import AUGMENTATIONS, RATE_KNOBS, augmentation_rates, augmented_hidden_states
 from trainers.data import DataError, corpus_problem, load_corpus
 from trainers.encoder import POOLINGS, SentenceEncoder, masked_mean, model_problem
-from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, model_key
+from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, each_alone, model_key
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.distillation import DISTILLATION_LOSSES, cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
@@ -127,8 +127,10 @@ class Teacher(nn.Module):
     def vectors(self, texts: Sequence[str], fixed_texts: bool) -> Tensor:
         """The teacher's vectors of ``texts``; shared across steps and trials when the texts are fixed
         (not a random rewrite) and ``share_frozen_outputs`` is on."""
-        if self.shared is None or not fixed_texts:
+        if not fixed_texts:
             return self.compute_vectors(texts)
+        if self.shared is None:
+            return each_alone(self.compute_vectors, texts)
         return self.shared.get(texts, self.compute_vectors, self.encoder.device)
 
     def loss(self, config: Config, student: tuple[Tensor, Tensor], teacher: tuple[Tensor, Tensor]) -> Tensor:

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.encoder import SentenceEncoder, masked_max, masked_mean
-from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, model_key
+from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, each_alone, model_key
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
 from trainers.method import Config, Method, Objective
@@ -78,7 +78,7 @@ class SelfGuidedObjective(Objective):
 
     def views(self, sentences: Sequence[str]) -> Tensor:
         if self.shared is None:
-            return self.compute_views(sentences)
+            return each_alone(self.compute_views, sentences)
         return self.shared.get(sentences, self.compute_views, self.encoder.device)
 
     def statistics(self) -> dict[str, float]:
