@@ -28,12 +28,11 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from sweep.budget import BUDGETS  # noqa: E402
-from sweep.spec import SweepSpec, load_spec, trial_config  # noqa: E402
+from sweep.spec import POINT, SweepSpec, load_spec, trial_config  # noqa: E402
 from sweep.tracking import DEFAULT_TRACKING_URI, MLflowTracker  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
 SWEEP_RECORD = "sweep.json"
-POINT = "point"  # the Tune grid axis over the trial points
 # Environment that trial workers must see as the driver does (data and model locations).
 FORWARDED_ENV = (
     "STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", "SWEEP_FROZEN_OUTPUTS_DIR",
@@ -86,6 +85,7 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
     node_id = ray.get_runtime_context().get_node_id()
+    params = spec.trial_params(params)
     config = trial_config(spec, params["row"], params["seed"], params)
     run_trial(config, reporter=lambda metrics: tune.report({**metrics, "node_id": node_id}))
 

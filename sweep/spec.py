@@ -51,6 +51,7 @@ SAMPLERS = ("choice", "uniform", "loguniform")
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
 # valid values; ASHA's time unit is an STS-B dev evaluation.
 ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
+POINT = "point"  # the Tune grid axis over the trial points (index into SweepSpec.trial_points())
 METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
 
 
@@ -137,6 +138,13 @@ class SweepSpec:
         """Trials in the full grid: rows x seeds x grid points x samples."""
         points = len(list(self.grid_points()))
         return len(self.rows) * len(self.seeds) * points * self.num_samples
+
+    def trial_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A Tune trial's config with ``row``, ``seed`` and the grid axes taken from the trial point its
+        ``point`` index names (what the engine and the tracker read; safe however Tune resolved them)."""
+        if POINT not in config:
+            return dict(config)
+        return {**config, **self.trial_points()[config[POINT]].params()}
 
     @property
     def trials_to_run(self) -> int:

@@ -150,7 +150,7 @@ class MLflowTracker(Callback):
         return run_id
 
     def _create_run(self, trial) -> str:
-        params = dict(trial.config)
+        params = self.spec.trial_params(trial.config)
         config = trial_config(self.spec, params["row"], params["seed"], params)
         tags = {
             **sweep_tags(self.spec),
