@@ -3,7 +3,7 @@
     python -m reports.collect [--tracking-uri URI] [--experiment NAME ...] [--out results.parquet]
 
 Columns (see docs/results_schema.md): identity (``experiment``, ``sweep``,
-``spec_hash``, ``spec_file``, ``budget``, ``git_commit``, ``row``, ``axes``, ``seed``,
+``spec_hash``, ``spec_file``, ``budget``, ``git_commit``, ``row``, ``axes``, ``seed``, ``seeds``,
 ``method``, ``trial_id``, ``run_id``, ``parent_run_id``, ``status``,
 ``error``, ``failures``, ``stopped_by_scheduler``, ``start_time``,
 ``end_time``), every knob of the trial's method typed back from
@@ -31,7 +31,7 @@ from trainers.registry import METHODS
 
 IDENTITY = (
     "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "sampled_axes",
-    "sweep_metric", "seed", "method", "trial_id", "run_id", "parent_run_id", "status", "error", "failures",
+    "sweep_metric", "seed", "seeds", "method", "trial_id", "run_id", "parent_run_id", "status", "error", "failures",
     "stopped_by_scheduler", "start_time", "end_time",
 )
 """The trial's identity columns (from its tags and run info), first in every results file."""
@@ -99,6 +99,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "sampled_axes": tags.get(f"{TAG}sampled_axes", ""),
         "sweep_metric": tags.get(f"{TAG}metric", "best_dev_spearman max"),
         "seed": int(tags.get(f"{TAG}seed", params.get("seed", -1))),
+        "seeds": tags.get(f"{TAG}seeds", ""),  # a seed-free trial: the seeds its one run stands for
         "method": method,
         "trial_id": tags.get(f"{TAG}trial_id", ""),
         "run_id": run.info.run_id,

@@ -45,7 +45,8 @@ def _save(figure, path: Path) -> Path:
 
 
 def heatmap(table: Table, path: Path) -> Path:
-    """Our mean per cell of a two-knob grid; the paper's cells outlined, its figure beneath ours."""
+    """Our mean per cell of a two-knob grid; the paper's cells outlined, its figure beneath ours; cells
+    filled from their mirror (symmetric axes) marked "(mirror)" with a dotted outline."""
     means = np.array([[line.cells[c].mean for c in table.columns] for line in table.lines], dtype=float)
     figure, axes = plt.subplots(figsize=(1.3 * len(table.columns) + 2.5, 0.5 * len(table.lines) + 1.8))
     image = axes.imshow(np.ma.masked_invalid(means), cmap="viridis", aspect="auto")
@@ -58,6 +59,9 @@ def heatmap(table: Table, path: Path) -> Path:
     for i, line in enumerate(table.lines):
         for j, column in enumerate(table.columns):
             text = f"{means[i, j]:.1f}" if math.isfinite(means[i, j]) else DASH
+            if line.cells[column].mirror:  # symmetric axes: this cell shows its mirror's run
+                text += "\n(mirror)"
+                axes.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="grey", linestyle=":"))
             if column in line.paper:
                 text += f"\npaper {line.paper[column]:.1f}"
                 axes.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor=PAPER_COLOUR, linewidth=2))

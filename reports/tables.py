@@ -5,7 +5,9 @@
 
 Each table comes from a declarative spec in ``reports/table_specs.yaml`` and
 the papers' numbers from ``reports/paper_numbers.yaml``. Cells are mean ± std
-over seeds with the number of seeds; under each of our lines comes the
+over seeds with the number of seeds ("seed-free": one run of a configuration
+that cannot depend on the seed; "mirror": filled from the mirror cell of
+symmetric grid axes); under each of our lines comes the
 paper's figure and our difference from it; the best of our figures in each
 column is bold. Lines, grid cells or seeds the sweep has not produced show as
 "–" and are listed in a :class:`MissingResults` warning; a partial sweep still
@@ -256,9 +258,13 @@ def load_table_specs(path: Path = TABLE_SPECS, project: Path = PROJECT) -> dict[
 
 @dataclass(frozen=True)
 class Cell:
-    """Our figures for one cell, one per seed."""
+    """Our figures for one cell, one per seed. ``seed_free``: one run of a configuration that cannot
+    depend on the seed (it stands for every seed); ``mirror``: filled from the mirror cell of
+    symmetric grid axes, which ran instead."""
 
     values: tuple[float, ...]
+    seed_free: bool = False
+    mirror: bool = False
 
     @property
     def n(self) -> int:
@@ -420,10 +426,13 @@ def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFr
           where: Mapping[str, Any], metric: str, label: str) -> Cell:
     """Our cell where ``where`` holds; notes what is missing (once per line or grid cell)."""
     trials = _select(runs, where)
+    mirror = trials.empty and _mirror(spec, where) is not None
+    if mirror:
+        trials = _select(runs, _mirror(spec, where))
     place = _describe(where)
     first_column = label == table.columns[0] or spec.across
     if first_column:
-        done = {int(s) for s in trials["seed"]}
+        done = {int(s) for s in trials["seed"]} | _stood_for(trials)
         seeds = sweep_seeds(spec.sweep_of(where.get("row"))[1])
         missing = [s for s in seeds if s not in done]
         if missing:
@@ -438,7 +447,22 @@ def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFr
         where_text = place if spec.across else f"{place}, {label}"
         absent = len(trials) - len(values)
         table.notes.append(f"{where_text}: {absent} of {len(trials)} finished trials logged no {metric}")
-    return Cell(tuple(values))
+    seed_free = bool(len(trials)) and "seeds" in trials.columns and trials["seeds"].fillna("").ne("").all()
+    return Cell(tuple(values), seed_free=seed_free, mirror=mirror)
+
+
+def _stood_for(trials: pd.DataFrame) -> set[int]:
+    """The seeds that seed-free trials stand for (their one run counts for every seed)."""
+    if "seeds" not in trials.columns:
+        return set()
+    return {int(seed) for text in trials["seeds"].dropna() for seed in str(text).split(",") if seed}
+
+
+def _mirror(spec: TableSpec, where: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The mirror cell of ``where`` when the table's two knobs are the sweep's symmetric axes."""
+    if not spec.across or sorted(spec.sweep.get("symmetric") or []) != sorted([spec.index, spec.across]):
+        return None
+    return {**where, spec.index: where[spec.across], spec.across: where[spec.index]}
 
 
 def _add_delta(table: Table, spec: TableSpec) -> None:
@@ -446,7 +470,8 @@ def _add_delta(table: Table, spec: TableSpec) -> None:
     column, reference = spec.delta
     base = next(line for line in table.lines if line.label == str(reference)).cells[column]
     for line in table.lines:
-        line.cells[DELTA] = Cell(tuple(v - base.mean for v in line.cells[column].values) if base.n else ())
+        source = line.cells[column]
+        line.cells[DELTA] = Cell(tuple(v - base.mean for v in source.values) if base.n else (), source.seed_free)
 
 
 def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapping[str, Any]) -> None:
@@ -592,9 +617,12 @@ def cell_text(cell: Cell, column: Column) -> str:
     if cell.n == 0:
         return DASH
     mean = f"{cell.mean:+.{column.digits}f}" if column.metric == DELTA else f"{cell.mean:.{column.digits}f}"
+    mirror = ", mirror" if cell.mirror else ""
+    if cell.seed_free:
+        return f"{mean} (seed-free{mirror})"
     if cell.n == 1:
-        return f"{mean} (1)"
-    return f"{mean} ± {cell.std:.{column.digits}f} ({cell.n})"
+        return f"{mean} (1{mirror})"
+    return f"{mean} ± {cell.std:.{column.digits}f} ({cell.n}{mirror})"
 
 
 def paper_text(value: float | None, ours: Cell, column: Column) -> str:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from sweep.budget import BUDGETS
 from sweep.models import ExportError, disk_estimate
-from sweep.spec import SpecError, parse_override, trial_config
+from sweep.spec import SpecError, parse_override, row_method, trial_config
 from sweep.tracking import DEFAULT_TRACKING_URI
 from sweep.variants import UsageError
 
@@ -101,16 +101,47 @@ def print_plan(args: argparse.Namespace) -> None:
     header = f"{'row':<{width}}{'method':<9}{'seeds':<24}" + "".join(f"{k:<16}" for k in varied)
     print(header)
     for row in spec.rows:
+        seeds = ",".join(map(str, spec.seeds))
+        seeds = f"{spec.seeds[0]} (runs once)" if spec.seed_free(row) and len(spec.seeds) > 1 else seeds
         for axes in spec.grid_points():
             config = trial_config(spec, row.name, spec.seeds[0], axes)
             cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
-            seeds = ",".join(map(str, spec.seeds))
-            print(f"{row.name:<{width}}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells))
+            mirror = f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run" if spec.is_mirror(axes) else ""
+            print(f"{row.name:<{width}}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
     print(disk_estimate(spec))
     print(
-        f"total: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
+        f"grid: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
         f" x {spec.num_samples} samples = {spec.trial_count} trials"
     )
+    for line in _savings(spec):
+        print(line)
+    print(f"{spec.trial_count} trials in the grid, {spec.trials_to_run} trials to run")
+
+
+def _savings(spec) -> list[str]:
+    """What runs once and what is shared, in words."""
+    lines = []
+    once = [row.name for row in spec.rows if spec.seed_free(row)]
+    if once and len(spec.seeds) > 1:
+        lines.append(f"runs once: {', '.join(repr(n) for n in once)} train nothing, so every seed gives the same "
+                     f"numbers: one MLflow run each, tagged sweep.seeds={','.join(map(str, spec.seeds))}")
+    if spec.symmetric:
+        first, second = spec.symmetric
+        mirrors = sum(spec.is_mirror(axes) for axes in spec.grid_points())
+        reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable if set(p.knobs) == {first, second}}
+        lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
+                     f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
+    shared = {}
+    for row in spec.rows:
+        config = trial_config(spec, row.name, spec.seeds[0], next(spec.grid_points()))
+        what = row_method(spec, row).shared_outputs(config)
+        if what:
+            shared.setdefault(what, []).append(row.name)
+    for what, rows in shared.items():
+        names = "every row" if len(rows) == len(spec.rows) else ", ".join(repr(n) for n in rows)
+        lines.append(f"shared: {what} ({names}) are computed once per input text on each node and shared by its "
+                     "trials (share_frozen_outputs; the same numbers as computing them every step)")
+    return lines
 
 
 def print_knobs(method_name: str) -> None:

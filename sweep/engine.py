@@ -1,7 +1,8 @@
 """Run, resume and inspect sweeps with Ray Tune.
 
-Rows and seeds are grid axes of the Tune param space, beside the spec's own
-grid and sampled axes. Each trial resolves its config with
+The Tune param space has one grid axis over the trials that run (rows x
+seeds x grid points, a seed-free row once, mirror cells of symmetric axes left
+out) beside the spec's sampled axes. Each trial resolves its config with
 :func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` in a
 :class:`RaySession`: metrics and checkpoints go to ``tune.report``, and a
 trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
@@ -35,14 +36,16 @@ from ray import tune  # noqa: E402
 
 from sweep.budget import BUDGETS  # noqa: E402
 from sweep.models import finish_models  # noqa: E402
-from sweep.spec import SweepSpec, load_spec, trial_config  # noqa: E402
+from sweep.spec import POINT, SweepSpec, load_spec, trial_config  # noqa: E402
 from sweep.tracking import DEFAULT_TRACKING_URI, TAG, MLflowTracker  # noqa: E402
 from sweep.variants import SWEEP_RECORD, UsageError, choose_variant, describe_options, variant_folder  # noqa: E402
 from trainers.checkpoint import TrialSession  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
 # Environment that trial workers must see as the driver does (data and model locations).
-FORWARDED_ENV = ("STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM")
+FORWARDED_ENV = (
+    "STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", "SWEEP_FROZEN_OUTPUTS_DIR",
+)
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,7 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
     worker = {"node_id": ray.get_runtime_context().get_node_id(), "worker_pid": os.getpid()}
+    params = spec.trial_params(params)
     run_trial(trial_config(spec, params["row"], params["seed"], params), RaySession(worker))
 
 
@@ -124,12 +128,24 @@ def tune_domain(axis: Mapping[str, Any]):
     return tune.choice(arguments) if sampler == "choice" else getattr(tune, sampler)(*arguments)
 
 
+@dataclass(frozen=True)
+class _PointValue:
+    """``key`` of the trial point that the grid axis ``point`` picked (a Tune ``sample_from``)."""
+
+    points: tuple[Mapping[str, Any], ...]
+    key: str
+
+    def __call__(self, config: Mapping[str, Any]) -> Any:
+        return self.points[config[POINT]][self.key]
+
+
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    space: dict[str, Any] = {
-        "row": tune.grid_search([row.name for row in spec.rows]),
-        "seed": tune.grid_search(list(spec.seeds)),
-    }
-    space.update({k: tune.grid_search(v) for k, v in spec.grid.items()})
+    """One grid axis over the trials that run (:meth:`SweepSpec.trial_points`: seed-free rows once,
+    mirror cells of symmetric axes left out); ``row``, ``seed`` and each grid axis are read from the
+    picked point, so a trial's config has them as keys of their own."""
+    points = tuple(point.params() for point in spec.trial_points())
+    space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
+    space.update({key: tune.sample_from(_PointValue(points, key)) for key in points[0]})
     space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
     return space
 

@@ -311,6 +311,8 @@ def disk_estimate(spec) -> str:
         if not row_method(spec, row).trains:
             continue
         for axes in spec.grid_points():
+            if spec.is_mirror(axes):
+                continue  # not run: filled from its pair
             config = trial_config(spec, row.name, spec.seeds[0], axes)
             key = (config["model"], config["model_layers"])
             if key not in sizes:

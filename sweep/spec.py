@@ -48,11 +48,13 @@ TOP_LEVEL_KEYS = {
     "max_failures": "retries of a failing trial before it is marked failed",
     "keep_models": "which finished trials keep their best encoder: all (default), best_per_row, best or none",
     "log_models": "log every kept trial's encoder to MLflow, not only the best trial's (default false)",
+    "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
 # valid values; ASHA's time unit is an STS-B dev evaluation.
 ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
+POINT = "point"  # the Tune grid axis over the trial points (index into SweepSpec.trial_points())
 METRICS = ("best_dev_spearman", "dev_spearman", "test_avg_spearman", "loss")
 SCHEDULER_METRIC = "best_dev_spearman"
 """The one metric every report carries (progress and final), as ASHA and PBT need."""
@@ -103,19 +105,74 @@ class SweepSpec:
     log_models: bool
     budget: Budget | None
     spec_hash: str
+    symmetric: tuple[str, str] | None = None
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)
 
     def grid_points(self) -> Iterator[dict[str, Any]]:
+        """Every point of the full grid (mirror cells of symmetric axes included)."""
         keys = list(self.grid)
         for values in itertools.product(*(self.grid[k] for k in keys)):
             yield dict(zip(keys, values))
 
+    def is_mirror(self, axes: Mapping[str, Any]) -> bool:
+        """Whether ``axes`` is the mirror of a grid point that runs: with symmetric axes (a, b),
+        the point whose a-value comes later in the axis than its b-value."""
+        if self.symmetric is None:
+            return False
+        first, second = self.symmetric
+        values = self.grid[first]
+        return values.index(axes[first]) > values.index(axes[second])
+
+    def seed_free(self, row: Row) -> bool:
+        """A row whose trials cannot depend on the seed (its method trains nothing): it runs once."""
+        return row_method(self, row).seed_free
+
+    def stands_for(self, row_name: str) -> tuple[int, ...]:
+        """The seeds one trial of ``row_name`` stands for: all of them for a seed-free row."""
+        return self.seeds if self.seed_free(self.row(row_name)) else ()
+
+    def trial_points(self) -> list[TrialPoint]:
+        """The trials that run, in the plan's order: each row x grid point x seed, with a seed-free row
+        run with the first seed only and the mirror cells of symmetric axes left out."""
+        points = []
+        for row in self.rows:
+            seeds = self.seeds[:1] if self.seed_free(row) else self.seeds
+            for axes in self.grid_points():
+                if not self.is_mirror(axes):
+                    points.extend(TrialPoint(row.name, seed, axes) for seed in seeds)
+        return points
+
     @property
     def trial_count(self) -> int:
+        """Trials in the full grid: rows x seeds x grid points x samples."""
         points = len(list(self.grid_points()))
         return len(self.rows) * len(self.seeds) * points * self.num_samples
+
+    def trial_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A Tune trial's config with ``row``, ``seed`` and the grid axes taken from the trial point its
+        ``point`` index names (what the engine and the tracker read; safe however Tune resolved them)."""
+        if POINT not in config:
+            return dict(config)
+        return {**config, **self.trial_points()[config[POINT]].params()}
+
+    @property
+    def trials_to_run(self) -> int:
+        return len(self.trial_points()) * self.num_samples
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One trial that runs: a row, a seed and a point of the grid axes (sampled axes are Tune's)."""
+
+    row: str
+    seed: int
+    axes: Mapping[str, Any]
+
+    def params(self) -> dict[str, Any]:
+        """The trial's Tune config keys: ``row``, ``seed`` and one key per grid axis."""
+        return {"row": self.row, "seed": self.seed, **self.axes}
 
 
 def row_method(spec: SweepSpec, row: Row) -> Method:
@@ -311,9 +368,11 @@ def load_spec(
     overrides: Mapping[str, Any] | None = None,
     budget: Budget | None = None,
     seeds: list[int] | None = None,
+    check_environment: bool = True,
 ) -> SweepSpec:
     """Read and validate a spec; ``overrides`` (from ``--set``) update its base,
-    ``seeds`` (from ``--seeds``) replace its seeds."""
+    ``seeds`` (from ``--seeds``) replace its seeds. ``check_environment=False`` skips asking
+    what this machine lacks (the hub, files): for counting trials only."""
     path = Path(path)
     raw = _read_yaml(path)
     if seeds is not None and isinstance(raw, dict):
@@ -384,6 +443,7 @@ def load_spec(
             _check_sample(problems, f"sample.{knob_name}", axis, knobs[knob_name])
     for knob_name in set(grid) & set(sample):
         problems.add(f"sample.{knob_name}", "also a grid axis: an axis is either grid or sampled")
+    symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *(get_method(r.method) for r in rows if r.method)])
 
     num_samples = raw.get("num_samples", 1)
     if not isinstance(num_samples, int) or num_samples < 1:
@@ -446,9 +506,37 @@ def load_spec(
         log_models=log_models,
         budget=budget,
         spec_hash=_hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None}),
+        symmetric=symmetric,
     )
-    _check_environment(spec, overrides)
+    if check_environment:
+        _check_environment(spec, overrides)
     return spec
+
+
+def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any], methods: list[Method]) -> tuple[str, str] | None:
+    """``symmetric: [A, B]``: two grid axes with the same values, declared exchangeable by every method
+    of the sweep that has both knobs."""
+    if symmetric is None:
+        return None
+    if not isinstance(symmetric, list) or len(symmetric) != 2 or len(set(map(str, symmetric))) != 2:
+        problems.add("symmetric", f"expected a list of two different grid axes, e.g. [aug1, aug2], got {symmetric!r}")
+        return None
+    first, second = symmetric
+    absent = [axis for axis in symmetric if axis not in grid]
+    if absent:
+        problems.add("symmetric", f"{absent} not grid axes of this spec (grid axes: {list(grid)})")
+        return None
+    if grid[first] != grid[second]:
+        problems.add("symmetric", f"grid.{first} and grid.{second} must have the same values in the same order, "
+                                  f"got {grid[first]!r} and {grid[second]!r}")
+    for method in {m.name: m for m in methods}.values():
+        if first not in method.all_knobs or second not in method.all_knobs:
+            continue
+        if not any(set(pair.knobs) == {first, second} for pair in method.exchangeable):
+            declared = [f"{a}/{b}" for a, b in (pair.knobs for pair in method.exchangeable)] or "none"
+            problems.add("symmetric", f"method {method.name!r} does not declare {first} and {second} exchangeable "
+                                      f"(it declares: {declared}); only a declared pair may be symmetric")
+    return (first, second)
 
 
 def _parse_rows(problems: _Problems, rows: Any, method: Method) -> tuple[Row, ...]:

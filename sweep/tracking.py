@@ -194,7 +194,7 @@ class MLflowTracker(Callback):
         return run_id
 
     def _create_run(self, trial) -> str:
-        params = dict(trial.config)
+        params = self.spec.trial_params(trial.config)
         config = trial_config(self.spec, params["row"], params["seed"], params)
         tags = {
             **sweep_tags(self.spec),
@@ -206,7 +206,11 @@ class MLflowTracker(Callback):
             f"{TAG}axes": ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
             MLFLOW_PARENT_RUN_ID: self.parent_run_id,
         }
-        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | seed {params['seed']} | {trial.trial_id}"
+        seeds = self.spec.stands_for(params["row"])
+        if seeds:  # a seed-free trial runs once and stands for every seed of the spec
+            tags[f"{TAG}seeds"] = ",".join(map(str, seeds))
+        seed_text = f"seed-free (seeds {tags[f'{TAG}seeds']})" if seeds else f"seed {params['seed']}"
+        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | {seed_text} | {trial.trial_id}"
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
         return run.info.run_id
@@ -236,6 +240,11 @@ class MLflowTracker(Callback):
         for start in range(0, len(metrics), 500):
             self.client.log_batch(run_id, metrics=metrics[start : start + 500])
         tags = [RunTag(f"{TAG}{key}", str(result[key])) for key in WORKER_TAGS if key in result]
+        if "frozen_outputs_computed" in result:  # the trial shared frozen-model outputs (final report)
+            tags.append(RunTag(f"{TAG}shared_frozen_outputs", "true"))
+        # What 'auto' became on the trial's node.
+        tags += [RunTag(f"{TAG}{name}", str(result[name])) for name in ("eval_precision", "train_precision")
+                 if name in result]
         if tags:
             self.client.log_batch(run_id, tags=tags)
 

@@ -8,6 +8,7 @@ well under a second per forward pass.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Shared frozen-model outputs of the tests go to a folder of their own, never the machine's default one.
+os.environ.setdefault("SWEEP_FROZEN_OUTPUTS_DIR", tempfile.mkdtemp(prefix="test-frozen-outputs-"))
 
 TINY_LAYERS = 2
 

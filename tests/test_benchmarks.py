@@ -5,7 +5,9 @@ import pytest
 from benchmarks.results_file import write_section
 
 
-@pytest.mark.parametrize("module", ["benchmarks.sts_eval", "benchmarks.step_time", "benchmarks.engine_overhead"])
+@pytest.mark.parametrize(
+    "module", ["benchmarks.sts_eval", "benchmarks.step_time", "benchmarks.engine_overhead", "benchmarks.sweep_cost"]
+)
 def test_benchmark_modules_import(module):
     assert callable(importlib.import_module(module).main)
 

@@ -119,7 +119,7 @@ def mlflow_metrics(uri: str, experiment: str, row: str | None = None) -> list[di
 def test_collect_types_params_and_keeps_failed_trials(sweep):
     _, uri, _, _ = sweep
     frame = collect(uri, ["tiny_rows"])
-    assert len(frame) == 6
+    assert len(frame) == 5  # the untuned row ran once for seeds 1 and 2
     assert {row: set(group["status"]) for row, group in frame.groupby("row")} == {
         "untuned": {"FINISHED"}, "simcse": {"FINISHED"}, "broken": {"FAILED"}
     }
@@ -141,7 +141,7 @@ def test_collecting_twice_and_after_a_resume_gives_the_same_file(sweep, tmp_path
     first = pd.read_parquet(write(collect(uri), tmp_path / "a.parquet"))
     second = pd.read_parquet(write(collect(uri), tmp_path / "b.parquet"))
     pd.testing.assert_frame_equal(first, second)
-    assert len(first) == 6 + 6 + 3 and not first.duplicated(["experiment", "trial_id"]).any()
+    assert len(first) == 5 + 6 + 3 and not first.duplicated(["experiment", "trial_id"]).any()
     resumed = first[first["experiment"] == "tiny_rows"].reset_index(drop=True)[before_resume.columns]
     pd.testing.assert_frame_equal(resumed, before_resume.reset_index(drop=True))
 
@@ -155,6 +155,7 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
         table = build_tables(collect(uri), ["rows"], specs_for(paths, Path.cwd()), NUMBERS)[0]
     warned = str(caught[0].message)
     assert "row 'simcse': 1 of 3 seeds missing: [3]" in warned and "row 'broken': 3 of 3 seeds missing" in warned
+    assert "row 'untuned': 1 of 3 seeds missing: [3]" in warned  # its one run stands for seeds 1 and 2 only
 
     header, lines, bold = tables.layout(table)
     assert header == ["row", "STS-B", "Avg", "Delta", "p"]
@@ -164,6 +165,8 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
     assert lines[simcse][2] == f"{mean:.2f} ± {std:.2f} (2)"
     delta = mean - statistics.mean(avg["untuned"])
     assert lines[simcse][3] == f"{delta:+.2f} ± {std:.2f} (2)"
+    untuned = next(line for line in lines if line[0] == "untuned")
+    assert untuned[2] == f"{statistics.mean(avg['untuned']):.2f} (seed-free)" and len(avg["untuned"]) == 1
     # The paper's line (model m, not 'other'): its figure and our difference from it.
     paper_line = ["paper (ours − paper)", "–", f"50.00 ({mean - 50.0:+.2f})", f"+2.50 ({delta - 2.5:+.2f})"]
     # Welch's t-test of Avg against the delta reference ('untuned'), 2 seeds each.

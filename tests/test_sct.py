@@ -302,7 +302,7 @@ def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_b
     distilled.after_step()
     assert int(distilled.teacher.queue_list[1].pointer) == len(BATCH)
     torch.testing.assert_close(distilled.teacher.queue_list[1].vectors[len(BATCH):], before[len(BATCH):])
-    expected = distilled.teacher.vectors(BATCH)  # embedding-layer views: the teacher reads the plain sentence
+    expected = distilled.teacher.compute_vectors(BATCH)  # embedding-layer views: the teacher reads the plain sentence
     torch.testing.assert_close(distilled.teacher.queue_list[1].vectors[: len(BATCH)], expected)
 
 

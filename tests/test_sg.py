@@ -3,7 +3,7 @@ import torch
 
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
-from trainers.methods.sg import _VIEW_CACHE, SelfGuidedObjective
+from trainers.methods.sg import SelfGuidedObjective
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
@@ -93,14 +93,13 @@ def test_each_knob_changes_the_loss(tiny_bert, knob, value):
     assert changed != pytest.approx(reference, rel=1e-6)
 
 
-def test_cached_views_equal_fresh_views_and_are_reused(tiny_bert, monkeypatch):
-    _VIEW_CACHE.clear()
-    objective = build(tiny_bert, cache_views=True)
+def test_shared_views_equal_fresh_views_and_are_reused(tiny_bert, monkeypatch):
+    objective = build(tiny_bert)
     first = objective.views(BATCH)
     torch.testing.assert_close(first, objective.compute_views(BATCH), atol=1e-5, rtol=1e-4)
     monkeypatch.setattr(objective, "compute_views", lambda s: pytest.fail("views were recomputed"))
     torch.testing.assert_close(objective.views(BATCH[::-1]), first.flip(0))
-    assert build(tiny_bert).cache is None
+    assert build(tiny_bert, share_frozen_outputs=False).shared is None
 
 
 def test_short_sg_opt_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):

@@ -125,8 +125,10 @@ def test_set_overrides_are_validated_like_the_spec(tmp_path):
 def test_plan_command_prints_matrix(tmp_path, capsys):
     assert main(["plan", str(write(tmp_path, SPEC)), "--set", "batch_size=8"]) == 0
     out = capsys.readouterr().out
-    assert "total: 3 rows x 2 seeds x 3 grid points x 1 samples = 18 trials" in out
+    assert "grid: 3 rows x 2 seeds x 3 grid points x 1 samples = 18 trials" in out
     assert out.count("tau = 0.1") == 3
+    # The untuned baseline (method none) runs once per grid point, not once per seed.
+    assert out.rstrip().splitlines()[-1] == "18 trials in the grid, 15 trials to run"
 
 
 def test_seeds_option_replaces_the_spec_seeds(tmp_path, capsys):

@@ -119,3 +119,19 @@ def test_without_ray_state_unfinished_runs_are_killed_and_finished_ones_refuse_a
     with pytest.raises(UsageError, match="already holds 1 finished trials of sweep 'tracking'.*no Ray state"):
         run(options)  # refused before Ray starts, so nothing is duplicated
     assert len(client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")) == 2
+
+
+def test_the_final_report_tags_shared_outputs_and_the_precisions_used(tmp_path):
+    callback, client = tracker(tmp_path)
+    running = trial("t_0003")
+    callback.on_trial_start(0, [], running)
+    callback.on_trial_result(0, [], running, {"step": 2, "loss": 0.5})
+    run = client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")[0]
+    assert not {"sweep.shared_frozen_outputs", "sweep.eval_precision"} & set(run.data.tags)
+    final = {"step": 4, "test_avg_spearman": 50.0, "frozen_outputs_computed": 0, "frozen_outputs_reused": 96,
+             "eval_precision": "bf16", "train_precision": "fp32"}
+    callback.on_trial_result(0, [], running, final)
+    run = client.get_run(run.info.run_id)
+    assert run.data.tags["sweep.shared_frozen_outputs"] == "true"
+    assert (run.data.tags["sweep.eval_precision"], run.data.tags["sweep.train_precision"]) == ("bf16", "fp32")
+    assert run.data.metrics["frozen_outputs_reused"] == 96 and "eval_precision" not in run.data.metrics

@@ -30,6 +30,7 @@ def format_table(metrics: Mapping[str, float]) -> str:
         lines.append(f"{name:<8}{text}")
     lines.append(f"{'avg':<8}{metrics['test_avg_spearman']:10.2f}")
     lines.append(f"{'dev':<8}{metrics['best_dev_spearman']:10.2f}  (STS-B dev)")
+    lines.append(f"encoded in {metrics['eval_precision']}")
     return "\n".join(lines)
 
 

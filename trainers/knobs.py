@@ -137,3 +137,16 @@ class ConfigError(ValueError):
     def __init__(self, problems: Sequence[str]):
         self.problems = list(problems)
         super().__init__("invalid configuration:\n  " + "\n  ".join(self.problems))
+
+
+@dataclass(frozen=True)
+class Exchangeable:
+    """A method's declaration that two of its knobs can swap values without changing the experiment.
+
+    A sweep may then declare those two grid axes ``symmetric`` and run each
+    unordered pair of values once. ``reason`` says why the swap is the same
+    experiment; ``python -m sweep plan`` prints it.
+    """
+
+    knobs: tuple[str, str]
+    reason: str

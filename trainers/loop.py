@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, set_seed
 
+from trainers import precision
 from trainers.checkpoint import (
     Reporter,
     TrialSession,
@@ -120,9 +120,7 @@ def total_steps(config: Config, n_examples: int) -> int:
 
 
 def _autocast(config: Config, device: torch.device):
-    if config["amp"] and device.type == "cuda":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return nullcontext()
+    return precision.autocast(precision.resolve(config["train_precision"], device), device)
 
 
 @dataclass
@@ -245,8 +243,10 @@ def train(
                         "config": dict(config),
                     }
                 )
-            session.report(metrics, checkpoint)
-            remove(checkpoint)
+            try:
+                session.report(metrics, checkpoint)
+            finally:  # a temporary copy: the session keeps its own
+                remove(checkpoint)
 
     if selection.best_state is not None:
         encoder.load_state_dict(selection.best_state)
@@ -258,14 +258,26 @@ def train(
         "early_stopped": float(selection.should_stop),
         "train_seconds": timer.training_seconds,
         "sentences_per_second": timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
+        **objective.statistics(),
     }
 
 
 def _encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[str]], torch.Tensor]:
+    used = precision.resolve(config["eval_precision"], encoder.device)
+
     def encode(sentences: Sequence[str]) -> torch.Tensor:
-        return encoder.encode(sentences, batch_size=config["eval_batch_size"], max_length=config["eval_max_length"])
+        with precision.autocast(used, encoder.device):
+            return encoder.encode(sentences, batch_size=config["eval_batch_size"], max_length=config["eval_max_length"])
 
     return encode
+
+
+def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
+    """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
+    used = {"eval_precision": precision.resolve(config["eval_precision"], device)}
+    if "train_precision" in config:
+        used["train_precision"] = precision.resolve(config["train_precision"], device)
+    return used
 
 
 def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
@@ -325,7 +337,10 @@ def run_trial(overrides: Mapping[str, Any], reporter: TrialSession | Reporter | 
     final.update({f"test_{k}": v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
     final["test_seconds"] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
     final["wall_seconds"] = time.perf_counter() - started
+    final.update(_precisions_used(config, device))
     checkpoint = write_final_checkpoint(encoder, config, final, method.trains) if session.keeps_checkpoints else None
-    session.report(final, checkpoint)
-    remove(checkpoint)
+    try:
+        session.report(final, checkpoint)
+    finally:
+        remove(checkpoint)
     return final

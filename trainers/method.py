@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
 from trainers.encoder import SentenceEncoder, layers_problem, model_problem
-from trainers.knobs import KnobSet
+from trainers.knobs import Exchangeable, KnobSet
 
 Config = Mapping[str, Any]
 
@@ -62,6 +62,10 @@ class Objective(nn.Module):
         if absent or unexpected:
             raise ValueError(f"checkpoint does not fit the objective: missing {absent[:5]}, unexpected {unexpected[:5]}")
 
+    def statistics(self) -> dict[str, float]:
+        """Figures for the trial's final report beside the loop's (e.g. what shared frozen outputs saved)."""
+        return {}
+
 
 def corpus_examples(config: Config) -> list[str]:
     """Default training examples: the sentences of the ``train_corpus`` knob."""
@@ -102,7 +106,9 @@ class Method:
     the environment (a missing file, a hub that cannot be reached) before any
     trial starts. ``regime`` says, as warnings, where a config trained for
     ``steps`` steps leaves the paper's regime (SCT's instance queues that such a
-    run cannot fill).
+    run cannot fill). ``exchangeable`` lists knob pairs whose values can swap without changing the
+    experiment (what a spec's ``symmetric`` axes need). ``shared_outputs`` names
+    the frozen-model outputs a config shares across trials (None: none).
     """
 
     name: str
@@ -112,10 +118,17 @@ class Method:
     stages: Stages | None = None
     check: Callable[[Config], list[str]] = lambda config: []
     regime: Callable[[Config, int], list[str]] = lambda config, steps: []
+    exchangeable: tuple[Exchangeable, ...] = ()
+    shared_outputs: Callable[[Config], str | None] = lambda config: None
 
     @property
     def trains(self) -> bool:
         return self.stages is not None
+
+    @property
+    def seed_free(self) -> bool:
+        """A method that trains nothing evaluates a fixed model: every seed gives the same numbers."""
+        return not self.trains
 
     @property
     def all_knobs(self) -> KnobSet:

@@ -40,7 +40,7 @@ from trainers.augmentations import (
 )
 from trainers.data import hub_reachable
 from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Exchangeable, Knob, KnobSet
 from trainers.losses.contrastive import nt_xent
 from trainers.method import Config, Method, Objective, Stage
 
@@ -242,4 +242,11 @@ METHOD = Method(
     },
     stages=stages,
     check=check,
+    exchangeable=(
+        Exchangeable(
+            ("aug1", "aug2"),
+            "NT-Xent over the 2N views is symmetric in its two views and both views pass the same encoder, so "
+            "(T1, T2) and (T2, T1) differ only in which random draws each augmentation gets",
+        ),
+    ),
 )

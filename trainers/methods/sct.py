@@ -30,7 +30,11 @@ the text of each view (the plain sentence for embedding-layer views) and
 fills its own two queues; the student's pooled vector, mapped into the
 teacher's space (a Linear + tanh when the widths differ, as in the authors'
 code), is trained with ``distillation`` (L_CD, L_MSE, L_ConGen or L_CKD) plus
-L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT.
+L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT. The
+teacher is frozen and in eval mode, so its vector of a fixed text is computed
+once and shared across steps, epochs and the trials of a node
+(``share_frozen_outputs``, :mod:`trainers.frozen_outputs`); random rewrites
+(mlm, synonym) are encoded every time.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from torch import Tensor, nn
 from trainers.augmentations import AUGMENTATIONS, RATE_KNOBS, augmentation_rates, augmented_hidden_states
 from trainers.data import DataError, corpus_problem, load_corpus
 from trainers.encoder import POOLINGS, SentenceEncoder, masked_mean, model_problem
+from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, each_alone, model_key
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.distillation import DISTILLATION_LOSSES, cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
@@ -99,6 +104,12 @@ class Teacher(nn.Module):
         super().__init__()
         self.encoder = SentenceEncoder.from_pretrained(config["teacher"], config["teacher_pooling"])
         self.encoder.eval().requires_grad_(False)
+        self.shared = None
+        if config["share_frozen_outputs"]:
+            key = {"outputs": "sct-teacher", **model_key(self.encoder.model, self.encoder.tokenizer),
+                   "pooling": self.encoder.pooling, "layer": self.encoder.layer,
+                   "max_length": config["max_seq_length"], "normalized": True}
+            self.shared = FrozenOutputs.from_config(config, key)
         width = self.encoder.model.config.hidden_size
         same = width == student_width
         self.to_teacher = nn.Identity() if same else nn.Sequential(nn.Linear(student_width, width), nn.Tanh())
@@ -111,8 +122,17 @@ class Teacher(nn.Module):
         return self
 
     @torch.no_grad()
-    def vectors(self, texts: Sequence[str]) -> Tensor:
+    def compute_vectors(self, texts: Sequence[str]) -> Tensor:
         return F.normalize(self.encoder(self.encoder.tokenize(texts, self.max_length)), dim=1)
+
+    def vectors(self, texts: Sequence[str], fixed_texts: bool) -> Tensor:
+        """The teacher's vectors of ``texts``; shared across steps and trials when the texts are fixed
+        (not a random rewrite) and ``share_frozen_outputs`` is on."""
+        if not fixed_texts:
+            return self.compute_vectors(texts)
+        if self.shared is None:
+            return each_alone(self.compute_vectors, texts)
+        return self.shared.get(texts, self.compute_vectors, self.encoder.device)
 
     def loss(self, config: Config, student: tuple[Tensor, Tensor], teacher: tuple[Tensor, Tensor]) -> Tensor:
         online = tuple(F.normalize(self.to_teacher(z), dim=1) for z in student)
@@ -201,7 +221,7 @@ class SCTObjective(Objective):
                 with torch.no_grad():
                     reference.append(F.normalize(self._encode(self.reference, features, view, seed), dim=1))
             if self.teacher is not None:
-                teacher.append(self.teacher.vectors(texts))
+                teacher.append(self.teacher.vectors(texts, fixed_texts=view not in REWRITE_VIEWS))
         teacher_pair = (teacher[0], teacher[1]) if teacher else None
         self._pending = ((reference[0], reference[1]), teacher_pair)
         total = torch.zeros((), device=pooled[0].device)
@@ -237,6 +257,10 @@ class SCTObjective(Objective):
             shared = self.queue_list[0].extended(torch.cat(reference))
             return shared, shared
         return self.queue_list[0].extended(reference[0]), self.queue_list[1].extended(reference[1])
+
+    def statistics(self) -> dict[str, float]:
+        shared = self.teacher.shared if self.teacher is not None else None
+        return shared.statistics("frozen_outputs") if shared else {}
 
     @torch.no_grad()
     def after_step(self) -> None:
@@ -364,7 +388,8 @@ METHOD = Method(
             Knob("teacher_pooling", str, "mean", "How the teacher pools its token vectors.", choices=POOLINGS),
         )
     )
-    + RATE_KNOBS,
+    + RATE_KNOBS
+    + FROZEN_OUTPUT_KNOBS,
     defaults={
         "pooling": "mean",
         "batch_size": 128,
@@ -378,4 +403,7 @@ METHOD = Method(
     stages=single_stage(SCTObjective, sct_examples),
     check=sct_problems,
     regime=queue_fill_warnings,
+    shared_outputs=lambda config: (
+        "the teacher's vectors" if config["share_frozen_outputs"] and config["distillation"] != "none" else None
+    ),
 )

@@ -7,10 +7,11 @@ views (Section 3). After training only BERT_T is kept, and its [CLS] is the
 sentence vector. Defaults are the paper's (Table 8).
 
 BERT_F runs without dropout (the authors' code puts it in eval mode), so a
-sentence's views are a fixed function of the sentence: ``cache_views``
-computes them once per sentence and reuses them across steps, epochs and the
-trials of one worker process. It is off by default, so the default run does
-exactly what the paper describes.
+sentence's views are a fixed function of the sentence: with
+``share_frozen_outputs`` (on by default) they are computed once per sentence
+and shared across steps, epochs and the trials of a node
+(:mod:`trainers.frozen_outputs`), which gives the same numbers as computing
+them every step.
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ import torch
 from torch import Tensor, nn
 
 from trainers.encoder import SentenceEncoder, masked_max, masked_mean
+from trainers.frozen_outputs import FROZEN_OUTPUT_KNOBS, FrozenOutputs, each_alone, model_key
 from trainers.knobs import Knob, KnobSet
 from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
 from trainers.method import Config, Method, Objective, single_stage
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 VIEW_POOLINGS = {"max": masked_max, "mean": masked_mean}
-
-# (model, max length, view pooling, first layer) -> sentence -> views [l+1, d], per process.
-_VIEW_CACHE: dict[tuple, dict[str, Tensor]] = {}
 
 
 def projection_head(width: int, hidden: int) -> nn.Sequential:
@@ -57,8 +56,11 @@ class SelfGuidedObjective(Objective):
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
             )
-        key = (config["model"], self.max_length, self.view_pooling, self.first_layer)
-        self.cache = _VIEW_CACHE.setdefault(key, {}) if config["cache_views"] else None
+        self.shared = None
+        if config["share_frozen_outputs"]:
+            key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
+                   "view_pooling": self.view_pooling, "first_layer": self.first_layer}
+            self.shared = FrozenOutputs.from_config(config, key)
 
     def train(self, mode: bool = True) -> "SelfGuidedObjective":
         super().train(mode)
@@ -78,13 +80,12 @@ class SelfGuidedObjective(Objective):
         return torch.stack([pool(layer, mask) for layer in states[self.first_layer :]], dim=1)
 
     def views(self, sentences: Sequence[str]) -> Tensor:
-        if self.cache is None:
-            return self.compute_views(sentences)
-        missing = list(dict.fromkeys(s for s in sentences if s not in self.cache))
-        if missing:
-            for sentence, view in zip(missing, self.compute_views(missing).cpu()):
-                self.cache[sentence] = view
-        return torch.stack([self.cache[s] for s in sentences]).to(self.encoder.device)
+        if self.shared is None:
+            return each_alone(self.compute_views, sentences)
+        return self.shared.get(sentences, self.compute_views, self.encoder.device)
+
+    def statistics(self) -> dict[str, float]:
+        return self.shared.statistics("frozen_outputs") if self.shared else {}
 
     def loss(self, batch: Sequence[str]) -> Tensor:
         features = self.encoder.tokenize(batch, self.max_length)
@@ -117,10 +118,9 @@ METHOD = Method(
             Knob("projection_head", bool, True, "Pass c and h through the projection head f before the loss."),
             Knob("projection_hidden", int, 4096, "Width of both layers of f.", low=1),
             Knob("skip_first_layers", int, 0, "Drop views of layers 0..N-1 (the paper's SentEval variant).", low=0),
-            Knob("cache_views", bool, False, "Compute each sentence's views once and reuse them (exact, since "
-                 "BERT_F has no dropout); off = the paper's procedure."),
         )
-    ),
+    )
+    + FROZEN_OUTPUT_KNOBS,
     defaults={
         "pooling": "cls",
         "batch_size": 16,
@@ -133,4 +133,5 @@ METHOD = Method(
         "train_corpus": "stsb_sentences",
     },
     stages=single_stage(SelfGuidedObjective),
+    shared_outputs=lambda config: "BERT_F's views" if config["share_frozen_outputs"] else None,
 )

@@ -1,0 +1,55 @@
+"""eval_precision / train_precision: what 'auto' picks, that autocast really runs, and the record."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainers import precision
+from trainers.encoder import SentenceEncoder
+from trainers.knobs import ConfigError
+from trainers.loop import run_trial
+from trainers.registry import get_method
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_auto_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch, fast):
+    monkeypatch.setattr(precision, "cpu_runs_bf16_fast", lambda: fast)
+    assert precision.resolve("auto", CPU) == ("bf16" if fast else "fp32")
+    assert precision.resolve("fp32", CPU) == "fp32" and precision.resolve("bf16", CPU) == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: not fast)
+    assert precision.resolve("auto", torch.device("cuda")) == ("fp32" if fast else "bf16")
+
+
+def test_this_cpu_is_read_from_its_instruction_sets():
+    flags = open("/proc/cpuinfo").read().split() if __import__("os").path.exists("/proc/cpuinfo") else None
+    if flags is None:
+        pytest.skip("no /proc/cpuinfo")
+    assert precision.cpu_runs_bf16_fast() == bool({"amx_bf16", "amx_tile", "avx512_bf16"} & set(flags))
+
+
+def test_precision_knobs_are_validated():
+    with pytest.raises(ConfigError, match="eval_precision: expected one of"):
+        get_method("none").resolve({"eval_precision": "fp16"})
+    with pytest.raises(ConfigError, match="train_precision: expected one of"):
+        get_method("simcse").resolve({"train_precision": "half"})
+    assert "train_precision" not in get_method("none").resolve({})  # nothing to train
+
+
+@pytest.mark.parametrize("setting", ["fp32", "bf16"])
+def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_bert, use_tiny_sts, monkeypatch, setting):
+    seen = {"eval": set(), "train": set()}
+    forward = SentenceEncoder.forward
+
+    def recording(self, features, **kwargs):
+        seen["eval" if torch.is_inference_mode_enabled() else "train"].add(torch.is_autocast_enabled("cpu"))
+        return forward(self, features, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "forward", recording)
+    final = run_trial({"method": "simcse", "model": tiny_bert, "device": "cpu", "eval_precision": setting,
+                       "train_precision": setting, "batch_size": 8, "train_limit": 16, "max_steps": 2})
+    assert seen == {"eval": {setting == "bf16"}, "train": {setting == "bf16"}}
+    assert final["eval_precision"] == final["train_precision"] == setting
+
