@@ -123,7 +123,7 @@ The best-dev (STS-B) encoder of one trial of the sweep `{identity['sweep']}`
 - base model: `{config['model']}`{cut}
 - sentence vector: `{config['pooling']}` pooling{layer} (what the scores below used)
 
-## Scores (Spearman x 100 of cosine similarity; STS12-16 'all')
+## Scores (Spearman x 100 of cosine similarity; STS12-16 'all'; evaluation precision `{config.get('eval_precision', 'fp32')}`)
 
 | {' | '.join(names)} |
 |{'---|' * len(names)}

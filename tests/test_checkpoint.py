@@ -181,3 +181,16 @@ def test_restored_optimizer_takes_the_configs_learning_rate(tiny_bert, use_tiny_
         warnings.simplefilter("error")
         run_trial({**config, "learning_rate": 5e-4}, LocalSession(tmp_path, reports.append))
     assert [r["lr"] for r in reports[:-1]] == pytest.approx([5e-4] * 4)
+
+
+def test_a_trial_whose_last_checkpoint_is_its_end_reports_that_end_again(tiny_bert, use_tiny_sts, tmp_path):
+    """Ray may run a trial again after it saved its final checkpoint (a killed driver, a PBT exploit of a
+    trial that just finished): nothing is trained again, and the same end and encoder are reported."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 3}
+    first = run_trial(config, LocalSession(tmp_path / "a"))
+    again: list[dict] = []
+    final = run_trial(config, LocalSession(tmp_path / "a", again.append))
+    assert len(again) == 1 and final["resumed_from_step"] == 3
+    assert comparable(final) == comparable(first)
+    kept = sorted((tmp_path / "a").glob("checkpoint_*"))
+    assert (kept[-1] / "encoder").is_dir() and (kept[-1] / "trial.json").is_file()

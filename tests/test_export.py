@@ -50,7 +50,8 @@ def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tiny_be
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = spec_file(tmp_path, tiny_bert, "exports", rows=ROWS, seeds=[1])
-    run(SweepOptions(str(path), {}, tracking_uri=uri, storage=f"file://{tmp_path}/ray"))
+    # fp32 evaluation, as sentence-transformers encodes by default ('auto' takes bf16 on a CPU with AMX).
+    run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=uri, storage=f"file://{tmp_path}/ray"))
     assert {r["export"] for r in trial_rows("exports", uri)} == {"yes", "yes (untuned)"}
     for trial in child_runs(uri, "exports"):  # only the final checkpoint is left: the resume states are gone
         final = Path(trial.data.tags["sweep.checkpoint"])

@@ -133,19 +133,34 @@ def read_training_state(session: TrialSession) -> tuple[dict[str, Any], Path] | 
     return None
 
 
+def finished_trial(session: TrialSession) -> tuple[dict[str, Any], Path] | None:
+    """When the session's newest checkpoint is a trial's final one (its record and best encoder), that
+    record and a copy of the checkpoint: the trial has nothing left to train. This happens when Ray runs
+    a trial again after it saved its end (a driver killed at that moment), or when a PBT exploit copies
+    a trial that has just finished."""
+    for directory in session.checkpoints():
+        record = Path(directory) / TRIAL_RECORD
+        if not record.is_file():
+            return None
+        copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
+        shutil.copytree(directory, copy)
+        return json.loads(record.read_text(encoding="utf-8")), copy
+    return None
+
+
 def write_final_checkpoint(encoder, config: Mapping[str, Any], metrics: Mapping[str, Any], trained: bool) -> Path:
     """The trial's product: its best encoder (when it trained one) and its record."""
     directory = Path(tempfile.mkdtemp(prefix="trial-final-"))
     if trained:
         encoder.model.save_pretrained(directory / ENCODER_DIR)
         encoder.tokenizer.save_pretrained(directory / ENCODER_DIR)
-    record = {"config": dict(config), "metrics": {k: v for k, v in metrics.items() if _is_number(v)}, "trained": trained}
+    record = {"config": dict(config), "metrics": {k: v for k, v in metrics.items() if _is_scalar(v)}, "trained": trained}
     (directory / TRIAL_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
     return directory
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
 def remove(directory: Path | None) -> None:

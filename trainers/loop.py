@@ -26,6 +26,7 @@ from trainers import precision
 from trainers.checkpoint import (
     Reporter,
     TrialSession,
+    finished_trial,
     read_training_state,
     remove,
     rng_states,
@@ -323,6 +324,15 @@ def run_trial(overrides: Mapping[str, Any], reporter: TrialSession | Reporter | 
     session = reporter if isinstance(reporter, TrialSession) else TrialSession(reporter)
     method = get_method(overrides.get("method", "none"))
     config = method.resolve(overrides)
+    done = finished_trial(session)
+    if done is not None:  # report the end it saved again, with the same product
+        record, checkpoint = done
+        final = {**record["metrics"], "resumed_from_step": record["metrics"].get("steps", 0)}
+        try:
+            session.report(final, checkpoint)
+        finally:
+            remove(checkpoint.parent)
+        return final
     set_seed(config["seed"])
     device = pick_device(config["device"])
     encoder = SentenceEncoder.from_config(config).to(device)
