@@ -30,6 +30,9 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "1")
 # With one checkpoint kept per trial, Ray snapshots the experiment at each trial checkpoint, which is
 # what a resumed sweep needs; its warning that this happens often is then noise.
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+# Evaluations and the final report carry different metrics by design (dev scores, then test scores);
+# the spec's metric is validated by the sweep itself, so Ray need not demand it in every report.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
@@ -166,8 +169,11 @@ def _scheduler(spec: SweepSpec):
     mutations = options.pop("hyperparam_mutations")
     return tune.schedulers.PopulationBasedTraining(
         time_attr="training_iteration",
-        metric=spec.metric,
-        mode=spec.mode,
+        # The latest dev score, which only evaluations report: the final report (test metrics, the
+        # trial's product) is never a perturbation point, so a finished trial is never sent back.
+        metric="dev_spearman",
+        mode="max",
+        require_attrs=False,
         hyperparam_mutations={k: v if isinstance(v, list) else tune_domain(v) for k, v in mutations.items()},
         custom_explore_fn=lambda config: _within_ranges(config, mutations),
         **options,
