@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import ttest_ind
+from scipy.stats import ttest_1samp, ttest_ind
 
 from reports.lines import latest_finished, with_lines
 
@@ -28,12 +28,20 @@ WHY = ("unequal variances allowed; valid with a handful of seeds, where rank tes
        "see docs/significance.md")
 
 
-def welch_p(values: Sequence[float], reference: Sequence[float]) -> float:
+def welch_p(values: Sequence[float], reference: Sequence[float], reference_exact: bool = False) -> float:
     """Two-sided p-value of Welch's t-test; NaN when either side has fewer than 2 seeds.
 
+    A seed-free reference (``reference_exact``: one run of a configuration that no seed changes) is
+    a known constant, not a sample: the row is then tested against it with a one-sample t-test.
     When both sides have no spread at all the t statistic is undefined: equal means give p = 1
     (nothing differs), different means NaN (no test is possible)."""
     a, b = np.asarray(values, dtype=float), np.asarray(reference, dtype=float)
+    if reference_exact and len(a) >= 2 and len(b) == 1:
+        if np.ptp(a) == 0:
+            return 1.0 if a[0] == b[0] else math.nan
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return float(ttest_1samp(a, b[0]).pvalue)
     if len(a) < 2 or len(b) < 2:
         return math.nan
     if np.ptp(a) == 0 and np.ptp(b) == 0:
@@ -60,7 +68,7 @@ def note(metric: str, reference: str, tested: bool) -> str:
     if not tested:
         return "significance: one seed per row, so no test was possible (p needs >= 2 seeds per row)"
     return (f"p: {TEST_NAME} of {metric} against {reference!r} over seeds, * = significant at "
-            f"{ALPHA:.0%} ({WHY})")
+            f"{ALPHA:.0%} ({WHY}; against a seed-free reference, a one-sample t-test against its exact value)")
 
 
 def add_p_values(frame: pd.DataFrame, metric: str = "test_avg_spearman") -> pd.DataFrame:

@@ -413,10 +413,12 @@ def add_significance(table: Table, column: str | None = None, reference: str | N
     column = column or ("Avg" if "Avg" in table.columns else table.columns[0])
     reference = reference if reference is not None else table.lines[0].label
     base = next(line for line in table.lines if line.label == str(reference)).cells[column]
-    tested = base.n >= 2 and any(line.cells[column].n >= 2 for line in table.lines if line.label != str(reference))
+    exact = base.seed_free and base.n == 1  # a known constant: no seeds needed on its side
+    tested = (base.n >= 2 or exact) and any(line.cells[column].n >= 2 for line in table.lines
+                                            if line.label != str(reference))
     if tested:
         table.p_reference = str(reference)
-        table.p_values = {line.label: welch_p(line.cells[column].values, base.values)
+        table.p_values = {line.label: welch_p(line.cells[column].values, base.values, exact)
                           for line in table.lines if line.label != str(reference)}
     if tested or any(line.cells[column].n for line in table.lines):
         table.notes.append(significance_note(column, str(reference), tested))

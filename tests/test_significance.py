@@ -89,3 +89,11 @@ def test_sampled_trials_are_lines_sorted_by_the_metric():
     assert [line.label for line in table.lines] == [f"{r} [{axes[r]}]" for r in ("b", "c", "a")]
     assert table.best_line("Dev") == 0
     assert "**70.00 (1)**" in to_markdown(table)
+
+
+def test_a_seed_free_reference_is_an_exact_value_tested_with_one_sample():
+    """Seeds 1, 2, 3 against the constant 2.5: t = (2 - 2.5) / (1 / sqrt 3); with 2 degrees of freedom the
+    two-sided p has the closed form 1 - |t| / sqrt(t^2 + 2)."""
+    t = -0.5 * math.sqrt(3)
+    assert welch_p([1.0, 2.0, 3.0], [2.5], reference_exact=True) == pytest.approx(1 - abs(t) / math.sqrt(t * t + 2))
+    assert math.isnan(welch_p([1.0, 2.0, 3.0], [2.5]))  # without the flag one value is no sample

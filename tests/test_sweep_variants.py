@@ -62,7 +62,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     parents = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'parent'")
     children = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
     assert len(parents) == 2 and len({p.data.tags["sweep.spec_hash"] for p in parents}) == 2
-    assert len(children) == 8 and len({c.data.tags["sweep.trial_id"] for c in children}) == 8
+    # Per variant: the untuned row once (seed-free) and simcse for each of its 2 seeds.
+    assert len(children) == 6 and len({c.data.tags["sweep.trial_id"] for c in children}) == 6
     for child in children:  # each trial trained and logged its final test exactly once
         assert len(client.get_metric_history(child.info.run_id, "test_avg_spearman")) == 1
     folders = sorted(f.name for f in storage.iterdir())
@@ -70,7 +71,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
 
     # The summary: a line per row with its seeds, and the next steps with the real names.
-    assert "| untuned | 2 | 0 |" in first_out and "| simcse | 2 | 0 |" in first_out
+    # The untuned row is seed-free: one run stands for both seeds.
+    assert "| untuned | 1 | 0 |" in first_out and "| simcse | 2 | 0 |" in first_out
     assert "python -m sweep status variants" in first_out
     assert "python -m reports.tables --sweep variants" in first_out
     assert f"#/experiments/{experiment.experiment_id}/runs?searchFilter=" in first_out
@@ -79,7 +81,7 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     first_hash = next(f.split("-", 1)[1] for f in folders if '"learning_rate"' not in (storage / f / "sweep.json").read_text())
     parent = next(p for p in parents if p.data.tags["sweep.spec_hash"] == first_hash)
     own = [c for c in children if c.data.tags["mlflow.parentRunId"] == parent.info.run_id]
-    assert parent.data.metrics["trials_finished"] == 4 and parent.data.metrics["trials_failed"] == 0
+    assert parent.data.metrics["trials_finished"] == 3 and parent.data.metrics["trials_failed"] == 0
     best = max(own, key=lambda c: c.data.metrics["best_dev_spearman"])
     assert parent.data.metrics["best_trial_best_dev_spearman"] == best.data.metrics["best_dev_spearman"]
     assert parent.data.metrics["best_trial_test_avg_spearman"] == best.data.metrics["test_avg_spearman"]
@@ -91,7 +93,7 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     summary_csv = Path(client.download_artifacts(parent.info.run_id, "summary.csv", str(tmp_path)))
     lines = summary_csv.read_text().splitlines()
     untuned = [c.data.metrics["test_avg_spearman"] for c in own if c.data.tags["sweep.row"] == "untuned"]
-    assert lines[1].startswith("untuned,2,0,") and f"{statistics.mean(untuned)}" in lines[1]
+    assert lines[1].startswith("untuned,1,0,") and f"{statistics.mean(untuned)}" in lines[1]
     resolved = yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))).read_text())
     assert resolved["spec_hash"] == first_hash and resolved["seeds"] == [1, 2]
     # MLflow's own columns: source, version (commit) and user on every run; the spec file relative where it can be.
@@ -100,10 +102,10 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
 
     # One variant by NAME-HASH (a hash prefix is enough): its status, and a resume that has nothing to run.
     assert main(["status", f"variants-{first_hash[:6]}", "--tracking-uri", uri]) == 0
-    assert capsys.readouterr().out.count("FINISHED") == 4
+    assert capsys.readouterr().out.count("FINISHED") == 3
     assert main(["resume", f"variants-{first_hash[:6]}", "--storage", str(storage)]) == 0
     assert "| simcse | 2 | 0 |" in capsys.readouterr().out
-    assert len(client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")) == 8
+    assert len(client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")) == 6
 
     # Refusals (exit 2) leave the stores exactly as they were.
     stores = digest([tmp_path / "mlflow.db", storage])
