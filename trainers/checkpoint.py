@@ -112,8 +112,8 @@ def write_training_state(state: Mapping[str, Any]) -> Path:
     return directory
 
 
-def read_training_state(session: TrialSession) -> tuple[dict[str, Any], Path] | None:
-    """The newest readable training state of ``session`` and its directory, or None.
+def read_training_state(session: TrialSession) -> dict[str, Any] | None:
+    """The newest readable training state of ``session``, or None.
 
     An unreadable checkpoint (truncated, partial, from another version) is
     skipped with a :class:`CheckpointWarning` that names it; with none left,
@@ -126,7 +126,7 @@ def read_training_state(session: TrialSession) -> tuple[dict[str, Any], Path] | 
                 warnings.warn(f"checkpoint {directory} has no {TRAINING_STATE}; it is skipped", CheckpointWarning)
             continue
         try:
-            return torch.load(path, map_location="cpu", weights_only=False), Path(directory)
+            return torch.load(path, map_location="cpu", weights_only=False)
         except Exception as error:  # any unreadable file: fall back, never crash the sweep
             warnings.warn(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
                           "falling back to an older checkpoint or a fresh start", CheckpointWarning)

@@ -291,8 +291,7 @@ def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evalu
     """Run the method's stages in turn on ``encoder``, from the session's newest readable checkpoint if
     it has one: earlier stages are then done, and the checkpoint's stage continues where it stopped."""
     stages = method.stages(config)
-    restored = read_training_state(session)
-    resume, _ = restored if restored else (None, None)
+    resume = read_training_state(session)
     first = resume["position"]["stage"] if resume else 0
     position = _Position(stage=first)
     final: dict[str, Any] = {}
