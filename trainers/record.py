@@ -1,0 +1,270 @@
+"""The record of a trial: every name its MLflow runs are made of, and its checkpoint layout.
+
+This is the one place where these names are written as literals. The loop
+reports metrics under :class:`Metric` names, the tracker turns them into MLflow
+metrics and :class:`Tag` tags on a trial's child run and the sweep's parent run
+(:class:`Summary`), and exports, ``sweep status``, ``reports.collect``, the
+end-of-sweep summary and the tables read them back by the same names.
+
+A checkpoint is a directory in one of two layouts (:mod:`trainers.checkpoint`
+writes and reads them):
+
+- while a trial trains, ``training_state.pt``: a :class:`TrainingState`;
+- when it has ended, ``encoder/`` (the best-dev encoder as a Hugging Face
+  folder; absent for a method that trains nothing) and ``trial.json``: a
+  :class:`FinalRecord`.
+
+Importing this module imports neither torch nor Ray (reports read the names).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+TAG_PREFIX = "sweep."
+
+
+class Tag:
+    """MLflow tag names of a sweep's runs (``sweep.*``), and MLflow's own that the sweep sets."""
+
+    # On every run of a sweep (parent and trials).
+    ROLE = "sweep.role"  # "parent" or "trial"
+    NAME = "sweep.name"
+    SPEC_FILE = "sweep.spec_file"
+    SPEC_HASH = "sweep.spec_hash"
+    BUDGET = "sweep.budget"
+    GIT_COMMIT = "sweep.git_commit"
+    SAMPLED_AXES = "sweep.sampled_axes"
+    METRIC = "sweep.metric"  # "<metric> <mode>": what ranks the trials
+    # A trial's identity.
+    ROW = "sweep.row"
+    SEED = "sweep.seed"
+    SEEDS = "sweep.seeds"  # a seed-free trial: every seed its one run stands for
+    METHOD = "sweep.method"
+    TRIAL_ID = "sweep.trial_id"
+    AXES = "sweep.axes"  # "knob=value, ..." of the grid and sampled axes
+    # Where and how a trial ran.
+    NODE_ID = "sweep.node_id"
+    WORKER_PID = "sweep.worker_pid"
+    RESTORED_FROM = "sweep.restored_from"
+    SHARED_FROZEN_OUTPUTS = "sweep.shared_frozen_outputs"
+    EVAL_PRECISION = "sweep.eval_precision"
+    TRAIN_PRECISION = "sweep.train_precision"
+    # How a trial ended, and what it kept.
+    ERROR = "sweep.error"
+    FAILURES = "sweep.failures"
+    STOPPED_BY_SCHEDULER = "sweep.stopped_by_scheduler"
+    CHECKPOINT = "sweep.checkpoint"  # path or URI of its last checkpoint
+    CHECKPOINT_STEP = "sweep.checkpoint_step"
+    MODEL = "sweep.model"  # "kept", "deleted" or "untrained" (keep_models)
+    MODEL_URI = "sweep.model_uri"  # the MLflow model logged from it
+    # On the parent run.
+    OPTIONS = "sweep.options"
+    FAILED_TRIALS = "sweep.failed_trials"
+    BEST_ROW = "sweep.best_row"
+    BEST_SEED = "sweep.best_seed"
+    BEST_AXES = "sweep.best_axes"
+    BEST_RUN_ID = "sweep.best_run_id"
+    # MLflow's own.
+    PARENT_RUN_ID = "mlflow.parentRunId"
+    RUN_NAME = "mlflow.runName"
+    SOURCE_NAME = "mlflow.source.name"
+    SOURCE_TYPE = "mlflow.source.type"
+    SOURCE_GIT_COMMIT = "mlflow.source.git.commit"
+    USER = "mlflow.user"
+    NOTE = "mlflow.note.content"
+    EXPERIMENT_KIND = "mlflow.experimentKind"
+    """MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training."""
+
+    @staticmethod
+    def spec(key: str) -> str:
+        """A spec's own tag (``tags: {paper: sg-bert}`` -> ``spec.paper``)."""
+        return f"spec.{key}"
+
+
+class Role:
+    PARENT = "parent"
+    TRIAL = "trial"
+
+
+class ModelState:
+    """Values of :attr:`Tag.MODEL`."""
+
+    KEPT = "kept"
+    DELETED = "deleted"
+    UNTRAINED = "untrained"
+
+
+TRIAL_FILTER = f"tags.`{Tag.ROLE}` = '{Role.TRIAL}'"
+"""MLflow search filter for a sweep's trial runs."""
+PARENT_FILTER = f"tags.`{Tag.ROLE}` = '{Role.PARENT}'"
+
+
+class Metric:
+    """Metric names a trial reports: at each evaluation (progress), then once at its end (final)."""
+
+    # Progress, at every evaluation of STS-B dev (MLflow step = training step).
+    STEP = "step"
+    LOSS = "loss"
+    LR = "lr"
+    DEV = "dev_spearman"
+    BEST_DEV = "best_dev_spearman"  # also final: the one metric every report carries
+    STAGE = "stage"  # methods with several training stages
+    # Final.
+    BEST_STEP = "best_step"
+    STEPS = "steps"
+    EARLY_STOPPED = "early_stopped"
+    TRAIN_SECONDS = "train_seconds"
+    TEST_SECONDS = "test_seconds"
+    WALL_SECONDS = "wall_seconds"
+    SENTENCES_PER_SECOND = "sentences_per_second"
+    RESUMED_FROM_STEP = "resumed_from_step"
+    TEST_PREFIX = "test_"
+    TEST_AVG = "test_avg_spearman"
+    FROZEN_OUTPUTS = "frozen_outputs"  # prefix of <name>_computed and <name>_reused
+    FROZEN_OUTPUTS_COMPUTED = "frozen_outputs_computed"
+    FROZEN_OUTPUTS_REUSED = "frozen_outputs_reused"
+
+    @staticmethod
+    def test(name: str) -> str:
+        """A final test metric from the evaluator's own name (``stsb_spearman`` -> ``test_stsb_spearman``)."""
+        return f"test_{name}"
+
+    @staticmethod
+    def test_set(dataset: str, statistic: str = "spearman") -> str:
+        return f"test_{dataset}_{statistic}"
+
+    @staticmethod
+    def is_final(metrics: Mapping[str, Any]) -> bool:
+        """Whether a report is a trial's final one (its test metrics), not an evaluation."""
+        return Metric.TEST_AVG in metrics
+
+
+PROGRESS_METRICS = (Metric.LOSS, Metric.LR, Metric.DEV, Metric.BEST_DEV)
+SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
+"""A spec's ``metric`` is one of these or a ``test_*`` metric."""
+
+
+class Report:
+    """Keys a trial sends with its reports that are not metrics: where it ran and what it ran with."""
+
+    NODE_ID = "node_id"
+    WORKER_PID = "worker_pid"
+    RESTORED_FROM = "restored_from"
+    EVAL_PRECISION = "eval_precision"
+    TRAIN_PRECISION = "train_precision"
+    CONFIG = "trial_config"  # the resolved config the trial ran: sent once, logged as the run's params
+
+    WORKER = (NODE_ID, WORKER_PID, RESTORED_FROM)
+    PRECISIONS = (EVAL_PRECISION, TRAIN_PRECISION)
+    TAGS = {
+        NODE_ID: Tag.NODE_ID, WORKER_PID: Tag.WORKER_PID, RESTORED_FROM: Tag.RESTORED_FROM,
+        EVAL_PRECISION: Tag.EVAL_PRECISION, TRAIN_PRECISION: Tag.TRAIN_PRECISION,
+    }
+    """Report key -> the trial run's tag it is logged as."""
+
+
+class Summary:
+    """Names on a sweep variant's parent run when the sweep ends."""
+
+    TRIALS_FINISHED = "trials_finished"
+    TRIALS_FAILED = "trials_failed"
+    SPEC = "spec.yaml"
+    MARKDOWN = "summary.md"
+    CSV = "summary.csv"
+    PLOTS = "plots"
+
+    @staticmethod
+    def best_trial(metric: str) -> str:
+        return f"best_trial_{metric}"
+
+
+# ---------------------------------------------------------------- checkpoint layout
+
+TRAINING_STATE = "training_state.pt"
+ENCODER_DIR = "encoder"
+FINAL_RECORD = "trial.json"
+ENCODER_PREFIX = "encoder."
+"""State-dict prefix of the encoder inside an objective's state."""
+
+
+@dataclass
+class SelectionState:
+    """Model selection on STS-B dev: the best score so far, its step, and its weights (None when they
+    are the current weights of the encoder, so a checkpoint does not hold them twice)."""
+
+    best_score: float
+    best_step: int
+    evaluations_without_gain: int
+    best_state: dict[str, Any] | None
+
+
+@dataclass
+class TrainingState:
+    """Everything :func:`trainers.loop.train` needs to continue a stage exactly where it stopped."""
+
+    objective: dict[str, Any]  # the objective's trained state (encoder, heads, queues, ...)
+    optimizer: dict[str, Any]
+    schedule: dict[str, Any]
+    generator: Any  # the batch order's torch.Generator state
+    selection: SelectionState
+    timer: dict[str, Any]
+    position: dict[str, Any]  # stage, step, stage step, evaluations, the epoch's batches and where in it
+    rng: dict[str, Any]  # Python, NumPy, torch (and CUDA) RNG states
+    config: dict[str, Any]  # the resolved config of the trial
+
+    @property
+    def stage(self) -> int:
+        return self.position["stage"]
+
+    @property
+    def step(self) -> int:
+        return self.position["step"]
+
+    def best_encoder_state(self) -> dict[str, Any]:
+        """The best-dev encoder weights: the selection's copy, or the current ones when they are the best."""
+        if self.selection.best_state is not None:
+            return self.selection.best_state
+        return {k[len(ENCODER_PREFIX):]: v for k, v in self.objective.items() if k.startswith(ENCODER_PREFIX)}
+
+    def write(self, directory: Path) -> None:
+        import torch
+
+        state = asdict(self)
+        torch.save(state, Path(directory) / TRAINING_STATE)
+
+    @classmethod
+    def read(cls, directory: Path) -> TrainingState:
+        """Raises whatever torch raises for an unreadable file (the caller falls back)."""
+        import torch
+
+        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=False)
+        return cls(**{**state, "selection": SelectionState(**state["selection"])})
+
+
+@dataclass
+class FinalRecord:
+    """A finished trial's ``trial.json``: its resolved config, final metrics, and whether it trained
+    (an untuned trial saves no encoder; its config loads it again)."""
+
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    trained: bool
+    identity: dict[str, Any] = field(default_factory=dict)  # exports: sweep, row, seed, trial, spec, commit
+
+    def write(self, directory: Path) -> None:
+        record = asdict(self)
+        if not self.identity:
+            record.pop("identity")
+        (Path(directory) / FINAL_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def read(cls, directory: Path) -> FinalRecord:
+        return cls(**json.loads((Path(directory) / FINAL_RECORD).read_text(encoding="utf-8")))
+
+    @staticmethod
+    def exists(directory: Path) -> bool:
+        return (Path(directory) / FINAL_RECORD).is_file()
