@@ -23,11 +23,12 @@ import torch
 
 from benchmarks.results_file import write_section
 from benchmarks.step_time import loop_step_seconds
-from sweep.models import save_sentence_transformer
+from sweep.export import save_sentence_transformer
 from trainers.checkpoint import rng_states, write_training_state
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder
 from trainers.loop import make_optimizer, make_schedule, total_steps
+from trainers.record import SelectionState, TrainingState
 from trainers.registry import get_method
 
 METHODS = {"SG-OPT": "sg", "ConSERT": "consert", "SCT": "sct"}
@@ -51,17 +52,17 @@ def trained_state(method: str) -> tuple[dict, dict]:
     schedule.step()
     objective.after_step()
     encoder_state = {k: v.detach().clone() for k, v in objective.encoder.state_dict().items()}
-    state = {
-        "objective": objective.trained_state(), "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
-        "generator": torch.Generator().get_state(), "rng": rng_states(), "config": dict(config),
+    state = TrainingState(
+        objective=objective.trained_state(), optimizer=optimizer.state_dict(), schedule=schedule.state_dict(),
+        generator=torch.Generator().get_state(), rng=rng_states(), config=dict(config),
         # The worst case: the best state is an earlier one, stored beside the current weights.
-        "selection": {"best_score": 0.0, "best_step": 1, "evaluations_without_gain": 1, "best_state": encoder_state},
-        "timer": {"training_seconds": 0.0, "examples": 0}, "position": {"stage": 0, "step": 2},
-    }
+        selection=SelectionState(best_score=0.0, best_step=1, evaluations_without_gain=1, best_state=encoder_state),
+        timer={"training_seconds": 0.0, "examples": 0}, position={"stage": 0, "step": 2},
+    )
     return config, {"state": state, "encoder": objective.encoder}
 
 
-def save_seconds(state: dict, storage: Path) -> tuple[float, int]:
+def save_seconds(state: TrainingState, storage: Path) -> tuple[float, int]:
     started = time.perf_counter()
     directory = write_training_state(state)
     shutil.copytree(directory, storage)  # what Ray's tune.report does with it on local storage

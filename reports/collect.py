@@ -25,7 +25,9 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from reports.significance import add_p_values
 from sweep.status import read_client
-from sweep.tracking import DEFAULT_TRACKING_URI, TAG
+from trainers.record import DEFAULT_TRACKING_URI
+
+TAG = "sweep."  # TEMP until the reports branch lands
 from sweep.variants import UsageError
 from trainers.registry import METHODS
 

@@ -32,7 +32,7 @@ from mlflow import MlflowClient  # noqa: E402
 from reports.collect import DEFAULT_OUT  # noqa: E402
 from reports.tables import DASH, NotCollected, Table, build_tables_for_cli, load_table_specs, sweep_variants  # noqa: E402
 from sweep.engine import absolute_tracking_uri  # noqa: E402
-from sweep.tracking import DEFAULT_TRACKING_URI  # noqa: E402
+from trainers.record import DEFAULT_TRACKING_URI  # noqa: E402
 
 PAPER_COLOUR = "tab:red"
 

@@ -29,7 +29,11 @@ from reports.significance import p_text
 from reports.tables import Table, cell_text, sweep_table
 from sweep.spec import SweepSpec
 from sweep.status import choose_parent, read_client
-from sweep.tracking import EXPERIMENT_KIND, TAG, TRIAL_FILTER, runs_view_url
+from sweep.tracking import runs_view_url
+from trainers.record import TRIAL_FILTER, Tag
+
+EXPERIMENT_KIND = Tag.EXPERIMENT_KIND  # TEMP
+TAG = "sweep."  # TEMP
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 TOP_SAMPLED = 5

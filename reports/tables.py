@@ -33,7 +33,7 @@ import pandas as pd
 from reports.collect import DEFAULT_OUT, IDENTITY
 from reports.lines import latest_finished, with_lines
 from reports.significance import is_significant, note as significance_note, p_text, welch_p
-from sweep.spec import read_yaml
+from sweep.spec_yaml import read_yaml
 from trainers.registry import get_method
 
 HERE = Path(__file__).resolve().parent

@@ -7,10 +7,10 @@ import sys
 from typing import Sequence
 
 from sweep.budget import BUDGETS
-from sweep.models import ExportError, disk_estimate
-from sweep.spec import SpecError, parse_override, row_method, trial_config
-from sweep.tracking import DEFAULT_TRACKING_URI
+from sweep.spec import SpecError, SweepSpec
+from sweep.spec_yaml import parse_override
 from sweep.variants import UsageError
+from trainers.record import DEFAULT_TRACKING_URI
 
 
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,67 +83,6 @@ def _options(args: argparse.Namespace):
     )
 
 
-def _warn(spec) -> None:
-    """Plan-time warnings: a budget that leaves a method outside its paper's regime (not a refusal)."""
-    from sweep.regime import regime_warnings
-
-    for warning in regime_warnings(spec):
-        print(f"warning: {warning}", file=sys.stderr)
-
-
-def print_plan(args: argparse.Namespace) -> None:
-    spec = _options(args).load()
-    _warn(spec)
-    varied = list(spec.grid) + list(spec.sample)
-    print(f"{spec.name}: {spec.description}".rstrip(": "))
-    print(f"method {spec.method}; budget {spec.budget.name if spec.budget else 'none'}; spec hash {spec.spec_hash}")
-    width = max([len(row.name) for row in spec.rows] + [3]) + 2
-    header = f"{'row':<{width}}{'method':<9}{'seeds':<24}" + "".join(f"{k:<16}" for k in varied)
-    print(header)
-    for row in spec.rows:
-        seeds = ",".join(map(str, spec.seeds))
-        seeds = f"{spec.seeds[0]} (runs once)" if spec.seed_free(row) and len(spec.seeds) > 1 else seeds
-        for axes in spec.grid_points():
-            config = trial_config(spec, row.name, spec.seeds[0], axes)
-            cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
-            mirror = f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run" if spec.is_mirror(axes) else ""
-            print(f"{row.name:<{width}}{config['method']:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
-    print(disk_estimate(spec))
-    print(
-        f"grid: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
-        f" x {spec.num_samples} samples = {spec.trial_count} trials"
-    )
-    for line in _savings(spec):
-        print(line)
-    print(f"{spec.trial_count} trials in the grid, {spec.trials_to_run} trials to run")
-
-
-def _savings(spec) -> list[str]:
-    """What runs once and what is shared, in words."""
-    lines = []
-    once = [row.name for row in spec.rows if spec.seed_free(row)]
-    if once and len(spec.seeds) > 1:
-        lines.append(f"runs once: {', '.join(repr(n) for n in once)} train nothing, so every seed gives the same "
-                     f"numbers: one MLflow run each, tagged sweep.seeds={','.join(map(str, spec.seeds))}")
-    if spec.symmetric:
-        first, second = spec.symmetric
-        mirrors = sum(spec.is_mirror(axes) for axes in spec.grid_points())
-        reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable if set(p.knobs) == {first, second}}
-        lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
-                     f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
-    shared = {}
-    for row in spec.rows:
-        config = trial_config(spec, row.name, spec.seeds[0], next(spec.grid_points()))
-        what = row_method(spec, row).shared_outputs(config)
-        if what:
-            shared.setdefault(what, []).append(row.name)
-    for what, rows in shared.items():
-        names = "every row" if len(rows) == len(spec.rows) else ", ".join(repr(n) for n in rows)
-        lines.append(f"shared: {what} ({names}) are computed once per input text on each node and shared by its "
-                     "trials (share_frozen_outputs; the same numbers as computing them every step)")
-    return lines
-
-
 def print_knobs(method_name: str) -> None:
     from trainers.registry import get_method
 
@@ -151,7 +90,7 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
-def _summarise(results, options) -> int:
+def _summarise(results, spec: SweepSpec, options) -> int:
     """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
     failed (the others still finished)."""
     from reports.summary import finish_sweep
@@ -161,7 +100,7 @@ def _summarise(results, options) -> int:
     for result in failed:
         print(f"  failed: {result.config.get('row', '')!r} seed {result.config.get('seed')}: {type(result.error).__name__}")
     print()
-    print(finish_sweep(options.load(), options.tracking_uri), end="")
+    print(finish_sweep(spec, options.tracking_uri), end="")
     return 1 if failed else 0
 
 
@@ -169,7 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "plan":
-            print_plan(args)
+            from sweep.plan import print_plan
+
+            print_plan(_options(args).load())
         elif args.command == "knobs":
             print_knobs(args.method)
         elif args.command == "status":
@@ -179,9 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "run":
             from sweep.engine import run
 
+            from sweep.plan import warn
+
             options = _options(args)
-            _warn(options.load())
-            return _summarise(run(options), options)
+            spec = options.load()
+            warn(spec)
+            return _summarise(run(options, spec), spec, options)
         elif args.command == "export":
             from sweep.status import export
 
@@ -190,8 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.engine import resume_options, run
 
             options = resume_options(args.name, args.storage, args.address)
-            return _summarise(run(options), options)
-    except (SpecError, UsageError, ExportError) as error:
+            spec = options.load()
+            return _summarise(run(options, spec), spec, options)
+    except (SpecError, UsageError) as error:
         print(error, file=sys.stderr)
         return 2
     except KeyError as error:

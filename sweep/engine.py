@@ -2,9 +2,11 @@
 
 The Tune param space has one grid axis over the trials that run (rows x
 seeds x grid points, a seed-free row once, mirror cells of symmetric axes left
-out) beside the spec's sampled axes. Each trial resolves its config with
-:func:`sweep.spec.trial_config` and runs :func:`trainers.loop.run_trial` in a
-:class:`RaySession`: metrics and checkpoints go to ``tune.report``, and a
+out) beside the spec's sampled axes. Each trial's config was resolved when the
+spec was loaded (:meth:`sweep.spec.SweepSpec.config_of` looks it up, and
+resolves it again only with values Tune chose: sampled axes, PBT mutations);
+the tracker logs it and the worker runs it as it is with
+:func:`trainers.loop.run_trial` in a :class:`RaySession`: metrics and checkpoints go to ``tune.report``, and a
 trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
 continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
 holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
@@ -38,11 +40,12 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from sweep.budget import BUDGETS  # noqa: E402
-from sweep.models import finish_models  # noqa: E402
-from sweep.spec import POINT, SweepSpec, load_spec, trial_config  # noqa: E402
-from sweep.tracking import DEFAULT_TRACKING_URI, TAG, MLflowTracker  # noqa: E402
+from sweep.retention import finish_models  # noqa: E402
+from sweep.spec import POINT, SweepSpec, load_spec  # noqa: E402
+from sweep.tracking import MLflowTracker  # noqa: E402
 from sweep.variants import SWEEP_RECORD, UsageError, choose_variant, describe_options, variant_folder  # noqa: E402
 from trainers.checkpoint import TrialSession  # noqa: E402
+from trainers.record import DEFAULT_TRACKING_URI, Metric, Report, Tag  # noqa: E402
 
 DEFAULT_STORAGE = "ray_results"
 # Environment that trial workers must see as the driver does (data and model locations).
@@ -120,9 +123,8 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
         return
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
-    worker = {"node_id": ray.get_runtime_context().get_node_id(), "worker_pid": os.getpid()}
-    params = spec.trial_params(params)
-    run_trial(trial_config(spec, params["row"], params["seed"], params), RaySession(worker))
+    worker = {Report.NODE_ID: ray.get_runtime_context().get_node_id(), Report.WORKER_PID: os.getpid()}
+    run_trial(spec.config_of(params), RaySession(worker))
 
 
 def tune_domain(axis: Mapping[str, Any]):
@@ -143,10 +145,12 @@ class _PointValue:
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    """One grid axis over the trials that run (:meth:`SweepSpec.trial_points`: seed-free rows once,
-    mirror cells of symmetric axes left out); ``row``, ``seed`` and each grid axis are read from the
-    picked point, so a trial's config has them as keys of their own."""
-    points = tuple(point.params() for point in spec.trial_points())
+    """One grid axis over the trials that run (:attr:`SweepSpec.trials`: seed-free rows once, mirror
+    cells of symmetric axes left out); ``row``, ``seed`` and each grid axis are read from the picked
+    point, so a trial's config has them as keys of their own. Its resolved config is not part of it:
+    Ray restores a sweep's ``sample_from`` values as placeholders, so the worker and the tracker read it
+    with :meth:`SweepSpec.config_of` from the trial's point."""
+    points = tuple(trial.point.params() for trial in spec.trials)
     space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
     space.update({key: tune.sample_from(_PointValue(points, key)) for key in points[0]})
     space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
@@ -171,7 +175,7 @@ def _scheduler(spec: SweepSpec):
         time_attr="training_iteration",
         # The latest dev score, which only evaluations report: the final report (test metrics, the
         # trial's product) is never a perturbation point, so a finished trial is never sent back.
-        metric="dev_spearman",
+        metric=Metric.DEV,
         mode="max",
         require_attrs=False,
         hyperparam_mutations={k: v if isinstance(v, list) else tune_domain(v) for k, v in mutations.items()},
@@ -193,7 +197,7 @@ def _progress_reporter(spec: SweepSpec):
     axes = [*spec.grid, *spec.sample]
     return tune.CLIReporter(
         parameter_columns={"row": "row", "seed": "seed", **{axis: axis for axis in axes}},
-        metric_columns={"step": "step", "dev_spearman": "dev", "best_dev_spearman": "best dev"},
+        metric_columns={Metric.STEP: "step", Metric.DEV: "dev", Metric.BEST_DEV: "best dev"},
         max_report_frequency=10,
         # Row names are the papers' row labels (e.g. "Cross-view -> Identical-view"): show them whole.
         max_column_length=max([20, *(len(row.name) for row in spec.rows)]),
@@ -229,15 +233,16 @@ def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None
     (Path(experiment_dir) / SWEEP_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
 
 
-def run(options: SweepOptions) -> tune.ResultGrid:
-    """Start the sweep, or finish it if its Ray state already exists."""
-    spec = options.load()  # validate everything before Ray starts
+def run(options: SweepOptions, spec: SweepSpec | None = None) -> tune.ResultGrid:
+    """Start the sweep, or finish it if its Ray state already exists. ``spec`` is the options' spec
+    when the caller has loaded it already (loaded and validated here otherwise, before Ray starts)."""
+    spec = spec or options.load()
     options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
     root = storage_root(options.storage)
     experiment_dir = variant_folder(root, spec.name, spec.spec_hash)
     restoring = tune.Tuner.can_restore(experiment_dir)
     tracker = MLflowTracker(spec, options.tracking_uri)
-    tracker.client.set_tag(tracker.parent_run_id, f"{TAG}options", describe_options(_record_of(options, spec)))
+    tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     finished = tracker.finished_trials()
     if not restoring:
         if finished:
@@ -300,7 +305,3 @@ def resume_options(name: str, storage: str | None = None, address: str | None = 
         storage=storage,
         tracking_uri=record["tracking_uri"],
     )
-
-
-def resume(name: str, storage: str | None = None, address: str | None = None) -> tune.ResultGrid:
-    return run(resume_options(name, storage, address))

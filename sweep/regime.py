@@ -1,7 +1,7 @@
 """Plan-time warnings: where a budget leaves a method outside the regime of its paper.
 
-Not refusals: a short run is often what the user wants. Each trained row x grid
-point is planned once: its steps come from the training loop's own count
+Not refusals: a short run is often what the user wants. Each trained trial is
+planned from the config the spec resolved for it: its steps come from the training loop's own count
 (corpus size, batch size, epochs, max_steps), then the method's ``regime``
 check (SCT: instance queues that cannot fill) and the loop's (evaluation).
 """
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from sweep.spec import SweepSpec, attribute, row_method, trial_config
+from sweep.spec import SweepSpec
+from sweep.spec_environment import attribute
 from trainers.loop import load_examples, total_steps
 from trainers.method import Method
 
@@ -44,17 +45,15 @@ def regime_warnings(spec: SweepSpec) -> list[str]:
     """Every warning of the spec's trained rows x grid points, each said once."""
     rows_with: dict[str, list[str]] = {}
     counted: dict = {}
-    for row in spec.rows:
-        method = row_method(spec, row)
+    for trial in spec.trials:
+        method, row = spec.method_of(trial.point.row), trial.point.row
         if not method.trains:
             continue
-        for axes in spec.grid_points():
-            config = trial_config(spec, row.name, spec.seeds[0], axes)
-            steps = planned_steps(method, config, counted)
-            if steps is None:
-                continue
-            for warning in method.regime(config, steps) + evaluation_warnings(config, steps):
-                rows = rows_with.setdefault(warning, [])
-                if row.name not in rows:
-                    rows.append(row.name)
+        steps = planned_steps(method, trial.config, counted)
+        if steps is None:
+            continue
+        for warning in method.regime(trial.config, steps) + evaluation_warnings(trial.config, steps):
+            rows = rows_with.setdefault(warning, [])
+            if row not in rows:
+                rows.append(row)
     return attribute(spec, rows_with, {})

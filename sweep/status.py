@@ -8,8 +8,9 @@ from mlflow import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
 from sweep.engine import absolute_tracking_uri
-from sweep.models import export_trial, select_run
-from sweep.tracking import TAG
+from sweep.export import export_trial, select_run
+
+TAG = "sweep."  # TEMP
 from sweep.variants import UsageError, split_name
 
 

@@ -17,22 +17,15 @@ from typing import Any, Mapping
 from urllib.parse import quote
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, RunStatus, RunTag
-from mlflow.utils.mlflow_tags import (
-    MLFLOW_GIT_COMMIT, MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME, MLFLOW_SOURCE_NAME, MLFLOW_SOURCE_TYPE, MLFLOW_USER,
-)
+from mlflow.entities import Metric as MlflowMetric
+from mlflow.entities import Param, RunStatus, RunTag
 from ray.tune import Callback
 
-from sweep.spec import SweepSpec, trial_config
-
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+from sweep.spec import SweepSpec
+from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag
 PROJECT = Path(__file__).resolve().parent.parent
-EXPERIMENT_KIND = "mlflow.experimentKind"
-"""MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training (runs)."""
-PROGRESS_METRICS = ("loss", "lr", "dev_spearman", "best_dev_spearman")
-TAG = "sweep."
-WORKER_TAGS = ("node_id", "worker_pid", "restored_from")
-"""Keys the trial sends with its reports that describe where it ran (tags, not metrics)."""
+MODEL_TRAINING = "custom_model_development"
+"""The experiment kind whose view is Model training (runs), where MLflow 3 should open a sweep."""
 
 
 def checkpoint_uri(checkpoint) -> str:
@@ -65,18 +58,18 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
     commit = git_commit()
     return {
         # MLflow's own tags, which fill the UI's Source, Version and User columns.
-        MLFLOW_SOURCE_NAME: project_path(spec.path),
-        MLFLOW_SOURCE_TYPE: "LOCAL",
-        MLFLOW_GIT_COMMIT: commit,
-        MLFLOW_USER: getpass.getuser(),
-        f"{TAG}spec_file": project_path(spec.path),
-        f"{TAG}spec_hash": spec.spec_hash,
-        f"{TAG}name": spec.name,
-        f"{TAG}budget": spec.budget.name if spec.budget else "none",
-        f"{TAG}git_commit": commit,
+        Tag.SOURCE_NAME: project_path(spec.path),
+        Tag.SOURCE_TYPE: "LOCAL",
+        Tag.SOURCE_GIT_COMMIT: commit,
+        Tag.USER: getpass.getuser(),
+        Tag.SPEC_FILE: project_path(spec.path),
+        Tag.SPEC_HASH: spec.spec_hash,
+        Tag.NAME: spec.name,
+        Tag.BUDGET: spec.budget.name if spec.budget else "none",
+        Tag.GIT_COMMIT: commit,
         # What reports need to lay out any sweep's table: which axes are sampled, what ranks trials.
-        f"{TAG}sampled_axes": ", ".join(spec.sample),
-        f"{TAG}metric": f"{spec.metric} {spec.mode}",
+        Tag.SAMPLED_AXES: ", ".join(spec.sample),
+        Tag.METRIC: f"{spec.metric} {spec.mode}",
     }
 
 
@@ -85,26 +78,23 @@ def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> st
     return f"{host}/#/experiments/{experiment_id}/runs?searchFilter={quote(TRIAL_FILTER)}"
 
 
-TRIAL_FILTER = f"tags.`{TAG}role` = 'trial'"
-
 
 def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
     """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
     experiment = client.get_experiment_by_name(spec.name)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        spec.name, tags={EXPERIMENT_KIND: "custom_model_development"})
+        spec.name, tags={Tag.EXPERIMENT_KIND: MODEL_TRAINING})
     existing = client.search_runs(
-        [experiment_id],
-        filter_string=f"tags.`{TAG}role` = 'parent' and tags.`{TAG}spec_hash` = '{spec.spec_hash}'",
+        [experiment_id], filter_string=f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec.spec_hash}'",
         max_results=1,
     )
     if existing:
         return experiment_id, existing[0].info.run_id
-    tags = {**sweep_tags(spec), f"{TAG}role": "parent", MLFLOW_RUN_NAME: spec.name}
-    tags.update({f"spec.{k}": v for k, v in spec.tags.items()})
+    tags = {**sweep_tags(spec), Tag.ROLE: Role.PARENT, Tag.RUN_NAME: spec.name}
+    tags.update({Tag.spec(k): v for k, v in spec.tags.items()})
     parent = client.create_run(experiment_id, tags=tags, run_name=spec.name)
     if spec.description:
-        client.set_tag(parent.info.run_id, "mlflow.note.content", spec.description)
+        client.set_tag(parent.info.run_id, Tag.NOTE, spec.description)
     return experiment_id, parent.info.run_id
 
 
@@ -112,7 +102,7 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The trainable's own numeric figures (Ray's bookkeeping keys are left out)."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    skip = set(AUTO_RESULT_KEYS) | {"done", "training_iteration", "iterations_since_restore", "seed", *WORKER_TAGS}
+    skip = set(AUTO_RESULT_KEYS) | {"done", "training_iteration", "iterations_since_restore", "seed", *Report.TAGS}
     return {
         k: float(v)
         for k, v in result.items()
@@ -153,16 +143,16 @@ class MLflowTracker(Callback):
 
     def child_runs(self) -> list:
         return self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{self.parent_run_id}'",
+            [self.experiment_id], filter_string=f"tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'",
             max_results=50000,
         )
 
     def finished_trials(self) -> dict[str, dict[str, float]]:
         """Final metrics of the trials already FINISHED in MLflow, by Ray trial id."""
         return {
-            run.data.tags[f"{TAG}trial_id"]: dict(run.data.metrics)
+            run.data.tags[Tag.TRIAL_ID]: dict(run.data.metrics)
             for run in self.child_runs()
-            if run.info.status == "FINISHED" and f"{TAG}trial_id" in run.data.tags
+            if run.info.status == "FINISHED" and Tag.TRIAL_ID in run.data.tags
         }
 
     def close_unfinished_runs(self) -> None:
@@ -170,7 +160,7 @@ class MLflowTracker(Callback):
         their trials run again under new trial ids."""
         for run in self.child_runs():
             if run.info.status in ("RUNNING", "SCHEDULED"):
-                self.client.set_tag(run.info.run_id, f"{TAG}error", "the driver stopped and Ray kept no state of this trial")
+                self.client.set_tag(run.info.run_id, Tag.ERROR, "the driver stopped and Ray kept no state of this trial")
                 self.client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
 
     def _is_finished(self, trial) -> bool:
@@ -181,7 +171,7 @@ class MLflowTracker(Callback):
             return self._runs[trial.trial_id]
         found = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{TAG}trial_id` = '{trial.trial_id}' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{self.parent_run_id}'",
+            filter_string=f"tags.`{Tag.TRIAL_ID}` = '{trial.trial_id}' and tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'",
             max_results=1,
         )
         if found:
@@ -194,23 +184,25 @@ class MLflowTracker(Callback):
         return run_id
 
     def _create_run(self, trial) -> str:
+        """The trial's child run: its identity as tags, and as params the config its worker runs
+        (:meth:`SweepSpec.config_of`, the same config for the same Tune config)."""
         params = self.spec.trial_params(trial.config)
-        config = trial_config(self.spec, params["row"], params["seed"], params)
+        config = self.spec.config_of(trial.config)
         tags = {
             **sweep_tags(self.spec),
-            f"{TAG}role": "trial",
-            f"{TAG}row": params["row"],
-            f"{TAG}seed": str(params["seed"]),
-            f"{TAG}method": config["method"],
-            f"{TAG}trial_id": trial.trial_id,
-            f"{TAG}axes": ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
-            MLFLOW_PARENT_RUN_ID: self.parent_run_id,
+            Tag.ROLE: Role.TRIAL,
+            Tag.ROW: params["row"],
+            Tag.SEED: str(params["seed"]),
+            Tag.METHOD: config["method"],
+            Tag.TRIAL_ID: trial.trial_id,
+            Tag.AXES: ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
+            Tag.PARENT_RUN_ID: self.parent_run_id,
         }
         seeds = self.spec.stands_for(params["row"])
         if seeds:  # a seed-free trial runs once and stands for every seed of the spec
-            tags[f"{TAG}seeds"] = ",".join(map(str, seeds))
-        seed_text = f"seed-free (seeds {tags[f'{TAG}seeds']})" if seeds else f"seed {params['seed']}"
-        name = f"{params['row'] or tags[f'{TAG}axes'] or self.spec.name} | {seed_text} | {trial.trial_id}"
+            tags[Tag.SEEDS] = ",".join(map(str, seeds))
+        seed_text = f"seed-free (seeds {tags[Tag.SEEDS]})" if seeds else f"seed {params['seed']}"
+        name = f"{params['row'] or tags[Tag.AXES] or self.spec.name} | {seed_text} | {trial.trial_id}"
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
         self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
         return run.info.run_id
@@ -221,7 +213,7 @@ class MLflowTracker(Callback):
     def _logged_up_to(self, run_id: str) -> int:
         """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
         if run_id not in self._last_step:
-            history = self.client.get_metric_history(run_id, "dev_spearman")
+            history = self.client.get_metric_history(run_id, Metric.DEV)
             self._last_step[run_id] = max((m.step for m in history), default=0)
         return self._last_step[run_id]
 
@@ -229,57 +221,55 @@ class MLflowTracker(Callback):
         if self._is_finished(trial):
             return
         run_id = self._run_id(trial)
-        step = int(result.get("step", 0))
-        if "dev_spearman" in result and "test_avg_spearman" not in result:
+        step = int(result.get(Metric.STEP, 0))
+        if Metric.DEV in result and not Metric.is_final(result):
             # A trial resumed from a checkpoint computes the steps after it again, exactly: log each step once.
             if step <= self._logged_up_to(run_id):
                 return
             self._last_step[run_id] = step
         timestamp = int(1000 * result.get("timestamp", 0)) or 0
-        metrics = [Metric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
+        metrics = [MlflowMetric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
         for start in range(0, len(metrics), 500):
             self.client.log_batch(run_id, metrics=metrics[start : start + 500])
-        tags = [RunTag(f"{TAG}{key}", str(result[key])) for key in WORKER_TAGS if key in result]
-        if "frozen_outputs_computed" in result:  # the trial shared frozen-model outputs (final report)
-            tags.append(RunTag(f"{TAG}shared_frozen_outputs", "true"))
-        # What 'auto' became on the trial's node.
-        tags += [RunTag(f"{TAG}{name}", str(result[name])) for name in ("eval_precision", "train_precision")
-                 if name in result]
+        # Where it ran, and what 'auto' precisions became on the trial's node.
+        tags = [RunTag(tag, str(result[key])) for key, tag in Report.TAGS.items() if key in result]
+        if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
+            tags.append(RunTag(Tag.SHARED_FROZEN_OUTPUTS, "true"))
         if tags:
             self.client.log_batch(run_id, tags=tags)
 
     def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
         if self._is_finished(trial):
             return
-        step = (trial.last_result or {}).get("step", 0)
+        step = (trial.last_result or {}).get(Metric.STEP, 0)
         self.client.log_batch(self._run_id(trial), tags=[
-            RunTag(f"{TAG}checkpoint", checkpoint_uri(checkpoint)), RunTag(f"{TAG}checkpoint_step", str(step)),
+            RunTag(Tag.CHECKPOINT, checkpoint_uri(checkpoint)), RunTag(Tag.CHECKPOINT_STEP, str(step)),
         ])
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):
             return
         run_id = self._run_id(trial)
-        if "test_avg_spearman" not in (trial.last_result or {}):
+        if not Metric.is_final(trial.last_result or {}):
             # The scheduler (ASHA) stopped it before its final test: say so, as its
             # run has progress metrics only.
-            self.client.set_tag(run_id, f"{TAG}stopped_by_scheduler", "true")
+            self.client.set_tag(run_id, Tag.STOPPED_BY_SCHEDULER, "true")
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
 
     def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
         # Failed, to be retried in the same run: count the failures so far.
-        self.client.set_tag(self._run_id(trial), f"{TAG}failures", str(trial.num_failures))
+        self.client.set_tag(self._run_id(trial), Tag.FAILURES, str(trial.num_failures))
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         run_id = self._run_id(trial)
         error = _trial_error(trial)
-        self.client.set_tag(run_id, f"{TAG}failures", str(trial.num_failures))
-        self.client.set_tag(run_id, f"{TAG}error", error[:5000])
+        self.client.set_tag(run_id, Tag.FAILURES, str(trial.num_failures))
+        self.client.set_tag(run_id, Tag.ERROR, error[:5000])
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
 
     def on_experiment_end(self, trials: list, **info) -> None:
         failed = sum(t.status == "ERROR" for t in trials)
-        self.client.set_tag(self.parent_run_id, f"{TAG}failed_trials", str(failed))
+        self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(failed))
         self.client.set_terminated(self.parent_run_id, "FINISHED")
 
 

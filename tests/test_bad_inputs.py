@@ -95,7 +95,7 @@ def test_a_key_written_twice_is_refused_with_its_line(tmp_path, capsys):
 
 
 def test_table_specs_may_still_override_merged_keys():
-    from sweep.spec import read_yaml
+    from sweep.spec_yaml import read_yaml
 
     assert read_yaml("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n")["b"] == {"k": 3, "j": 2}
 

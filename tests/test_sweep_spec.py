@@ -5,7 +5,8 @@ import yaml
 
 from sweep.budget import BUDGETS
 from sweep.cli import main
-from sweep.spec import SpecError, load_spec, parse_override, trial_config
+from sweep.spec import SpecError, load_spec, trial_config
+from sweep.spec_yaml import parse_override
 
 SPEC = {
     "name": "unit",

@@ -23,9 +23,10 @@ SPEC = {
 
 
 def trial(trial_id: str, last_result: dict | None = None, error_file: str | None = None) -> SimpleNamespace:
+    """A Tune trial as the tracker sees it: its config names its trial point (sweep.engine.param_space)."""
     return SimpleNamespace(
         trial_id=trial_id,
-        config={"row": "tau = 0.1", "seed": 3, "learning_rate": 1e-5},
+        config={"point": 0, "row": "tau = 0.1", "seed": 3, "learning_rate": 1e-5},
         last_result=last_result or {},
         error_file=error_file,
         error_msg=None,

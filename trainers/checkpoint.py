@@ -1,13 +1,11 @@
 """Trial checkpoints: where a trial reports, and the directory it can resume from.
 
-A checkpoint is a directory. While a trial trains, it holds
-``training_state.pt``: everything :func:`trainers.loop.train` needs to continue
-exactly (the objective's trained state, optimizer, LR schedule, stage, step,
-position in the epoch and the epoch's batch order, RNG states, and the model
-selection state with the best encoder weights). When the trial ends, its last
-checkpoint holds only what it produced: ``encoder/`` (the best-dev encoder as
-a Hugging Face folder, model and tokenizer) and ``trial.json`` (the resolved
-config and the final metrics); the resume state is gone.
+A checkpoint is a directory in one of the two layouts of :mod:`trainers.record`:
+while a trial trains, a :class:`~trainers.record.TrainingState` (everything
+:func:`trainers.loop.train` needs to continue exactly); when it has ended, only
+what it produced: its best-dev encoder and its
+:class:`~trainers.record.FinalRecord`. Restoring opens the newest readable
+checkpoint once (:func:`newest_checkpoint`).
 
 Where checkpoints go is the :class:`TrialSession`'s business: inside a sweep
 it is Ray Tune's (``tune.report(..., checkpoint=...)`` and
@@ -18,20 +16,18 @@ it is Ray Tune's (``tune.report(..., checkpoint=...)`` and
 
 from __future__ import annotations
 
-import json
 import random
 import shutil
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
 
-TRAINING_STATE = "training_state.pt"
-ENCODER_DIR = "encoder"
-TRIAL_RECORD = "trial.json"
+from trainers.record import ENCODER_DIR, TRAINING_STATE, FinalRecord, TrainingState
 
 Reporter = Callable[[dict[str, Any]], None]
 
@@ -105,62 +101,56 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
-def write_training_state(state: Mapping[str, Any]) -> Path:
+def write_training_state(state: TrainingState) -> Path:
     """A new temporary checkpoint directory holding ``state``; the caller removes it once reported."""
     directory = Path(tempfile.mkdtemp(prefix="trial-checkpoint-"))
-    torch.save(dict(state), directory / TRAINING_STATE)
+    state.write(directory)
     return directory
 
 
-def read_training_state(session: TrialSession) -> dict[str, Any] | None:
-    """The newest readable training state of ``session``, or None.
+@dataclass
+class FinishedCheckpoint:
+    """A trial's final checkpoint, found where it would resume: its record and a copy of the directory
+    (to report again; the caller removes it)."""
 
-    An unreadable checkpoint (truncated, partial, from another version) is
-    skipped with a :class:`CheckpointWarning` that names it; with none left,
-    the trial starts afresh.
+    record: FinalRecord
+    directory: Path
+
+
+def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoint | None:
+    """What the session's newest readable checkpoint holds, opened once: a training state to continue
+    from, a finished trial's end, or None (start afresh).
+
+    The end is found when Ray runs a trial again after it saved its end (a driver killed at that moment),
+    or when a PBT exploit copies a trial that has just finished. An unreadable checkpoint (truncated,
+    partial, from another version) is skipped with a :class:`CheckpointWarning` that names it, and the
+    next older one is tried.
     """
     for directory in session.checkpoints():
-        path = Path(directory) / TRAINING_STATE
-        if not path.is_file():
-            if not (Path(directory) / TRIAL_RECORD).is_file():
-                warnings.warn(f"checkpoint {directory} has no {TRAINING_STATE}; it is skipped", CheckpointWarning)
+        directory = Path(directory)
+        if FinalRecord.exists(directory):
+            copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
+            shutil.copytree(directory, copy)
+            return FinishedCheckpoint(FinalRecord.read(copy), copy)
+        if not (directory / TRAINING_STATE).is_file():
+            warnings.warn(f"checkpoint {directory} has no {TRAINING_STATE}; it is skipped", CheckpointWarning)
             continue
         try:
-            return torch.load(path, map_location="cpu", weights_only=False)
+            return TrainingState.read(directory)
         except Exception as error:  # any unreadable file: fall back, never crash the sweep
-            warnings.warn(f"checkpoint {path} cannot be read ({type(error).__name__}: {error}); "
-                          "falling back to an older checkpoint or a fresh start", CheckpointWarning)
+            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({type(error).__name__}: "
+                          f"{error}); falling back to an older checkpoint or a fresh start", CheckpointWarning)
     return None
 
 
-def finished_trial(session: TrialSession) -> tuple[dict[str, Any], Path] | None:
-    """When the session's newest checkpoint is a trial's final one (its record and best encoder), that
-    record and a copy of the checkpoint: the trial has nothing left to train. This happens when Ray runs
-    a trial again after it saved its end (a driver killed at that moment), or when a PBT exploit copies
-    a trial that has just finished."""
-    for directory in session.checkpoints():
-        record = Path(directory) / TRIAL_RECORD
-        if not record.is_file():
-            return None
-        copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
-        shutil.copytree(directory, copy)
-        return json.loads(record.read_text(encoding="utf-8")), copy
-    return None
-
-
-def write_final_checkpoint(encoder, config: Mapping[str, Any], metrics: Mapping[str, Any], trained: bool) -> Path:
+def write_final_checkpoint(encoder, record: FinalRecord) -> Path:
     """The trial's product: its best encoder (when it trained one) and its record."""
     directory = Path(tempfile.mkdtemp(prefix="trial-final-"))
-    if trained:
+    if record.trained:
         encoder.model.save_pretrained(directory / ENCODER_DIR)
         encoder.tokenizer.save_pretrained(directory / ENCODER_DIR)
-    record = {"config": dict(config), "metrics": {k: v for k, v in metrics.items() if _is_scalar(v)}, "trained": trained}
-    (directory / TRIAL_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
+    record.write(directory)
     return directory
-
-
-def _is_scalar(value: Any) -> bool:
-    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
 def remove(directory: Path | None) -> None:

@@ -1,7 +1,7 @@
 """The one training loop every method runs through.
 
-``run_trial(config, reporter)`` resolves the config against the method's
-knobs, loads encoder, data and evaluator, trains the method's stages (if it
+``run_trial(config, reporter)`` takes a resolved trial config (or resolves
+knob overrides), loads encoder, data and evaluator, trains the method's stages (if it
 has any) with evaluation on STS-B dev every ``eval_every`` steps, early
 stopping and best-state keeping, and finally evaluates the *best* state on the
 seven test sets. Every evaluation and the final figures go to the trial's
@@ -24,10 +24,10 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from trainers import precision
 from trainers.checkpoint import (
+    FinishedCheckpoint,
     Reporter,
     TrialSession,
-    finished_trial,
-    read_training_state,
+    newest_checkpoint,
     remove,
     rng_states,
     set_rng_states,
@@ -38,6 +38,7 @@ from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
 from trainers.method import Config, Method, Objective, Stage
+from trainers.record import FinalRecord, Metric, Report, SelectionState, TrainingState, TrialConfig
 from trainers.registry import get_method
 
 
@@ -55,18 +56,15 @@ class _Selection:
     best_state: dict[str, torch.Tensor] | None = None
     evaluations_without_gain: int = 0
 
-    def state(self, step: int) -> dict[str, Any]:
+    def state(self, step: int) -> SelectionState:
         """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
-        return {
-            "best_score": self.best_score, "best_step": self.best_step,
-            "evaluations_without_gain": self.evaluations_without_gain,
-            "best_state": None if self.best_step == step else self.best_state,
-        }
+        return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
+                              None if self.best_step == step else self.best_state)
 
-    def restore(self, state: Mapping[str, Any], encoder: SentenceEncoder) -> None:
-        self.best_score, self.best_step = state["best_score"], state["best_step"]
-        self.evaluations_without_gain = state["evaluations_without_gain"]
-        self.best_state = state["best_state"]
+    def restore(self, state: SelectionState, encoder: SentenceEncoder) -> None:
+        self.best_score, self.best_step = state.best_score, state.best_step
+        self.evaluations_without_gain = state.evaluations_without_gain
+        self.best_state = state.best_state
         if self.best_state is None and self.best_step:
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
@@ -159,7 +157,7 @@ def train(
     evaluator: STSEvaluator,
     session: TrialSession | Reporter,
     position: _Position | None = None,
-    resume: Mapping[str, Any] | None = None,
+    resume: TrainingState | None = None,
     stages: int = 1,
 ) -> dict[str, Any]:
     """Train ``objective`` on ``examples`` (one stage); leave its encoder in the best dev state.
@@ -182,15 +180,15 @@ def train(
     timer = _Timer()
     position = position or _Position()
     if resume is not None:
-        objective.load_trained_state(resume["objective"])
-        optimizer.load_state_dict(resume["optimizer"])
-        schedule.load_state_dict(resume["schedule"])
+        objective.load_trained_state(resume.objective)
+        optimizer.load_state_dict(resume.optimizer)
+        schedule.load_state_dict(resume.schedule)
         restore_learning_rate(config, optimizer, schedule)
-        generator.set_state(resume["generator"])
-        selection.restore(resume["selection"], encoder)
-        timer = _Timer(**resume["timer"])
-        position = _Position(**resume["position"])
-        set_rng_states(resume["rng"])
+        generator.set_state(resume.generator)
+        selection.restore(resume.selection, encoder)
+        timer = _Timer(**resume.timer)
+        position = _Position(**resume.position)
+        set_rng_states(resume.rng)
     losses: list[float] = []
 
     while position.stage_step < steps and not selection.should_stop:
@@ -213,37 +211,35 @@ def train(
         timer.examples += len(batch_indices)
 
         if position.stage_step % config["eval_every"] == 0 or position.stage_step == steps:
-            dev = evaluator.dev(encode)["dev_spearman"]
+            dev = evaluator.dev(encode)[Metric.DEV]
             selection.update(dev, position.step, encoder)
             position.evaluations += 1
             metrics = {
-                "step": position.step,
-                "loss": sum(losses) / len(losses),
-                "lr": schedule.get_last_lr()[0],
-                "dev_spearman": dev,
-                "best_dev_spearman": selection.best_score,
+                Metric.STEP: position.step,
+                Metric.LOSS: sum(losses) / len(losses),
+                Metric.LR: schedule.get_last_lr()[0],
+                Metric.DEV: dev,
+                Metric.BEST_DEV: selection.best_score,
             }
             if stages > 1:
-                metrics["stage"] = position.stage
+                metrics[Metric.STAGE] = position.stage
             losses = []
             checkpoint = None
             # The trial's last evaluation needs none: its final checkpoint follows.
             last = position.stage == stages - 1 and (position.stage_step >= steps or selection.should_stop)
             every = config["checkpoint_every"]
             if session.keeps_checkpoints and not last and every and position.evaluations % every == 0:
-                checkpoint = write_training_state(
-                    {
-                        "objective": objective.trained_state(),
-                        "optimizer": optimizer.state_dict(),
-                        "schedule": schedule.state_dict(),
-                        "generator": generator.get_state(),
-                        "selection": selection.state(position.step),
-                        "timer": asdict(timer),
-                        "position": asdict(position),
-                        "rng": rng_states(),
-                        "config": dict(config),
-                    }
-                )
+                checkpoint = write_training_state(TrainingState(
+                    objective=objective.trained_state(),
+                    optimizer=optimizer.state_dict(),
+                    schedule=schedule.state_dict(),
+                    generator=generator.get_state(),
+                    selection=selection.state(position.step),
+                    timer=asdict(timer),
+                    position=asdict(position),
+                    rng=rng_states(),
+                    config=dict(config),
+                ))
             try:
                 session.report(metrics, checkpoint)
             finally:  # a temporary copy: the session keeps its own
@@ -252,13 +248,13 @@ def train(
     if selection.best_state is not None:
         encoder.load_state_dict(selection.best_state)
     return {
-        "step": position.step,
-        "best_dev_spearman": selection.best_score,
-        "best_step": selection.best_step,
-        "steps": position.step,
-        "early_stopped": float(selection.should_stop),
-        "train_seconds": timer.training_seconds,
-        "sentences_per_second": timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
+        Metric.STEP: position.step,
+        Metric.BEST_DEV: selection.best_score,
+        Metric.BEST_STEP: selection.best_step,
+        Metric.STEPS: position.step,
+        Metric.EARLY_STOPPED: float(selection.should_stop),
+        Metric.TRAIN_SECONDS: timer.training_seconds,
+        Metric.SENTENCES_PER_SECOND: timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
         **objective.statistics(),
     }
 
@@ -275,9 +271,9 @@ def _encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[s
 
 def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
     """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
-    used = {"eval_precision": precision.resolve(config["eval_precision"], device)}
+    used = {Report.EVAL_PRECISION: precision.resolve(config["eval_precision"], device)}
     if "train_precision" in config:
-        used["train_precision"] = precision.resolve(config["train_precision"], device)
+        used[Report.TRAIN_PRECISION] = precision.resolve(config["train_precision"], device)
     return used
 
 
@@ -287,12 +283,11 @@ def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
 
 
 def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,
-                 session: TrialSession) -> dict[str, Any]:
-    """Run the method's stages in turn on ``encoder``, from the session's newest readable checkpoint if
-    it has one: earlier stages are then done, and the checkpoint's stage continues where it stopped."""
+                 session: TrialSession, resume: TrainingState | None) -> dict[str, Any]:
+    """Run the method's stages in turn on ``encoder``, from ``resume`` (the session's newest training
+    state) if there is one: earlier stages are then done, and its stage continues where it stopped."""
     stages = method.stages(config)
-    resume = read_training_state(session)
-    first = resume["position"]["stage"] if resume else 0
+    first = resume.stage if resume else 0
     position = _Position(stage=first)
     final: dict[str, Any] = {}
     for index in range(first, len(stages)):
@@ -304,33 +299,33 @@ def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evalu
                       resume if index == first else None, len(stages))
         position = _Position(stage=index + 1, step=final["steps"])
     if resume is not None:
-        final["resumed_from_step"] = resume["position"]["step"]
+        final[Metric.RESUMED_FROM_STEP] = resume.step
     return final
 
 
-def run_trial(overrides: Mapping[str, Any], reporter: TrialSession | Reporter | None = None) -> dict[str, Any]:
-    """Run one trial of ``overrides['method']`` and return its final figures.
+def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | None = None) -> dict[str, Any]:
+    """Run one trial of ``config['method']`` and return its final figures.
 
-    ``reporter`` is a :class:`~trainers.checkpoint.TrialSession` (which may keep
-    checkpoints, and resume from them) or a plain function that receives every
-    report. The final figures are also the last thing reported: test metrics
-    prefixed ``test_`` (of the best dev state), ``best_dev_spearman``,
-    ``steps``, ``test_seconds`` (the final test's encoding and scoring),
-    ``wall_seconds`` and ``sentences_per_second``; with a checkpointing session,
-    they come with the final checkpoint (the best encoder and ``trial.json``).
+    ``config`` is a :class:`~trainers.record.TrialConfig` (what the sweep resolved, run as it is) or
+    knob overrides, resolved here. ``reporter`` is a :class:`~trainers.checkpoint.TrialSession` (which
+    may keep checkpoints, and resume from them) or a plain function that receives every report. The
+    final figures are also the last thing reported: test metrics prefixed ``test_`` (of the best dev
+    state), ``best_dev_spearman``, ``steps``, ``test_seconds`` (the final test's encoding and scoring),
+    ``wall_seconds`` and ``sentences_per_second``; with a checkpointing session, they come with the
+    final checkpoint (the best encoder and its :class:`~trainers.record.FinalRecord`).
     """
     started = time.perf_counter()
     session = reporter if isinstance(reporter, TrialSession) else TrialSession(reporter)
-    method = get_method(overrides.get("method", "none"))
-    config = method.resolve(overrides)
-    done = finished_trial(session)
-    if done is not None:  # report the end it saved again, with the same product
-        record, checkpoint = done
-        final = {**record["metrics"], "resumed_from_step": record["metrics"].get("steps", 0)}
+    method = get_method(config.get("method", "none"))
+    config = config if isinstance(config, TrialConfig) else TrialConfig(method.resolve(config))
+    restored = newest_checkpoint(session)
+    if isinstance(restored, FinishedCheckpoint):  # report the end it saved again, with the same product
+        metrics = restored.record.metrics
+        final = {**metrics, Metric.RESUMED_FROM_STEP: metrics.get(Metric.STEPS, 0)}
         try:
-            session.report(final, checkpoint)
+            session.report(final, restored.directory)
         finally:
-            remove(checkpoint.parent)
+            remove(restored.directory.parent)
         return final
     set_seed(config["seed"])
     device = pick_device(config["device"])
@@ -338,18 +333,25 @@ def run_trial(overrides: Mapping[str, Any], reporter: TrialSession | Reporter | 
     evaluator = STSEvaluator(load_sts(config["sts_source"], evaluation_names()), config["eval_max_pairs"])
 
     if method.trains:
-        final = train_stages(method, config, encoder, evaluator, session)
+        final = train_stages(method, config, encoder, evaluator, session, restored)
     else:
-        final = {"step": 0, "steps": 0, "best_step": 0}
-        final["best_dev_spearman"] = evaluator.dev(_encode_fn(encoder, config))["dev_spearman"]
+        final = {Metric.STEP: 0, Metric.STEPS: 0, Metric.BEST_STEP: 0}
+        final[Metric.BEST_DEV] = evaluator.dev(_encode_fn(encoder, config))[Metric.DEV]
     testing_started = time.perf_counter()
-    final.update({f"test_{k}": v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
-    final["test_seconds"] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
-    final["wall_seconds"] = time.perf_counter() - started
+    final.update({Metric.test(k): v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
+    final[Metric.TEST_SECONDS] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
+    final[Metric.WALL_SECONDS] = time.perf_counter() - started
     final.update(_precisions_used(config, device))
-    checkpoint = write_final_checkpoint(encoder, config, final, method.trains) if session.keeps_checkpoints else None
+    checkpoint = None
+    if session.keeps_checkpoints:
+        record = FinalRecord(dict(config), {k: v for k, v in final.items() if _is_scalar(v)}, method.trains)
+        checkpoint = write_final_checkpoint(encoder, record)
     try:
         session.report(final, checkpoint)
     finally:
         remove(checkpoint)
     return final
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)

@@ -20,11 +20,12 @@ Importing this module imports neither torch nor Ray (reports read the names).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-TAG_PREFIX = "sweep."
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+"""Where records go unless a command is given ``--tracking-uri``: MLflow on SQLite in the working folder."""
 
 
 class Tag:
@@ -156,7 +157,6 @@ class Report:
     RESTORED_FROM = "restored_from"
     EVAL_PRECISION = "eval_precision"
     TRAIN_PRECISION = "train_precision"
-    CONFIG = "trial_config"  # the resolved config the trial ran: sent once, logged as the run's params
 
     WORKER = (NODE_ID, WORKER_PID, RESTORED_FROM)
     PRECISIONS = (EVAL_PRECISION, TRAIN_PRECISION)
@@ -233,7 +233,9 @@ class TrainingState:
     def write(self, directory: Path) -> None:
         import torch
 
-        state = asdict(self)
+        # Field by field, not dataclasses.asdict: that would deep-copy every tensor first.
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
+        state["selection"] = vars(self.selection)
         torch.save(state, Path(directory) / TRAINING_STATE)
 
     @classmethod
@@ -243,6 +245,11 @@ class TrainingState:
 
         state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=False)
         return cls(**{**state, "selection": SelectionState(**state["selection"])})
+
+
+class TrialConfig(dict):
+    """A trial's config as :meth:`trainers.method.Method.resolve` completed and validated it: every knob,
+    with ``method``. What the sweep resolves once per trial and the worker runs as it is."""
 
 
 @dataclass

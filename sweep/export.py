@@ -1,0 +1,192 @@
+"""Exporting a trial's encoder: from its checkpoint to a sentence-transformers folder with a model card.
+
+A trial's last checkpoint (its MLflow tag ``sweep.checkpoint``, a path or URI
+of Ray's storage) holds its best-dev encoder and its final record; a trial
+stopped by a scheduler before its end holds its training state instead, from
+which the best encoder is read (:meth:`~trainers.record.TrainingState.best_encoder_state`).
+An untuned (``none``) trial keeps no weights: its encoder is loaded again from
+its config.
+
+:func:`export_trial` writes a sentence-transformers folder (which
+``transformers.AutoModel`` also loads), with the trial's evaluation pooling
+and layer, a model card, and the record for
+:meth:`trainers.encoder.SentenceEncoder.from_exported`. Training-only parts
+(projection heads, SCT's projector) are never part of it.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+import torch
+
+from sweep.variants import UsageError
+from trainers.data import TEST_SETS
+from trainers.encoder import SentenceEncoder
+from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
+
+MODEL_CARD = "README.md"
+
+
+class ExportError(UsageError):
+    """The asked-for trial or its encoder does not exist; the message names what does."""
+
+
+def open_checkpoint(uri: str):
+    """A Ray checkpoint from the path or URI the tracker recorded."""
+    import pyarrow.fs
+    from ray.tune import Checkpoint
+
+    filesystem, path = pyarrow.fs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).resolve()))
+    return Checkpoint(path, filesystem)
+
+
+def load_trial_encoder(directory: Path) -> tuple[SentenceEncoder, FinalRecord]:
+    """The best encoder in a downloaded checkpoint, and the trial's record (config, metrics)."""
+    if FinalRecord.exists(directory):
+        record = FinalRecord.read(directory)
+        config = record.config
+        if not record.trained:
+            return SentenceEncoder.from_config(config), record
+        encoder = SentenceEncoder.from_pretrained(str(directory / ENCODER_DIR), config["pooling"], config["pooling_layer"])
+        return encoder, record
+    # A trial stopped before its end (ASHA): its training state holds the best encoder.
+    state = TrainingState.read(directory)
+    encoder = SentenceEncoder.from_config(state.config)
+    encoder.load_state_dict(state.best_encoder_state())
+    return encoder, FinalRecord(state.config, {Metric.BEST_DEV: state.selection.best_score}, trained=True)
+
+
+def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length: int) -> None:
+    """Write ``encoder`` as a sentence-transformers folder whose vectors are the project's pooling.
+
+    cls/mean/max of the last layer map onto sentence-transformers' Pooling. A
+    pooling of another layer, ``first_last_avg`` and ``last2avg`` first average
+    the chosen hidden states with a WeightedLayerPooling (one-hot or two equal
+    weights), then mean- or cls/max-pool them: the same vectors, since mean
+    pooling is linear.
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
+
+    layers, width = encoder.num_layers, encoder.model.config.hidden_size
+    weights = torch.zeros(layers + 1)
+    if encoder.pooling == "first_last_avg":
+        weights[1] += 1
+        weights[layers] += 1
+    elif encoder.pooling == "last2avg":
+        weights[layers - 1 :] = 1
+    else:
+        weights[encoder.layer % (layers + 1)] = 1
+    layered = bool(weights[layers] == 0 or weights.sum() > 1)
+    with tempfile.TemporaryDirectory() as staging:
+        encoder.model.config.output_hidden_states = layered
+        encoder.model.save_pretrained(staging)
+        encoder.tokenizer.save_pretrained(staging)
+        modules: list[torch.nn.Module] = [Transformer(staging, max_seq_length=max_length)]
+        if layered:
+            modules.append(WeightedLayerPooling(width, layers, layer_start=0, layer_weights=torch.nn.Parameter(weights)))
+        mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
+        modules.append(Pooling(width, pooling_mode=mode))
+        SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
+
+
+def model_card(record: FinalRecord, identity: Mapping[str, str]) -> str:
+    config, metrics = record.config, record.metrics
+    names = ("dev", *TEST_SETS, "avg")
+    keys = (Metric.BEST_DEV, *(Metric.test_set(n) for n in TEST_SETS), Metric.TEST_AVG)
+    scores = " | ".join(f"{metrics[k]:.2f}" if k in metrics else "–" for k in keys)
+    layer = f", layer {config['pooling_layer']}" if config["pooling"] in ("cls", "mean", "max") else ""
+    cut = f", cut to its first {config['model_layers']} layers" if config["model_layers"] else ""
+    return f"""---
+library_name: sentence-transformers
+pipeline_tag: sentence-similarity
+tags: [sentence-transformers, sentence-similarity, {config['method']}]
+---
+
+# {identity['sweep']} · {identity['row'] or identity['axes'] or 'trial'} · seed {identity['seed']}
+
+The best-dev (STS-B) encoder of one trial of the sweep `{identity['sweep']}`
+(spec `{identity['spec_file']}`, spec hash `{identity['spec_hash']}`, git commit
+`{identity['git_commit']}`, trial `{identity['trial_id']}`).
+
+- method: `{config['method']}`; row: `{identity['row']}`; grid point: `{identity['axes']}`; seed: {identity['seed']}
+- base model: `{config['model']}`{cut}
+- sentence vector: `{config['pooling']}` pooling{layer} (what the scores below used)
+
+## Scores (Spearman x 100 of cosine similarity; STS12-16 'all'; evaluation precision `{config.get('eval_precision', 'fp32')}`)
+
+| {' | '.join(names)} |
+|{'---|' * len(names)}
+| {scores} |
+
+## Loading
+
+```python
+from sentence_transformers import SentenceTransformer
+model = SentenceTransformer("THIS_FOLDER")          # the pooling above, exactly
+vectors = model.encode(["A sentence.", "Another one."])
+```
+
+`transformers.AutoModel.from_pretrained("THIS_FOLDER")` loads the bare encoder
+(training-only heads were never saved); pool its hidden states as above. With
+this project: `SentenceEncoder.from_exported("THIS_FOLDER")`.
+
+## Config
+
+```json
+{json.dumps(config, indent=2, sort_keys=True)}
+```
+"""
+
+
+def export_trial(run, out: Path) -> Path:
+    """Write ``run``'s best encoder to ``out`` (a new or empty folder) and return it."""
+    uri = run.data.tags.get(Tag.CHECKPOINT)
+    if not uri:
+        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)} has no checkpoint (it failed before its "
+                          "first, or ran before checkpoints were kept)")
+    if run.data.tags.get(Tag.MODEL) == ModelState.DELETED:
+        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)}'s encoder was not kept (keep_models)")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ExportError(f"{out} exists and is not empty; give a new folder")
+    with tempfile.TemporaryDirectory() as download:
+        open_checkpoint(uri).to_directory(download)
+        encoder, record = load_trial_encoder(Path(download))
+    out.mkdir(parents=True, exist_ok=True)
+    save_sentence_transformer(encoder, out, record.config["eval_max_length"])
+    tags = run.data.tags
+    identity = {key: tags.get(tag, "") for key, tag in (
+        ("sweep", Tag.NAME), ("row", Tag.ROW), ("axes", Tag.AXES), ("seed", Tag.SEED), ("trial_id", Tag.TRIAL_ID),
+        ("spec_file", Tag.SPEC_FILE), ("spec_hash", Tag.SPEC_HASH), ("git_commit", Tag.GIT_COMMIT))}
+    (out / MODEL_CARD).write_text(model_card(record, identity), encoding="utf-8")
+    FinalRecord(record.config, record.metrics, record.trained, identity).write(out)
+    return out
+
+
+def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed: int | None = None,
+               trial_id: str | None = None):
+    """The trial asked for, or the best of those that match by ``metric``; a one-line error names what exists."""
+    def tag(run, name: str) -> str:
+        return run.data.tags.get(name, "")
+
+    matching = [
+        run for run in runs
+        if (row is None or tag(run, Tag.ROW) == row) and (seed is None or tag(run, Tag.SEED) == str(seed))
+        and (trial_id is None or tag(run, Tag.TRIAL_ID) == trial_id)
+    ]
+    if not matching:
+        asked = ", ".join(f"{k} {v!r}" for k, v in (("row", row), ("seed", seed), ("trial", trial_id)) if v is not None)
+        rows = sorted({tag(r, Tag.ROW) for r in runs})
+        seeds = sorted({tag(r, Tag.SEED) for r in runs}, key=lambda s: int(s) if s.isdigit() else 0)
+        raise ExportError(f"no finished trial with {asked}; rows: {rows}, seeds: {seeds}, "
+                          f"trials: {sorted(tag(r, Tag.TRIAL_ID) for r in runs)}")
+    scored = [run for run in matching if metric in run.data.metrics]
+    if not scored:
+        return matching[0]
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda run: run.data.metrics[metric])

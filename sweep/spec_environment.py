@@ -1,0 +1,45 @@
+"""What a valid spec needs that this machine may lack (a model, data files, the hub), asked of each
+method for every trial the spec runs, each problem said once and attributed to ``--set``, every row, or
+the rows it holds for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from sweep.spec import SweepSpec
+
+
+def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[str]:
+    """Ask each row's method what this machine lacks for the trials the spec runs (their configs were
+    resolved once, at load); seeds and samples cannot change that, so each row and grid point is asked
+    once. Each problem is said once (:func:`attribute`)."""
+    rows_with: dict[str, list[str]] = {}
+    asked: set[tuple[str, str]] = set()
+    for trial in spec.trials:
+        place = (trial.point.row, repr(sorted(trial.point.axes.items())))
+        if place in asked:
+            continue
+        asked.add(place)
+        for problem in spec.method_of(trial.point.row).environment_problems(trial.config):
+            rows = rows_with.setdefault(problem, [])
+            if trial.point.row not in rows:
+                rows.append(trial.point.row)
+    return attribute(spec, rows_with, overrides)
+
+
+def attribute(spec: SweepSpec, rows_with: Mapping[str, list[str]], overrides: Mapping[str, Any]) -> list[str]:
+    """Messages (``knob: text``) -> the rows they hold for, each said once: against ``--set`` when the
+    knob's value came from there, as "every row" when all rows share it, else naming its rows."""
+    said = []
+    for message, rows in rows_with.items():
+        knob = message.split(":", 1)[0]
+        if knob in overrides and not any(knob in spec.row(name).overrides for name in rows):
+            said.append(f"--set {knob}={overrides[knob]}: {message.split(':', 1)[1].strip()}")
+        elif len(spec.rows) > 1 and len(rows) == len(spec.rows):
+            said.append(f"{spec.path}: every row: {message}")
+        elif rows == [""]:  # a spec without rows
+            said.append(f"{spec.path}: {message}")
+        else:
+            said.append(f"{spec.path}: rows[{', '.join(map(repr, rows))}]: {message}")
+    return said

@@ -1,0 +1,344 @@
+"""The shape of a spec: top-level keys, knob values of the base, rows and axes, samplers, schedulers
+(ASHA, PBT), symmetric axes. Every problem is collected as ``FILE: key.path: message`` and all are
+reported at once (:class:`SpecError`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainers.knobs import Knob
+from trainers.method import Method
+from trainers.record import SELECTABLE_METRICS, Metric
+from trainers.registry import METHODS, get_method
+
+TOP_LEVEL_KEYS = {
+    "name": "experiment name (MLflow experiment and Ray run folder)",
+    "description": "what the spec reproduces",
+    "tags": "mapping of tag -> value, e.g. paper and table",
+    "method": "method name",
+    "base": "mapping of knob -> value shared by every trial",
+    "rows": "list of {name, set} ablation rows",
+    "seeds": "list of integer seeds",
+    "grid": "mapping of knob -> list of values (grid search)",
+    "sample": "mapping of knob -> {choice|uniform|loguniform: ...}",
+    "num_samples": "samples drawn from the sampled axes",
+    "metric": "metric to optimise",
+    "mode": "'max' or 'min'",
+    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}} or {pbt: {perturbation_interval, "
+    "hyperparam_mutations, quantile_fraction, resample_probability}}",
+    "resources": "{cpu: N, gpu: fraction}",
+    "max_concurrent_trials": "trials run at once",
+    "max_failures": "retries of a failing trial before it is marked failed",
+    "keep_models": "which finished trials keep their best encoder: all (default), best_per_row, best or none",
+    "log_models": "log every kept trial's encoder to MLflow, not only the best trial's (default false)",
+    "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
+}
+SAMPLERS = ("choice", "uniform", "loguniform")
+# ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
+# valid values; ASHA's time unit is an STS-B dev evaluation.
+ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
+KEEP_MODELS = ("all", "best_per_row", "best", "none")
+# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments), with their
+# valid ranges; PBT's time unit, like ASHA's, is an STS-B dev evaluation.
+PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
+
+
+class SpecError(ValueError):
+    """An invalid spec; ``problems`` holds every ``FILE: key.path: message``."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("invalid sweep spec:\n  " + "\n  ".join(problems))
+
+
+class _Problems:
+    def __init__(self, path: Path):
+        self.path, self.items = path, []
+
+    def add(self, key: str, message: str) -> None:
+        self.items.append(f"{self.path}: {key}: {message}")
+
+
+def _check_knob_values(problems: _Problems, where: str, values: Mapping[str, Any], method: Method) -> None:
+    for name, message in method.all_knobs.problems(values):
+        problems.add(f"{where}.{name}", f"{message} (method {method.name!r})")
+
+
+def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -> None:
+    if not isinstance(axis, Mapping) or len(axis) != 1 or next(iter(axis)) not in SAMPLERS:
+        problems.add(key, f"expected one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, got {axis!r}")
+        return
+    sampler, arguments = next(iter(axis.items()))
+    if not isinstance(arguments, list) or not arguments:
+        problems.add(f"{key}.{sampler}", f"expected a non-empty list, got {arguments!r}")
+        return
+    if sampler != "choice" and (len(arguments) != 2 or not arguments[0] < arguments[1]):
+        problems.add(f"{key}.{sampler}", f"expected [low, high] with low < high, got {arguments!r}")
+    if sampler == "loguniform" and arguments[0] <= 0:
+        problems.add(f"{key}.{sampler}", f"expected a positive low bound, got {arguments[0]!r}")
+    if knob is not None:
+        for value in arguments:
+            message = knob.problem(value)
+            if message:
+                problems.add(f"{key}.{sampler}", message)
+
+
+def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: Mapping[str, Any]) -> None:
+    if not isinstance(scheduler, Mapping) or len(scheduler) != 1 or next(iter(scheduler)) not in ("asha", "pbt"):
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or {{pbt: {{perturbation_interval, "
+                                  f"hyperparam_mutations}}}}, got {scheduler!r}")
+        return
+    if "asha" in scheduler:
+        _check_asha(problems, scheduler["asha"] or {})
+    else:
+        _check_pbt(problems, scheduler["pbt"], method, base)
+
+
+def _check_asha(problems: _Problems, options: Any) -> None:
+    if not isinstance(options, Mapping):
+        problems.add("scheduler.asha", f"expected a mapping of {list(ASHA_OPTIONS)}, got {options!r}")
+        return
+    for key, value in options.items():
+        if key not in ASHA_OPTIONS:
+            problems.add(f"scheduler.asha.{key}", f"unknown option (expected one of {list(ASHA_OPTIONS)})")
+        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < ASHA_OPTIONS[key]:
+            problems.add(f"scheduler.asha.{key}", f"expected a number >= {ASHA_OPTIONS[key]}, got {value!r}")
+    max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
+    if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
+        problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+
+
+def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[str, Any]) -> None:
+    """PBT's options, and its mutations as knobs: known knobs of a trained method, values in their ranges,
+    continuous ranges only for float knobs. Exploits restore checkpoints, so the interval (in evaluations)
+    must be a multiple of ``checkpoint_every``."""
+    key = "scheduler.pbt"
+    if not isinstance(options, Mapping) or "perturbation_interval" not in options or "hyperparam_mutations" not in options:
+        problems.add(key, f"expected {{perturbation_interval: N, hyperparam_mutations: {{knob: [values] or "
+                          f"{{uniform|loguniform: [lo, hi]}}}}}}, got {options!r}")
+        return
+    for name, value in options.items():
+        if name == "hyperparam_mutations":
+            continue
+        if name not in PBT_OPTIONS:
+            problems.add(f"{key}.{name}", f"unknown option (expected one of {['hyperparam_mutations', *PBT_OPTIONS]})")
+            continue
+        low, high = PBT_OPTIONS[name]
+        integer = name == "perturbation_interval"
+        if (not isinstance(value, int if integer else (int, float)) or isinstance(value, bool) or value < low
+                or (high is not None and value > high)):
+            problems.add(f"{key}.{name}", f"expected {'an integer' if integer else 'a number'} in "
+                                          f"[{low}, {high if high is not None else 'inf'}], got {value!r}")
+    if not method.trains:
+        problems.add(key, f"method {method.name!r} does not train: PBT has nothing to perturb")
+        return
+    knobs = method.all_knobs
+    mutations = options["hyperparam_mutations"]
+    if not isinstance(mutations, Mapping) or not mutations:
+        problems.add(f"{key}.hyperparam_mutations", f"expected a non-empty mapping of knob -> values, got {mutations!r}")
+        return
+    for name, values in mutations.items():
+        where = f"{key}.hyperparam_mutations.{name}"
+        if name not in knobs or name in ("seed", "method"):
+            _check_knob_values(problems, f"{key}.hyperparam_mutations", {name: None}, method)
+        elif isinstance(values, list):
+            if not values:
+                problems.add(where, "expected a non-empty list of values")
+            for value in values:
+                if message := knobs[name].problem(value):
+                    problems.add(where, message)
+        elif knobs[name].kind is not float:
+            problems.add(where, f"a {knobs[name].kind.__name__} knob takes a list of values, got {values!r}")
+        else:
+            _check_sample(problems, where, values, knobs[name])
+    interval, every = options["perturbation_interval"], base.get("checkpoint_every", knobs["checkpoint_every"].default)
+    if isinstance(interval, int) and isinstance(every, int) and (every == 0 or interval % every):
+        problems.add(f"{key}.perturbation_interval", f"must be a multiple of checkpoint_every ({every}): an exploit "
+                                                     "restores the other trial's checkpoint")
+
+
+def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any], methods: list[Method]) -> tuple[str, str] | None:
+    """``symmetric: [A, B]``: two grid axes with the same values, declared exchangeable by every method
+    of the sweep that has both knobs."""
+    if symmetric is None:
+        return None
+    if not isinstance(symmetric, list) or len(symmetric) != 2 or len(set(map(str, symmetric))) != 2:
+        problems.add("symmetric", f"expected a list of two different grid axes, e.g. [aug1, aug2], got {symmetric!r}")
+        return None
+    first, second = symmetric
+    absent = [axis for axis in symmetric if axis not in grid]
+    if absent:
+        problems.add("symmetric", f"{absent} not grid axes of this spec (grid axes: {list(grid)})")
+        return None
+    if grid[first] != grid[second]:
+        problems.add("symmetric", f"grid.{first} and grid.{second} must have the same values in the same order, "
+                                  f"got {grid[first]!r} and {grid[second]!r}")
+    for method in {m.name: m for m in methods}.values():
+        if first not in method.all_knobs or second not in method.all_knobs:
+            continue
+        if not any(set(pair.knobs) == {first, second} for pair in method.exchangeable):
+            declared = [f"{a}/{b}" for a, b in (pair.knobs for pair in method.exchangeable)] or "none"
+            problems.add("symmetric", f"method {method.name!r} does not declare {first} and {second} exchangeable "
+                                      f"(it declares: {declared}); only a declared pair may be symmetric")
+    return (first, second)
+
+
+def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[str, dict[str, Any]]]:
+    if rows is None:
+        return [("", {})]
+    if not isinstance(rows, list) or not rows:
+        problems.add("rows", f"expected a non-empty list of {{name, set}}, got {rows!r}")
+        return []
+    parsed, seen = [], set()
+    for index, row in enumerate(rows):
+        key = f"rows[{index}]"
+        if not isinstance(row, Mapping) or not isinstance(row.get("name"), str) or set(row) - {"name", "set"}:
+            problems.add(key, f"expected {{name: str, set: {{knob: value}}}}, got {row!r}")
+            continue
+        name, overrides = row["name"], dict(row.get("set") or {})
+        if name in seen:
+            problems.add(f"{key}.name", f"duplicate row name {name!r}")
+        seen.add(name)
+        row_method_name = overrides.get("method", method.name)
+        if row_method_name not in METHODS:
+            try:
+                get_method(str(row_method_name))
+            except KeyError as error:  # its message has the known methods and a did-you-mean
+                problems.add(f"{key}.set.method", str(error.args[0]))
+            continue
+        _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, get_method(row_method_name))
+        parsed.append((name, overrides))
+    return parsed
+
+
+def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Check every key of ``raw`` (a spec read from ``path``) and of ``--set``'s ``overrides``; raise
+    :class:`SpecError` with every problem found. Returns the spec's parts by the names of
+    :class:`sweep.spec.SweepSpec`'s fields (``rows`` as (name, overrides) pairs, ``base`` with ``--set``)."""
+    problems = _Problems(path)
+    if not isinstance(raw, Mapping):
+        raise SpecError([f"{path}: expected a mapping of {sorted(TOP_LEVEL_KEYS)}, got {type(raw).__name__}"])
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            problems.add(str(key), f"unknown key (expected one of {sorted(TOP_LEVEL_KEYS)})")
+
+    name = raw.get("name")
+    if not isinstance(name, str) or not name or "/" in name:
+        problems.add("name", f"expected a non-empty name without '/', got {name!r}")
+    method_name = raw.get("method")
+    if method_name not in METHODS:
+        try:
+            get_method(str(method_name))
+        except KeyError as error:
+            problems.add("method", str(error.args[0]))
+        raise SpecError(problems.items)
+    method = get_method(method_name)
+    base = _check_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
+    rows = _parse_rows(problems, raw.get("rows"), method)
+    seeds = _check_seeds(problems, raw.get("seeds", [method.all_knobs["seed"].default]))
+    grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
+    row_methods = [get_method(row_overrides["method"]) for _, row_overrides in rows if "method" in row_overrides]
+    symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
+    num_samples = raw.get("num_samples", 1)
+    if not isinstance(num_samples, int) or num_samples < 1:
+        problems.add("num_samples", f"expected an integer >= 1, got {num_samples!r}")
+        num_samples = 1
+    metric, mode = raw.get("metric", Metric.BEST_DEV), raw.get("mode", "max")
+    _check_metric(problems, metric, mode, raw.get("scheduler"), method, base)
+    resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
+    for key, value in resources.items():
+        if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:
+            problems.add(f"resources.{key}", f"expected cpu or gpu with a non-negative number, got {value!r}")
+    concurrency = raw.get("max_concurrent_trials", 2)
+    if not isinstance(concurrency, int) or concurrency < 1:
+        problems.add("max_concurrent_trials", f"expected an integer >= 1, got {concurrency!r}")
+    failures = raw.get("max_failures", 1)
+    if not isinstance(failures, int) or failures < 0:
+        problems.add("max_failures", f"expected an integer >= 0, got {failures!r}")
+    keep_models = raw.get("keep_models", "all")
+    if keep_models not in KEEP_MODELS:
+        problems.add("keep_models", f"expected one of {list(KEEP_MODELS)}, got {keep_models!r}")
+    log_models = raw.get("log_models", False)
+    if not isinstance(log_models, bool):
+        problems.add("log_models", f"expected true or false, got {log_models!r}")
+    tags = raw.get("tags") or {}
+    if not isinstance(tags, Mapping):
+        problems.add("tags", f"expected a mapping, got {tags!r}")
+        tags = {}
+    if problems.items:
+        raise SpecError(problems.items)
+    return dict(
+        name=name, description=str(raw.get("description", "")), tags={str(k): str(v) for k, v in tags.items()},
+        method=method_name, base=base, rows=rows, seeds=seeds, grid={k: list(v) for k, v in grid.items()},
+        sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
+        resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
+        log_models=log_models, symmetric=symmetric,
+    )
+
+
+def _check_base(problems: _Problems, base: dict[str, Any], overrides: dict[str, Any], method: Method) -> dict[str, Any]:
+    """The base knobs updated by ``--set``; ``method`` may be set in neither."""
+    for where, values in (("base", base), ("--set", overrides)):
+        if "method" in values:
+            problems.add(f"{where}.method", "the method is set by the top-level 'method' key")
+            values.pop("method")
+    _check_knob_values(problems, "base", base, method)
+    for knob_name, message in method.all_knobs.problems(overrides):
+        problems.items.append(f"--set {knob_name}={overrides[knob_name]}: {message} (method {method.name!r})")
+    return {**base, **overrides}
+
+
+def _check_seeds(problems: _Problems, seeds: Any) -> list[int]:
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                           for s in seeds):
+        problems.add("seeds", f"expected a non-empty list of non-negative integers, got {seeds!r}")
+        return [0]
+    if len(set(seeds)) != len(seeds):
+        problems.add("seeds", f"seeds repeat: {seeds}")
+    return seeds
+
+
+def _check_axes(problems: _Problems, grid: Any, sample: Any, method: Method) -> tuple[Mapping, Mapping]:
+    """Grid axes (knob -> values) and sampled axes (knob -> sampler), each a knob of the method."""
+    for axis_name, axes in (("grid", grid), ("sample", sample)):
+        if not isinstance(axes, Mapping):
+            problems.add(axis_name, f"expected a mapping of knob -> values, got {axes!r}")
+    grid = grid if isinstance(grid, Mapping) else {}
+    sample = sample if isinstance(sample, Mapping) else {}
+    knobs = method.all_knobs
+    for knob_name, values in grid.items():
+        key = f"grid.{knob_name}"
+        if knob_name in ("seed", "method"):
+            problems.add(key, "use the top-level 'seeds' key" if knob_name == "seed" else "use rows to change the method")
+        elif knob_name not in knobs:
+            _check_knob_values(problems, "grid", {knob_name: None}, method)
+        elif not isinstance(values, list) or not values:
+            problems.add(key, f"empty grid: expected a non-empty list of values, got {values!r}")
+        else:
+            for index, value in enumerate(values):
+                message = knobs[knob_name].problem(value)
+                if message:
+                    problems.add(f"{key}[{index}]", message)
+    for knob_name, axis in sample.items():
+        if knob_name not in knobs:
+            _check_knob_values(problems, "sample", {knob_name: None}, method)
+        else:
+            _check_sample(problems, f"sample.{knob_name}", axis, knobs[knob_name])
+    for knob_name in set(grid) & set(sample):
+        problems.add(f"sample.{knob_name}", "also a grid axis: an axis is either grid or sampled")
+    return grid, sample
+
+
+def _check_metric(problems: _Problems, metric: Any, mode: Any, scheduler: Any, method: Method,
+                  base: Mapping[str, Any]) -> None:
+    if metric not in SELECTABLE_METRICS and not str(metric).startswith(Metric.TEST_PREFIX):
+        problems.add("metric", f"expected one of {list(SELECTABLE_METRICS)} or a test_* metric, got {metric!r}")
+    if mode not in ("max", "min"):
+        problems.add("mode", f"expected 'max' or 'min', got {mode!r}")
+    if scheduler is None:
+        return
+    _check_scheduler(problems, scheduler, method, base)
+    if metric != Metric.BEST_DEV:
+        problems.add("metric", f"a scheduler compares trials at every evaluation, where only {Metric.BEST_DEV!r} "
+                               f"is reported in every result; got {metric!r}")
