@@ -17,6 +17,7 @@ from typing import Mapping, Sequence
 from trainers.data import TEST_SETS, DataError
 from trainers.knobs import ConfigError
 from trainers.loop import run_trial
+from trainers.record import Metric, Report
 from trainers.registry import get_method
 
 
@@ -24,13 +25,13 @@ def format_table(metrics: Mapping[str, float]) -> str:
     header = f"{'set':<8}{'spearman':>10}{'pearson':>10}{'mean':>10}{'wmean':>10}"
     lines = [header, "-" * len(header)]
     for name in TEST_SETS:
-        cells = [metrics[f"test_{name}_spearman"], metrics[f"test_{name}_pearson"]]
-        extra = [metrics.get(f"test_{name}_{agg}_spearman") for agg in ("mean", "wmean")]
+        cells = [metrics[Metric.test_set(name)], metrics[Metric.test_set(name, "pearson")]]
+        extra = [metrics.get(Metric.test_set(name, f"{agg}_spearman")) for agg in ("mean", "wmean")]
         text = "".join(f"{c:10.2f}" for c in cells) + "".join(f"{e:10.2f}" if e is not None else f"{'':>10}" for e in extra)
         lines.append(f"{name:<8}{text}")
-    lines.append(f"{'avg':<8}{metrics['test_avg_spearman']:10.2f}")
-    lines.append(f"{'dev':<8}{metrics['best_dev_spearman']:10.2f}  (STS-B dev)")
-    lines.append(f"encoded in {metrics['eval_precision']}")
+    lines.append(f"{'avg':<8}{metrics[Metric.TEST_AVG]:10.2f}")
+    lines.append(f"{'dev':<8}{metrics[Metric.BEST_DEV]:10.2f}  (STS-B dev)")
+    lines.append(f"encoded in {metrics[Report.EVAL_PRECISION]}")
     return "\n".join(lines)
 
 

@@ -297,7 +297,7 @@ def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evalu
         examples = load_examples(stage, stage_config)
         final = train(objective, examples, stage_config, evaluator, session, position,
                       resume if index == first else None, len(stages))
-        position = _Position(stage=index + 1, step=final["steps"])
+        position = _Position(stage=index + 1, step=final[Metric.STEPS])
     if resume is not None:
         final[Metric.RESUMED_FROM_STEP] = resume.step
     return final
