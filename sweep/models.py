@@ -291,7 +291,7 @@ def encoder_bytes(model: str, layers: int) -> int:
     """Bytes of an encoder's float32 weights (what a kept trial stores), counted on the meta device."""
     from transformers import AutoConfig, AutoModel
 
-    from trainers.encoder import resolve_model_path
+    from trainers.pretrained import resolve_model_path
 
     config = AutoConfig.from_pretrained(resolve_model_path(model))
     if layers:
