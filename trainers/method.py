@@ -67,12 +67,12 @@ def single_stage(objective: str, examples: Examples = corpus_examples) -> Stages
 
 @dataclass(frozen=True)
 class Method:
-    """A method's declaration.
+    """A method's declaration: everything about it but the torch code its stages train.
 
     ``knobs`` are the method's own knobs; ``defaults`` changes the default of
     common knobs for this method (e.g. its paper's batch size). ``stages`` gives
-    a config's training stages; it is None for methods that do not train (the
-    ``none`` baseline). ``check`` finds problems that involve several knobs or
+    a config's training stages, each naming its objective; it is None for methods
+    that do not train (the ``none`` baseline). ``check`` finds problems that involve several knobs or
     the environment (a missing file, a hub that cannot be reached) before any
     trial starts. ``regime`` says, as warnings, where a config trained for
     ``steps`` steps leaves the paper's regime (SCT's instance queues that such a

@@ -57,12 +57,15 @@ VIEWS = AUGMENTATIONS + ("dropout_mask",) + TEXT_VIEWS + REWRITE_VIEWS
 
 
 def sct_examples(config: Config) -> Sequence[Any]:
+    """(sentence, bt1, bt2) rows when a view is a back-translation, else the corpus sentences (the
+    objective takes the sentence of a row for its other view)."""
     if set((config["view1"], config["view2"])) & set(TEXT_VIEWS):
         return read_backtranslations(config["bt_file"])
     return load_corpus(config["train_corpus"], config["sts_source"])
 
 
 def sct_problems(config: Config) -> list[str]:
+    """What the views, their files and models, and the distillation need that is missing or contradictory."""
     problems = []
     views = {config["view1"], config["view2"]}
     if views & set(TEXT_VIEWS):

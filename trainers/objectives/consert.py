@@ -32,6 +32,7 @@ def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weigh
 
 
 def remove_dropout(model: nn.Module) -> None:
+    """Zero the rate of every dropout layer; the layers stay, so the state dict is unchanged."""
     for module in model.modules():
         if isinstance(module, nn.Dropout):
             module.p = 0.0
