@@ -25,12 +25,13 @@ import torch.nn.functional as F
 from benchmarks.results_file import write_section
 from trainers.augmentations import shuffled_position_ids
 from trainers.data import load_corpus
-from trainers.encoder import BUNDLED_MODEL, SentenceEncoder, masked_max, masked_mean
+from trainers.encoder import SentenceEncoder, masked_max, masked_mean
 from trainers.loop import make_optimizer, train
 from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
 from trainers.losses.self_guided import parameter_distance, sg_opt3_loss
 from trainers.precision import cpu_runs_bf16_fast
+from trainers.pretrained import BUNDLED_MODEL
 from trainers.registry import get_method
 
 WARMUP = 3

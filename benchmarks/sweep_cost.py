@@ -64,7 +64,8 @@ class Side:
 
 
 def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> None:
-    objective = get_method(config["method"]).build  # the Objective class of SG and SCT
+    (stage,) = get_method(config["method"]).stages(config)  # SG and SCT train one stage
+    objective = stage.objective_class()
     stamps: list[float] = []
     own = objective.__dict__.get("after_step")
     inherited = objective.after_step

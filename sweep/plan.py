@@ -73,7 +73,7 @@ def encoder_bytes(model: str, layers: int) -> int:
     import torch
     from transformers import AutoConfig, AutoModel
 
-    from trainers.encoder import resolve_model_path
+    from trainers.pretrained import resolve_model_path
 
     config = AutoConfig.from_pretrained(resolve_model_path(model))
     if layers:

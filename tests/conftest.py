@@ -26,7 +26,7 @@ def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidd
                     masked_lm: bool = False) -> Path:
     import torch
 
-    from trainers.encoder import BUNDLED_MODEL, resolve_model_path
+    from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))

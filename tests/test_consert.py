@@ -13,7 +13,7 @@ from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.evaluation import STSEvaluator
 from trainers.loop import run_trial, train
 from trainers.losses.contrastive import info_nce, nt_xent
-from trainers.methods.consert import ConSERTObjective, NLIObjective, nli_classification_loss
+from trainers.objectives.consert import ConSERTObjective, NLIObjective, nli_classification_loss
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]

@@ -12,8 +12,8 @@ from trainers import frozen_outputs
 from trainers.encoder import SentenceEncoder
 from trainers.frozen_outputs import FrozenOutputs, model_key, weights_digest
 from trainers.loop import run_trial
-from trainers.methods.sct import Teacher
-from trainers.methods.sg import SelfGuidedObjective
+from trainers.objectives.sct_distillation import Teacher
+from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
 
 CPU = torch.device("cpu")

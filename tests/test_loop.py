@@ -75,7 +75,7 @@ def test_early_stopping_restores_the_best_state(base, monkeypatch):
 
 
 def test_nan_loss_fails_the_trial_clearly(base, monkeypatch):
-    import trainers.methods.simcse as simcse
+    import trainers.objectives.simcse as simcse
 
     monkeypatch.setattr(simcse, "info_nce", lambda *args: torch.tensor(float("nan"), requires_grad=True))
     with pytest.raises(NonFiniteLossError, match="training loss is nan at step 1"):

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from trainers.data import STSSet, load_sts
-from trainers.encoder import BUNDLED_MODEL, SentenceEncoder
+from trainers.encoder import SentenceEncoder
 from trainers.evaluation import evaluate_sets
 from trainers.precision import autocast
+from trainers.pretrained import BUNDLED_MODEL
 
 # cosine_spearman x 100 from embeddings-benchmark/results,
 # results/sentence-transformers__all-MiniLM-L6-v2/8b3219a92973c328a8e22fadcfa821b5dc75636a/<Task>.json

@@ -2,12 +2,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from trainers.data import DataError
+from trainers.data import DataError, read_backtranslations
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import kl_to_reference, queue_contrastive_loss, sct_loss
-from trainers.methods.sct import SCTObjective, read_backtranslations, sct_problems
+from trainers.methods.sct import sct_problems
+from trainers.objectives.sct import SCTObjective
 from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 from trainers.queues import InstanceQueue
 from trainers.registry import get_method

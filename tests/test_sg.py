@@ -3,7 +3,7 @@ import torch
 
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
-from trainers.methods.sg import SelfGuidedObjective
+from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import torch
 from torch import Tensor
 
-from trainers.knobs import Knob, KnobSet
+from trainers.common_knobs import RATE_KNOBS
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -101,20 +101,8 @@ EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
     "dropout": dropout,
     "span_cutoff": span_cutoff,
 }
-AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
-
-RATE_KNOBS = KnobSet(
-    (
-        Knob("token_cutoff_rate", float, 0.15, "Share of each sentence's tokens erased by token_cutoff.",
-             low=0.0, high=1.0),
-        Knob("feature_cutoff_rate", float, 0.2, "Share of feature dimensions erased by feature_cutoff.",
-             low=0.0, high=1.0),
-        Knob("dropout_rate", float, 0.2, "Share of embedding elements zeroed by dropout.", low=0.0, high=1.0),
-        Knob("span_cutoff_rate", float, 0.2, "Length of the span erased by span_cutoff, as a share of the "
-             "sentence.", low=0.0, high=1.0),
-    )
-)
-"""The augmentations' rates (ConSERT Section 4.1), knobs of every method that uses them."""
+"""The transformations of the embedding-layer output, by the names of ``common_knobs.AUGMENTATIONS``
+(``shuffle`` permutes position ids instead)."""
 
 
 def augmentation_rates(config: Mapping[str, Any]) -> dict[str, float]:

@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from trainers.data import load_corpus
-from trainers.methods.sct import BT_COLUMNS
+from trainers.data import BT_COLUMNS, load_corpus
 
 Translate = Callable[[list[str], str, str], list[str]]
 

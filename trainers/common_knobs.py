@@ -1,14 +1,26 @@
-"""Knobs every method shares: model, pooling, evaluation, and the training loop.
+"""Knobs more than one method shares, and the choices they offer.
 
-Methods change the *defaults* of these (``Method.defaults``) to their paper's
-values; they never redeclare them.
+``COMMON_KNOBS`` (model, pooling, evaluation) and ``TRAINING_KNOBS`` (the training loop) belong to
+every method, resp. every trained one; methods change their *defaults* (``Method.defaults``) to
+their paper's values and never redeclare them. ``RATE_KNOBS`` and ``FROZEN_OUTPUT_KNOBS`` are
+added by the methods that use embedding-layer augmentations, resp. frozen models.
+
+The choices (poolings, precisions, augmentations) are declared here, without torch, and the
+modules that implement them import them from here: a knob is declared in one place, and listing
+or validating it imports no torch.
 """
 
 from __future__ import annotations
 
-from trainers.encoder import BUNDLED_MODEL, POOLINGS
 from trainers.knobs import Knob, KnobSet
-from trainers.precision import PRECISIONS
+from trainers.pretrained import BUNDLED_MODEL
+
+POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
+"""Sentence vectors from token vectors (:func:`trainers.encoder.pool`)."""
+PRECISIONS = ("auto", "fp32", "bf16")
+"""Numeric precisions of encoding and training (:mod:`trainers.precision`)."""
+AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
+"""ConSERT's embedding-layer augmentations (:mod:`trainers.augmentations`)."""
 
 COMMON_KNOBS = KnobSet(
     (
@@ -63,3 +75,30 @@ TRAINING_KNOBS = KnobSet(
              "checked against fp32 (benchmarks/results.md).", choices=PRECISIONS),
     )
 )
+
+RATE_KNOBS = KnobSet(
+    (
+        Knob("token_cutoff_rate", float, 0.15, "Share of each sentence's tokens erased by token_cutoff.",
+             low=0.0, high=1.0),
+        Knob("feature_cutoff_rate", float, 0.2, "Share of feature dimensions erased by feature_cutoff.",
+             low=0.0, high=1.0),
+        Knob("dropout_rate", float, 0.2, "Share of embedding elements zeroed by dropout.", low=0.0, high=1.0),
+        Knob("span_cutoff_rate", float, 0.2, "Length of the span erased by span_cutoff, as a share of the "
+             "sentence.", low=0.0, high=1.0),
+    )
+)
+"""The augmentations' rates (ConSERT Section 4.1), knobs of every method that uses them."""
+
+FROZEN_OUTPUT_KNOBS = KnobSet(
+    (
+        Knob("share_frozen_outputs", bool, True, "Compute each output of a frozen model (SG's BERT_F views, "
+             "SCT's distillation teacher) once per input text and share it across steps, epochs and the trials "
+             "on this node. Exact: those models have no dropout and the cache key holds everything the output "
+             "depends on. Off = recompute them every step (the papers' procedure, same numbers)."),
+        Knob("frozen_outputs_dir", str, "", "Node-local folder of the shared frozen outputs; empty = "
+             "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs."),
+        Knob("frozen_outputs_gb", float, 8.0, "Bound on the shared frozen outputs, on disk (the whole folder) "
+             "and in each trial's memory, in GB; past it outputs are computed again.", low=0.0),
+    )
+)
+"""Where the outputs of frozen models are shared (:mod:`trainers.frozen_outputs`), knobs of SG and SCT."""

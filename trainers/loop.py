@@ -37,7 +37,8 @@ from trainers.checkpoint import (
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
-from trainers.method import Config, Method, Objective, Stage
+from trainers.method import Config, Method, Stage
+from trainers.objective import Objective
 from trainers.record import FinalRecord, Metric, Report, SelectionState, TrainingState, TrialConfig
 from trainers.registry import get_method
 

@@ -1,70 +1,31 @@
 """What a method is: its knobs, and (for trained methods) its training stages.
 
-The shared loop (:mod:`trainers.loop`) owns everything common to all methods.
-A method adds only an :class:`Objective`: the modules it trains (its views,
-heads, frozen copies, queues) and its loss on a batch of training examples.
-Most methods train in one stage; a method with several (ConSERT's NLI stage
-followed by unsupervised transfer) lists them, and the loop runs, reports and
-checkpoints each in turn on the same encoder.
+A method's declaration (:class:`Method`) is all that validating a spec, listing its knobs and
+planning a sweep read, so it imports no torch, transformers or Ray. What a stage trains is an
+:class:`~trainers.objective.Objective`, named here as ``"module:Class"`` and imported when the loop
+builds the stage. Most methods train in one stage; a method with several (ConSERT's NLI stage
+followed by unsupervised transfer) lists them, and the loop runs, reports and checkpoints each in
+turn on the same encoder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
-
-from torch import Tensor, nn
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
-from trainers.encoder import SentenceEncoder, layers_problem, model_problem
 from trainers.knobs import Exchangeable, KnobSet
+from trainers.pretrained import layers_problem, model_problem
+
+if TYPE_CHECKING:
+    from trainers.encoder import SentenceEncoder
+    from trainers.objective import Objective
 
 Config = Mapping[str, Any]
-
-
-class Objective(nn.Module):
-    """A method's training objective around the encoder being tuned.
-
-    ``encoder`` is the model that is evaluated, whose best state is kept and
-    which is what a trial produces. Everything else the objective holds
-    (projection heads, frozen copies, queues) is discarded after training.
-    """
-
-    def __init__(self, encoder: SentenceEncoder):
-        super().__init__()
-        self.encoder = encoder
-
-    def loss(self, batch: Sequence[Any]) -> Tensor:
-        """The scalar training loss of one batch of corpus examples."""
-        raise NotImplementedError
-
-    def after_step(self) -> None:
-        """Called after each optimizer step (queue updates, momentum encoders)."""
-
-    def rebuilt_modules(self) -> tuple[str, ...]:
-        """Names of frozen submodules that the constructor rebuilds identically from the config
-        (SG's BERT_F, a teacher): a checkpoint leaves them out."""
-        return ()
-
-    def trained_state(self) -> dict[str, Tensor]:
-        """What a checkpoint keeps of the objective: its state dict (encoder, heads, projector,
-        queues and their pointers, momentum encoders, extra state such as generators), less the
-        rebuilt modules."""
-        rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(rebuilt)} if rebuilt else self.state_dict()
-
-    def load_trained_state(self, state: Mapping[str, Tensor]) -> None:
-        rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
-        missing, unexpected = self.load_state_dict(state, strict=False)
-        absent = [k for k in missing if not k.startswith(rebuilt)] if rebuilt else missing
-        if absent or unexpected:
-            raise ValueError(f"checkpoint does not fit the objective: missing {absent[:5]}, unexpected {unexpected[:5]}")
-
-    def statistics(self) -> dict[str, float]:
-        """Figures for the trial's final report beside the loop's (e.g. what shared frozen outputs saved)."""
-        return {}
+Examples = Callable[[Config], Sequence[Any]]
 
 
 def corpus_examples(config: Config) -> list[str]:
@@ -72,37 +33,46 @@ def corpus_examples(config: Config) -> list[str]:
     return load_corpus(config["train_corpus"], config["sts_source"])
 
 
-BuildObjective = Callable[[Config, SentenceEncoder], Objective]
-
-
 @dataclass(frozen=True)
 class Stage:
     """One training stage: the objective it trains, the examples its batches come from, and the
-    knobs it sets for itself (a stage's own learning rate, epochs, patience)."""
+    knobs it sets for itself (a stage's own learning rate, epochs, patience).
+
+    ``objective`` names the stage's :class:`~trainers.objective.Objective` subclass as
+    ``"module:Class"``, built as ``Class(config, encoder)``; naming it keeps torch out of the
+    declaration until the loop builds the stage."""
 
     name: str
-    build: BuildObjective
-    examples: Callable[[Config], Sequence[Any]] = corpus_examples
+    objective: str
+    examples: Examples = corpus_examples
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def objective_class(self) -> type[Objective]:
+        module, _, name = self.objective.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def build(self, config: Config, encoder: SentenceEncoder) -> Objective:
+        """The stage's objective around ``encoder``, for the stage's config (its overrides applied)."""
+        return self.objective_class()(config, encoder)
 
 
 Stages = Callable[[Config], tuple[Stage, ...]]
 
 
-def single_stage(build: BuildObjective, examples: Callable[[Config], Sequence[Any]] = corpus_examples) -> Stages:
-    """The stages of a method that trains one objective on one set of examples."""
-    stage = Stage("train", build, examples)
+def single_stage(objective: str, examples: Examples = corpus_examples) -> Stages:
+    """The stages of a method that trains one objective (``"module:Class"``) on one set of examples."""
+    stage = Stage("train", objective, examples)
     return lambda config: (stage,)
 
 
 @dataclass(frozen=True)
 class Method:
-    """A method's declaration.
+    """A method's declaration: everything about it but the torch code its stages train.
 
     ``knobs`` are the method's own knobs; ``defaults`` changes the default of
     common knobs for this method (e.g. its paper's batch size). ``stages`` gives
-    a config's training stages; it is None for methods that do not train (the
-    ``none`` baseline). ``check`` finds problems that involve several knobs or
+    a config's training stages, each naming its objective; it is None for methods
+    that do not train (the ``none`` baseline). ``check`` finds problems that involve several knobs or
     the environment (a missing file, a hub that cannot be reached) before any
     trial starts. ``regime`` says, as warnings, where a config trained for
     ``steps`` steps leaves the paper's regime (SCT's instance queues that such a

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import torch
 
-PRECISIONS = ("auto", "fp32", "bf16")
+from trainers.common_knobs import PRECISIONS
 
 
 @functools.cache

@@ -3,7 +3,8 @@ masked-LM rewriting (15% of the tokens) and synonym replacement (one word).
 
 Both act on raw sentences before tokenisation, so the teacher of a distillation
 run sees the same rewritten text. Randomness comes from an explicit
-``torch.Generator``.
+``torch.Generator``. Whether a machine can make them is asked without torch:
+:func:`trainers.pretrained.mlm_problem`, :func:`trainers.wordnet.wordnet_problem`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.encoder import model_problem, resolve_model_path
+from trainers.pretrained import resolve_model_path
 
 WORD = re.compile(r"[A-Za-z]+")
 
@@ -28,42 +29,6 @@ def replace_one_synonym(sentence: str, synonyms_of: Callable[[str], Sequence[str
     match, synonyms = candidates[int(torch.randint(len(candidates), (), generator=generator))]
     synonym = synonyms[int(torch.randint(len(synonyms), (), generator=generator))]
     return sentence[: match.start()] + synonym + sentence[match.end() :]
-
-
-def wordnet_problem() -> str | None:
-    """Why WordNet synonyms are unavailable here (None when they are)."""
-    try:
-        from nltk.corpus import wordnet
-
-        wordnet.synsets("good")
-    except ImportError:
-        return "needs nltk (pip install -e '.[synonyms]') and its WordNet data (python -m nltk.downloader wordnet)"
-    except LookupError:
-        return "needs WordNet data for nltk (python -m nltk.downloader wordnet), which is not installed here"
-    return None
-
-
-def wordnet_synonyms(word: str) -> list[str]:
-    """WordNet synonyms of ``word`` (single words only, the word itself excluded)."""
-    from nltk.corpus import wordnet
-
-    names = {lemma.name() for synset in wordnet.synsets(word.lower()) for lemma in synset.lemmas()}
-    return sorted(n for n in names if "_" not in n and n.lower() != word.lower())
-
-
-def mlm_problem(model: str) -> str | None:
-    """Why ``model`` cannot fill masks (None when its config declares a masked-LM head)."""
-    from transformers import AutoConfig
-
-    if not model:
-        return "the mlm view needs mlm_model, a Hugging Face model with a masked-LM head (e.g. bert-base-uncased)"
-    problem = model_problem(model)
-    if problem:
-        return problem
-    architectures = AutoConfig.from_pretrained(resolve_model_path(model)).architectures or []
-    if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
-        return f"mlm_model {model!r} has no masked-LM head (its architectures: {architectures})"
-    return None
 
 
 class MaskedLMRewriter(nn.Module):

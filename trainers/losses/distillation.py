@@ -45,6 +45,3 @@ def ckd_loss(online: Pair, teacher: Pair, queues: Pair, temperature: float) -> T
     teacher's queue of that view as negatives, averaged over the two views."""
     return 0.5 * (queue_info_nce(online[0], teacher[0], queues[0], temperature)
                   + queue_info_nce(online[1], teacher[1], queues[1], temperature))
-
-
-DISTILLATION_LOSSES = ("cd", "mse", "congen", "ckd")

@@ -24,25 +24,11 @@ attack.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-
-from trainers.augmentations import (
-    AUGMENTATIONS,
-    RATE_KNOBS,
-    augmentation_rates,
-    augmented_hidden_states,
-    fgv_perturbation,
-    hidden_states_with_embedding_transform,
-)
+from trainers.common_knobs import AUGMENTATIONS, RATE_KNOBS
 from trainers.data import hub_reachable
-from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.knobs import Exchangeable, Knob, KnobSet
-from trainers.losses.contrastive import nt_xent
-from trainers.method import Config, Method, Objective, Stage
+from trainers.method import Config, Method, Stage
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
 NLI_ONLY = ("sup", "joint")
@@ -51,7 +37,6 @@ NLI_AUGMENTATIONS = AUGMENTATIONS + ("adversarial",)
 NLI_DATASET = "sentence-transformers/all-nli"
 """SNLI + MultiNLI training pairs with labels (config 'pair-class', 942,069 pairs):
 the AllNLI file the authors' code reads, as published on the hub."""
-NLI_CLASSES = 3
 
 NLIPair = tuple[str, str, int]
 """(premise, hypothesis, label) with label 0 entailment, 1 neutral, 2 contradiction."""
@@ -65,113 +50,17 @@ def load_nli_pairs() -> list[NLIPair]:
     return list(zip(rows["premise"], rows["hypothesis"], rows["label"]))
 
 
-def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """ConSERT Eq. (2) (SBERT's classification objective): f = Concat(r1, r2, |r1 - r2|),
-    L_ce = CrossEntropy(W f + b, y), averaged over the pairs."""
-    features = torch.cat([first, second, (first - second).abs()], dim=-1)
-    return F.cross_entropy(F.linear(features, weight, bias), labels)
-
-
-def remove_dropout(model: nn.Module) -> None:
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
-
-
-def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
-    """The training pooling of Section 3.1: mean of the last layer's token vectors."""
-    return masked_mean(states[-1], features["attention_mask"])
-
-
-class ConSERTObjective(Objective):
-    """Unsupervised transfer: NT-Xent between the T1 and T2 views of each sentence."""
-
-    def __init__(self, config: Config, encoder: SentenceEncoder):
-        super().__init__(encoder)
-        self.augmentations = (config["aug1"], config["aug2"])
-        self.rates = augmentation_rates(config)
-        self.temperature = config["temperature"]
-        self.max_length = config["max_seq_length"]
-
-    def view(self, features: dict[str, Tensor], augmentation: str) -> Tensor:
-        states = augmented_hidden_states(self.encoder, features, augmentation, self.rates.get(augmentation, 0.0))
-        return mean_last_layer(states, features)
-
-    def loss(self, batch: Sequence[str]) -> Tensor:
-        features = self.encoder.tokenize(batch, self.max_length)
-        first, second = (self.view(features, augmentation) for augmentation in self.augmentations)
-        return nt_xent(first, second, self.temperature)
-
-
-class NLIObjective(Objective):
-    """L_ce on labelled NLI pairs, plus ``joint_weight`` x L_con when ``contrastive`` (joint)."""
-
-    def __init__(self, config: Config, encoder: SentenceEncoder, contrastive: bool):
-        super().__init__(encoder)
-        self.classifier = nn.Linear(3 * encoder.model.config.hidden_size, NLI_CLASSES)
-        self.contrastive = contrastive
-        self.joint_weight = config["joint_weight"]
-        self.augmentation = config["nli_augmentation"]
-        self.adversarial_norm = config["adversarial_norm"]
-        self.rates = augmentation_rates(config)
-        self.temperature = config["temperature"]
-        self.max_length = config["max_seq_length"]
-
-    def loss(self, batch: Sequence[NLIPair]) -> Tensor:
-        premises, hypotheses, labels = zip(*batch)
-        sides = [self.encoder.tokenize(sentences, self.max_length) for sentences in (premises, hypotheses)]
-        states = [self.encoder.hidden_states(features) for features in sides]
-        plain = [mean_last_layer(s, features) for s, features in zip(states, sides)]
-        targets = torch.tensor(labels, device=plain[0].device)
-        ce = nli_classification_loss(plain[0], plain[1], targets, self.classifier.weight, self.classifier.bias)
-        if not self.contrastive:
-            return ce
-        augmented = self._augmented_views(sides, states, ce)
-        contrastive = sum(nt_xent(p, a, self.temperature) for p, a in zip(plain, augmented))
-        return ce + self.joint_weight * contrastive
-
-    def _augmented_views(
-        self, sides: list[dict[str, Tensor]], states: list[tuple[Tensor, ...]], ce: Tensor
-    ) -> list[Tensor]:
-        if self.augmentation != "adversarial":
-            rate = self.rates.get(self.augmentation, 0.0)
-            return [
-                mean_last_layer(augmented_hidden_states(self.encoder, features, self.augmentation, rate), features)
-                for features in sides
-            ]
-        # FGV: perturb each side's embedding-layer output along the gradient of L_ce
-        # (hidden state 0 is that output); parameter gradients are left untouched.
-        gradients = torch.autograd.grad(ce, [s[0] for s in states], retain_graph=True)
-        views = []
-        for features, gradient in zip(sides, gradients):
-            noise = fgv_perturbation(gradient, self.adversarial_norm)
-            adversarial = hidden_states_with_embedding_transform(self.encoder, features, lambda out, n=noise: out + n)
-            views.append(mean_last_layer(adversarial, features))
-        return views
-
-
 def nli_examples(config: Config) -> list[NLIPair]:
     return load_nli_pairs()
 
 
-def objective_builder(objective: type[Objective], **arguments) -> Callable[[Config, SentenceEncoder], Objective]:
-    """Build ``objective`` on the encoder, first removing BERT's dropout when the knob says so."""
-
-    def build(config: Config, encoder: SentenceEncoder) -> Objective:
-        if config["remove_bert_dropout"]:
-            remove_dropout(encoder.model)
-        return objective(config, encoder, **arguments)
-
-    return build
-
-
 def nli_stage(supervision: str) -> Stage:
-    """Training on labelled NLI: L_ce ('sup') or L_joint ('joint')."""
-    contrastive = supervision.startswith("joint")
-    return Stage(supervision.split("-")[0], objective_builder(NLIObjective, contrastive=contrastive), nli_examples)
+    """Training on labelled NLI: L_ce ('sup') or L_joint ('joint'), which the objective reads from
+    ``supervision``."""
+    return Stage(supervision.split("-")[0], "trainers.objectives.consert:NLIObjective", nli_examples)
 
 
-TRANSFER = Stage("unsup", objective_builder(ConSERTObjective))
+TRANSFER = Stage("unsup", "trainers.objectives.consert:ConSERTObjective")
 
 
 def stages(config: Config) -> tuple[Stage, ...]:

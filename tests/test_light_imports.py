@@ -1,0 +1,55 @@
+"""Method declarations import neither torch nor transformers nor Ray.
+
+Validating a spec, listing knobs (``sweep knobs``) and reading a spec for a report only need what
+each method declares (knobs, defaults, checks, stages); its Objective, which needs torch, is
+imported when a stage is built. Each probe runs in a fresh interpreter, so what earlier tests
+imported does not count.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trainers.objective import Objective
+from trainers.registry import METHODS
+
+HEAVY = ("torch", "transformers", "ray")
+SPECS = Path(__file__).resolve().parents[1] / "search_spaces"
+
+
+def heavy_modules_after(code: str) -> list[str]:
+    """The heavy packages in ``sys.modules`` once ``code`` has run in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_registry_and_spec_validation_import_no_torch():
+    code = "import trainers.registry, sweep.spec\nfrom trainers.registry import get_method\nget_method('sct').all_knobs"
+    assert heavy_modules_after(code) == []
+
+
+def test_every_method_resolves_and_declares_its_stages_without_torch():
+    code = ("from trainers.registry import METHODS\n"
+            "for method in METHODS.values():\n"
+            "    config = method.resolve({})\n"
+            "    method.stages(config) if method.trains else None\n")
+    assert heavy_modules_after(code) == []
+
+
+def test_a_spec_read_without_environment_checks_imports_no_torch():
+    code = f"from sweep.spec import load_spec\nload_spec({str(SPECS / 'sct_main.yaml')!r}, check_environment=False)"
+    assert heavy_modules_after(code) == []
+
+
+def test_every_declared_stage_names_an_objective():
+    """A stage names its Objective as "module:Class": each one must import and be an Objective."""
+    consert = METHODS["consert"]
+    configs = [method.resolve({}) for method in METHODS.values() if method.trains]
+    configs += [consert.resolve({"supervision": s}) for s in consert.knobs["supervision"].choices]
+    for config in configs:
+        for stage in METHODS[config["method"]].stages(config):
+            assert issubclass(stage.objective_class(), Objective), (config["method"], stage.name)

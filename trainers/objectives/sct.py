@@ -1,0 +1,162 @@
+"""SCT's objective (declared in :mod:`trainers.methods.sct`): cross-view distributions over instance
+queues, with the distillation teacher when one is set."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.augmentations import augmentation_rates, augmented_hidden_states
+from trainers.common_knobs import AUGMENTATIONS
+from trainers.data import BT_COLUMNS
+from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.losses.sct import queue_contrastive_loss, sct_loss
+from trainers.method import Config
+from trainers.methods.sct import REWRITE_VIEWS, TEXT_VIEWS
+from trainers.objective import Objective
+from trainers.objectives.sct_distillation import Teacher
+from trainers.queues import InstanceQueue
+from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
+from trainers.wordnet import wordnet_synonyms
+
+
+def projector(width: int, expansion: int) -> nn.Sequential:
+    """h: three MLP layers, each Linear(u -> u*w), ReLU, Linear(u*w -> u) (Section 4.1)."""
+    layers: list[nn.Module] = []
+    for _ in range(3):
+        layers += [nn.Linear(width, width * expansion), nn.ReLU(), nn.Linear(width * expansion, width)]
+    return nn.Sequential(*layers)
+
+
+class SCTObjective(Objective):
+    def __init__(self, config: Config, encoder: SentenceEncoder):
+        super().__init__(encoder)
+        self.reference = None
+        if config["reference"] != "online":
+            self.reference = copy.deepcopy(encoder).eval().requires_grad_(False)
+        width = encoder.model.config.hidden_size
+        self.head = projector(width, config["projector_expansion"]) if config["projector"] else nn.Identity()
+        generator = torch.Generator().manual_seed(config["seed"])
+        count = 1 if config["queues"] == "one" else 2
+        self.queue_list = nn.ModuleList(InstanceQueue(config["queue_size"], width, generator) for _ in range(count))
+        self.teacher = Teacher(config, width, generator) if config["distillation"] != "none" else None
+        self.config = dict(config)
+        self.views = (config["view1"], config["view2"])
+        self.rates = augmentation_rates(config)
+        self.rewrite_generator = torch.Generator().manual_seed(config["seed"])
+        self.mlm = MaskedLMRewriter(config["mlm_model"]) if "mlm" in self.views else None
+        self._pending: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor] | None] | None = None
+
+    def train(self, mode: bool = True) -> "SCTObjective":
+        super().train(mode)
+        if self.reference is not None:
+            self.reference.eval()
+        return self
+
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        # Frozen parts are loaded again from the config on resume; a momentum reference is trained state.
+        frozen = ("reference",) if self.config["reference"] == "frozen" else ()
+        return frozen + (("teacher.encoder",) if self.teacher is not None else ()) + (("mlm",) if self.mlm else ())
+
+    def get_extra_state(self) -> dict[str, Tensor]:
+        return {"rewrite_generator": self.rewrite_generator.get_state()}
+
+    def set_extra_state(self, state: dict[str, Tensor]) -> None:
+        self.rewrite_generator.set_state(state["rewrite_generator"])
+
+    def _texts(self, batch: Sequence[Any], view: str) -> list[str]:
+        if view in TEXT_VIEWS:
+            return [example[BT_COLUMNS.index(view)] for example in batch]
+        sentences = [example if isinstance(example, str) else example[0] for example in batch]
+        if view == "mlm":
+            return self.mlm(sentences, self.rewrite_generator, self.config["max_seq_length"])
+        if view == "synonym":
+            return [replace_one_synonym(s, wordnet_synonyms, self.rewrite_generator) for s in sentences]
+        return sentences
+
+    def _encode(self, encoder: SentenceEncoder, features: dict[str, Tensor], view: str, seed: int) -> Tensor:
+        augmentation = view if view in AUGMENTATIONS else "none"
+        # The same seed gives the online and the reference pass the same random transformation.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            states = augmented_hidden_states(encoder, features, augmentation, self.rates.get(augmentation, 0.0))
+        return masked_mean(states[-1], features["attention_mask"])
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        config = self.config
+        pooled, reference, teacher = [], [], []
+        for view in self.views:
+            texts = self._texts(batch, view)
+            features = self.encoder.tokenize(texts, config["max_seq_length"])
+            seed = int(torch.randint(2**31 - 1, ()))
+            pooled.append(self._encode(self.encoder, features, view, seed))
+            if self.reference is None:  # f_ref is f_theta under stop-gradient
+                reference.append(F.normalize(pooled[-1].detach(), dim=1))
+            else:
+                with torch.no_grad():
+                    reference.append(F.normalize(self._encode(self.reference, features, view, seed), dim=1))
+            if self.teacher is not None:
+                teacher.append(self.teacher.vectors(texts, fixed_texts=view not in REWRITE_VIEWS))
+        teacher_pair = (teacher[0], teacher[1]) if teacher else None
+        self._pending = ((reference[0], reference[1]), teacher_pair)
+        total = torch.zeros((), device=pooled[0].device)
+        if config["self_supervised"]:
+            online = tuple(F.normalize(self.head(z), dim=1) for z in pooled)
+            total = total + self._self_supervised_loss(online, (reference[0], reference[1]))
+        if teacher_pair is not None:
+            total = total + self.teacher.loss(config, (pooled[0], pooled[1]), teacher_pair)
+        return total
+
+    def _self_supervised_loss(self, online: tuple[Tensor, ...], reference: tuple[Tensor, Tensor]) -> Tensor:
+        config = self.config
+        if config["objective"] == "contrastive":
+            return queue_contrastive_loss(online, reference, self._queues(reference), config["tau_theta"])
+        return sct_loss(
+            online, reference, self.candidates(reference), config["tau_theta"], config["tau_ref"],
+            divergence=config["objective"], cross_view=config["cross_view"],
+        )
+
+    def _queues(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """D1 and D2 as they stand before this step (the batch's reference vectors without a queue)."""
+        if self.config["queues"] == "in_batch":
+            return reference
+        vectors = [q.vectors for q in self.queue_list]
+        return (vectors[0], vectors[-1])
+
+    def candidates(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
+        """What SR(., D1) and SR(., D2) range over: each queue extended by the batch's reference
+        vectors that enter it (both views for the single queue)."""
+        if self.config["queues"] == "in_batch":
+            return reference
+        if self.config["queues"] == "one":
+            shared = self.queue_list[0].extended(torch.cat(reference))
+            return shared, shared
+        return self.queue_list[0].extended(reference[0]), self.queue_list[1].extended(reference[1])
+
+    def statistics(self) -> dict[str, float]:
+        shared = self.teacher.shared if self.teacher is not None else None
+        return shared.statistics("frozen_outputs") if shared else {}
+
+    @torch.no_grad()
+    def after_step(self) -> None:
+        if self.config["reference"] == "momentum":
+            m = self.config["momentum"]
+            for ref, online in zip(self.reference.parameters(), self.encoder.parameters()):
+                ref.mul_(m).add_(online.detach(), alpha=1 - m)
+        if self._pending is None:
+            return
+        (first, second), teacher = self._pending
+        self._pending = None
+        if teacher is not None:
+            self.teacher.enqueue(teacher)
+        if not self.config["queue_update"] or self.config["queues"] == "in_batch":
+            return
+        if self.config["queues"] == "one":
+            self.queue_list[0].enqueue(torch.cat([first, second]))
+        else:
+            self.queue_list[0].enqueue(first)
+            self.queue_list[1].enqueue(second)

@@ -1,0 +1,73 @@
+"""SCT's distillation teacher f_large (declared in :mod:`trainers.methods.sct_distillation`; the
+method's docstring, :mod:`trainers.methods.sct`, says what it computes)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from trainers.encoder import SentenceEncoder
+from trainers.frozen_outputs import FrozenOutputs, each_alone, model_key
+from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
+from trainers.method import Config
+from trainers.queues import InstanceQueue
+
+
+class Teacher(nn.Module):
+    """f_large for distillation: a frozen encoder, its two instance queues (T1, T2), and the map
+    of the student's pooled vectors into its space."""
+
+    def __init__(self, config: Config, student_width: int, generator: torch.Generator):
+        super().__init__()
+        self.encoder = SentenceEncoder.from_pretrained(config["teacher"], config["teacher_pooling"])
+        self.encoder.eval().requires_grad_(False)
+        self.shared = None
+        if config["share_frozen_outputs"]:
+            key = {"outputs": "sct-teacher", **model_key(self.encoder.model, self.encoder.tokenizer),
+                   "pooling": self.encoder.pooling, "layer": self.encoder.layer,
+                   "max_length": config["max_seq_length"], "normalized": True}
+            self.shared = FrozenOutputs.from_config(config, key)
+        width = self.encoder.model.config.hidden_size
+        same = width == student_width
+        self.to_teacher = nn.Identity() if same else nn.Sequential(nn.Linear(student_width, width), nn.Tanh())
+        self.queue_list = nn.ModuleList(InstanceQueue(config["queue_size"], width, generator) for _ in range(2))
+        self.max_length = config["max_seq_length"]
+
+    def train(self, mode: bool = True) -> "Teacher":
+        super().train(mode)
+        self.encoder.eval()
+        return self
+
+    @torch.no_grad()
+    def compute_vectors(self, texts: Sequence[str]) -> Tensor:
+        return F.normalize(self.encoder(self.encoder.tokenize(texts, self.max_length)), dim=1)
+
+    def vectors(self, texts: Sequence[str], fixed_texts: bool) -> Tensor:
+        """The teacher's vectors of ``texts``; shared across steps and trials when the texts are fixed
+        (not a random rewrite) and ``share_frozen_outputs`` is on."""
+        if not fixed_texts:
+            return self.compute_vectors(texts)
+        if self.shared is None:
+            return each_alone(self.compute_vectors, texts)
+        return self.shared.get(texts, self.compute_vectors, self.encoder.device)
+
+    def loss(self, config: Config, student: tuple[Tensor, Tensor], teacher: tuple[Tensor, Tensor]) -> Tensor:
+        online = tuple(F.normalize(self.to_teacher(z), dim=1) for z in student)
+        queues = (self.queue_list[0].vectors, self.queue_list[1].vectors)
+        tau_online, tau_teacher = config["tau_theta"], config["tau_ref"]
+        kind = config["distillation"]
+        if kind == "cd":  # over T1, T2 extended by the batch, like L_SCT (and the authors' code)
+            extended = (self.queue_list[0].extended(teacher[0]), self.queue_list[1].extended(teacher[1]))
+            return cd_loss(online, teacher, extended, tau_online, tau_teacher)
+        if kind == "mse":
+            return mse_loss(online, teacher)
+        if kind == "congen":
+            return congen_loss(online, teacher[0], queues[0], tau_online, tau_teacher)
+        return ckd_loss(online, teacher, queues, tau_online)
+
+    def enqueue(self, teacher: tuple[Tensor, Tensor]) -> None:
+        for queue, vectors in zip(self.queue_list, teacher):
+            queue.enqueue(vectors)

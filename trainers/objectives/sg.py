@@ -1,0 +1,88 @@
+"""SG and SG-OPT's objective (declared in :mod:`trainers.methods.sg`)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from trainers.encoder import SentenceEncoder, pool_layer
+from trainers.frozen_outputs import FrozenOutputs, each_alone, model_key
+from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
+from trainers.method import Config
+from trainers.objective import Objective
+
+SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
+
+
+def projection_head(width: int, hidden: int) -> nn.Sequential:
+    """f: two linear layers, each followed by GELU (Section 3.1, footnote 4)."""
+    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+
+
+class SelfGuidedObjective(Objective):
+    def __init__(self, config: Config, encoder: SentenceEncoder):
+        super().__init__(encoder)
+        self.fixed = copy.deepcopy(encoder.model).eval()
+        self.fixed.requires_grad_(False)
+        # Layer 0 of BERT_T is frozen "for stable learning" (Section 3.1, footnote 5).
+        encoder.model.embeddings.requires_grad_(False)
+        width = encoder.model.config.hidden_size
+        self.head = projection_head(width, config["projection_hidden"]) if config["projection_head"] else nn.Identity()
+        self.loss_name = config["loss"]
+        self.temperature = config["temperature"]
+        self.reg_lambda = config["reg_lambda"]
+        self.max_length = config["max_seq_length"]
+        self.first_layer = config["skip_first_layers"]
+        self.view_pooling = config["view_pooling"]
+        if not 0 <= self.first_layer <= encoder.num_layers:
+            raise ValueError(
+                f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
+            )
+        self.shared = None
+        if config["share_frozen_outputs"]:
+            key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
+                   "view_pooling": self.view_pooling, "first_layer": self.first_layer}
+            self.shared = FrozenOutputs.from_config(config, key)
+
+    def train(self, mode: bool = True) -> "SelfGuidedObjective":
+        super().train(mode)
+        self.fixed.eval()  # BERT_F gives fixed views: never dropout
+        return self
+
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        return ("fixed",)  # BERT_F: a frozen copy of the pretrained model, loaded again on resume
+
+    @torch.no_grad()
+    def compute_views(self, sentences: Sequence[str]) -> Tensor:
+        """h_{i,k} for k = first_layer..l: BERT_F's layers pooled with p, ``[b, views, d]``."""
+        features = self.encoder.tokenize(sentences, self.max_length)
+        states = self.fixed(**features, output_hidden_states=True, return_dict=True).hidden_states
+        mask = features["attention_mask"]
+        return torch.stack([pool_layer(layer, mask, self.view_pooling) for layer in states[self.first_layer :]], dim=1)
+
+    def views(self, sentences: Sequence[str]) -> Tensor:
+        if self.shared is None:
+            return each_alone(self.compute_views, sentences)
+        return self.shared.get(sentences, self.compute_views, self.encoder.device)
+
+    def statistics(self) -> dict[str, float]:
+        return self.shared.statistics("frozen_outputs") if self.shared else {}
+
+    def loss(self, batch: Sequence[str]) -> Tensor:
+        features = self.encoder.tokenize(batch, self.max_length)
+        sentence_vectors = self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0]
+        c = self.head(sentence_vectors)
+        h = self.views(batch)
+        if self.loss_name == "opt3":
+            contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
+        else:
+            # sigma: one layer per sentence, uniformly (the authors' sampler).
+            layer = torch.randint(h.shape[1], (len(batch),))
+            picked = h[torch.arange(len(batch)), layer.to(h.device)]
+            contrastive = SINGLE_VIEW_LOSSES[self.loss_name](c, self.head(picked), self.temperature)
+        if self.reg_lambda == 0:
+            return contrastive
+        return contrastive + self.reg_lambda * parameter_distance(self.encoder.model, self.fixed)

