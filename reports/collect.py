@@ -23,9 +23,11 @@ from typing import Sequence
 
 import pandas as pd
 
+from reports.cli import run_command
 from results.lines import add_p_values
-from results.reader import DEFAULT_TRACKING_URI, UsageError, read_trials
+from results.reader import read_trials
 from results.schema import DEFAULT_RESULTS
+from trainers.record import DEFAULT_TRACKING_URI
 
 
 def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str] | None = None) -> pd.DataFrame:
@@ -40,24 +42,20 @@ def write(frame: pd.DataFrame, out: str | Path) -> Path:
     return out
 
 
+def collect_command(args: argparse.Namespace) -> int:
+    frame = collect(args.tracking_uri, args.experiments)
+    path = write(frame, args.out)
+    counts = frame.groupby("status").size().to_dict() if not frame.empty else {}
+    print(f"{len(frame)} trials -> {path} ({', '.join(f'{n} {s.lower()}' for s, n in sorted(counts.items()))})")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.collect", description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
     parser.add_argument("--experiment", action="append", dest="experiments", help="Only these (repeatable).")
     parser.add_argument("--out", default=DEFAULT_RESULTS)
-    args = parser.parse_args(argv)
-    try:
-        frame = collect(args.tracking_uri, args.experiments)
-    except KeyError as error:
-        print(error.args[0], file=sys.stderr)
-        return 2
-    except UsageError as error:
-        print(error, file=sys.stderr)
-        return 2
-    path = write(frame, args.out)
-    counts = frame.groupby("status").size().to_dict() if not frame.empty else {}
-    print(f"{len(frame)} trials -> {path} ({', '.join(f'{n} {s.lower()}' for s, n in sorted(counts.items()))})")
-    return 0
+    return run_command(parser, argv, collect_command)
 
 
 if __name__ == "__main__":

@@ -24,14 +24,13 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from reports.cli import read_results, results_parser, run_command
 from reports.paper_tables import build_tables_for_cli
-from reports.sweeps import NotCollected, recorded_grid, sweep_variants
+from reports.sweeps import variant_tables
 from reports.table_specs import load_table_specs
 from results.figures import DEV_CURVES, GRID_PLOT, PAPER_COLOUR, dev_curves, heatmap, save, sweep_grid_plot, title
-from results.lines import sweep_table
-from results.reader import DEFAULT_TRACKING_URI, UsageError
-from results.schema import DEFAULT_RESULTS
 from results.table import Table
+from trainers.record import DEFAULT_TRACKING_URI
 
 
 def curve(table: Table, path: Path) -> Path:
@@ -57,10 +56,10 @@ def curve(table: Table, path: Path) -> Path:
 def plot_sweep(results: pd.DataFrame, name: str, tracking_uri: str, out: Path) -> list[Path]:
     """Dev curves and the grid plot of each variant of sweep ``name``."""
     written = []
-    for trials in sweep_variants(results, name):
+    for trials, table in variant_tables(results, name):
         stem = f"{name}-{trials['spec_hash'].iloc[0]}"
         written.append(dev_curves(trials, tracking_uri, name, out / DEV_CURVES.format(stem)))
-        grid = sweep_grid_plot(sweep_table(trials, grid=recorded_grid(trials)), out / GRID_PLOT.format(stem))
+        grid = sweep_grid_plot(table, out / GRID_PLOT.format(stem))
         written += [grid] if grid else []
     return written
 
@@ -82,34 +81,24 @@ def plot_tables(results: pd.DataFrame, names: Sequence[str] | None, tracking_uri
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.plots", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", default=DEFAULT_RESULTS)
-    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="For the dev curves' metric history.")
-    parser.add_argument("--out", default="reports/out")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--table", action="append", dest="tables", help="Only these grid tables (repeatable).")
-    which.add_argument("--sweep", help="Any collected sweep: its dev curves and a curve or heatmap of its grid.")
-    args = parser.parse_args(argv)
-    if not Path(args.results).is_file():
-        print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
-        return 2
-    results = pd.read_parquet(args.results)
+def draw(args: argparse.Namespace) -> int:
+    results = read_results(args.results)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        if args.sweep:
-            written = plot_sweep(results, args.sweep, args.tracking_uri, out)
-        else:
-            written = plot_tables(results, args.tables, args.tracking_uri, out)
-    except NotCollected as error:
-        print(error.args[0], file=sys.stderr)
-        return 2
-    except UsageError as error:
-        print(error, file=sys.stderr)
-        return 2
+    if args.sweep:
+        written = plot_sweep(results, args.sweep, args.tracking_uri, out)
+    else:
+        written = plot_tables(results, args.tables, args.tracking_uri, out)
     print("\n".join(str(p) for p in written))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = results_parser("python -m reports.plots", __doc__, "Only these grid tables (repeatable).",
+                            "Any collected sweep: its dev curves and a curve or heatmap of its grid.")
+    parser.add_argument("--out", default="reports/out")
+    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="For the dev curves' metric history.")
+    return run_command(parser, argv, draw)
 
 
 if __name__ == "__main__":

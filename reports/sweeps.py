@@ -48,6 +48,10 @@ def recorded_grid(trials: pd.DataFrame) -> Grid | None:
     return Grid(spec.grid, spec.symmetric)
 
 
+def variant_tables(results: pd.DataFrame, name: str) -> list[tuple[pd.DataFrame, Table]]:
+    """(trials, table) of each variant of sweep ``name`` (:class:`NotCollected` when it is not in ``results``)."""
+    return [(trials, sweep_table(trials, grid=recorded_grid(trials))) for trials in sweep_variants(results, name)]
+
+
 def sweep_tables(results: pd.DataFrame, name: str) -> list[Table]:
-    """One table per variant of sweep ``name`` (:class:`NotCollected` when it is not in ``results``)."""
-    return [sweep_table(trials, grid=recorded_grid(trials)) for trials in sweep_variants(results, name)]
+    return [table for _, table in variant_tables(results, name)]

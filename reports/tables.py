@@ -18,41 +18,32 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-import pandas as pd
-
+from reports.cli import read_results, results_parser, run_command
 from reports.paper_tables import build_tables_for_cli
 from reports.sweeps import sweep_tables
 from results.render import RENDERERS
-from results.schema import DEFAULT_RESULTS
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reports.tables", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--results", default=DEFAULT_RESULTS, help="Parquet file written by reports.collect.")
-    parser.add_argument("--format", choices=tuple(RENDERERS), default="markdown")
-    parser.add_argument("--out", help="Folder to write one file per table (and print nothing).")
-    which = parser.add_mutually_exclusive_group()
-    which.add_argument("--table", action="append", dest="tables", help="Only these paper tables (repeatable).")
-    which.add_argument("--sweep", help="Any collected sweep (its MLflow experiment name), one table per variant.")
-    args = parser.parse_args(argv)
-    if not Path(args.results).is_file():
-        print(f"{args.results}: no results file; run `python -m reports.collect` first", file=sys.stderr)
-        return 2
-    results = pd.read_parquet(args.results)
-    try:
-        tables = sweep_tables(results, args.sweep) if args.sweep else build_tables_for_cli(results, args.tables)
-    except KeyError as error:
-        print(error.args[0], file=sys.stderr)
-        return 2
-    render, suffix = RENDERERS[args.format]
+def render(args: argparse.Namespace) -> int:
+    results = read_results(args.results)
+    tables = sweep_tables(results, args.sweep) if args.sweep else build_tables_for_cli(results, args.tables)
+    render_table, suffix = RENDERERS[args.format]
     for table in tables:
-        text = render(table)
+        text = render_table(table)
         if args.out:
             Path(args.out).mkdir(parents=True, exist_ok=True)
             (Path(args.out) / f"{table.name}{suffix}").write_text(text, encoding="utf-8")
         else:
             print(text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = results_parser("python -m reports.tables", __doc__, "Only these paper tables (repeatable).",
+                            "Any collected sweep (its MLflow experiment name), one table per variant.")
+    parser.add_argument("--format", choices=tuple(RENDERERS), default="markdown")
+    parser.add_argument("--out", help="Folder to write one file per table (and print nothing).")
+    return run_command(parser, argv, render)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,15 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 from mlflow import MlflowClient
 
+from results.names import UsageError, split_name
 from results.schema import IDENTITY, IDENTITY_DTYPES
 from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Tag
 from trainers.registry import METHODS
 
-DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
 DEFAULT_METRIC = f"{Metric.BEST_DEV} max"
 """A trial's ``sweep.metric`` where it has none (recorded before the tag existed)."""
-
-
-class UsageError(ValueError):
-    """A refused command: a name that matches no sweep or several, options that contradict the stores."""
 
 
 def absolute_tracking_uri(uri: str) -> str:
@@ -44,14 +40,6 @@ def read_client(tracking_uri: str) -> MlflowClient:
     if uri.startswith(SQLITE) and not Path(uri[len(SQLITE):]).is_file():
         raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")
     return MlflowClient(uri)
-
-
-def split_name(text: str, names: set[str]) -> tuple[str, str]:
-    """``NAME`` or ``NAME-HASHPREFIX`` -> (name, hash prefix), where ``names`` are the known sweep names."""
-    if text in names or "-" not in text:
-        return text, ""
-    name, prefix = text.rsplit("-", 1)
-    return name, prefix
 
 
 def choose_parent(client: MlflowClient, text: str, tracking_uri: str):

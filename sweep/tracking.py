@@ -23,9 +23,9 @@ from mlflow.utils.mlflow_tags import (
 )
 from ray.tune import Callback
 
-from results.reader import DEFAULT_TRACKING_URI
 from sweep.spec import SweepSpec, trial_config
 
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 PROJECT = Path(__file__).resolve().parent.parent
 EXPERIMENT_KIND = "mlflow.experimentKind"
 """MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training (runs)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from results.reader import UsageError, split_name
+from results.names import UsageError, split_name
 SWEEP_RECORD = "sweep.json"
 
 

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-TAG_PREFIX = "sweep."
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+"""Where records go unless a command is given ``--tracking-uri``: MLflow on SQLite in the working folder."""
 
 
 class Tag:
