@@ -150,7 +150,7 @@ def row_curves(table: Table, path: Path, column: str = "Avg") -> Path:
     figure, plot = plt.subplots(figsize=(6.5, 4))
     for row, points in rows.items():
         cells = [points.get(value, Cell(())) for value in values]
-        seed_free = all(cell.seed_free for cell in cells if cell.n)
+        seed_free = any(cell.n for cell in cells) and all(cell.seed_free for cell in cells if cell.n)
         plot.errorbar(range(len(values)), [cell.mean for cell in cells],
                       yerr=[0.0 if math.isnan(cell.std) else cell.std for cell in cells], marker="o", capsize=3,
                       label=(row or "all trials") + (" (seed-free)" if seed_free else ""))

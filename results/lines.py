@@ -18,7 +18,6 @@ summary, ``reports.tables --sweep`` (and its CSV), the p-values of
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
@@ -188,6 +187,6 @@ def add_p_values(frame: pd.DataFrame, column: str = "Avg") -> pd.DataFrame:
         lines = sweep_lines(variant, {column: COLUMNS[column]})
         reference = lines[0]
         p_values = {line.label: line_p(line.cells[column], reference.cells[column]) for line in lines}
-        frame.loc[variant.index, "p_value"] = variant[LINE].map(p_values).fillna(math.nan).astype(float)
+        frame.loc[variant.index, "p_value"] = variant[LINE].map(p_values).astype(float)
         frame.loc[variant.index, "p_reference"] = reference.label
     return frame

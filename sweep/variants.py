@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from results.names import UsageError, split_name
+
 SWEEP_RECORD = "sweep.json"
 
 

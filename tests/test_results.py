@@ -203,19 +203,26 @@ def test_rendering_a_table_imports_no_torch():
 
 
 def imports(package: str) -> set[str]:
-    """The top-level packages the modules of ``package`` import."""
+    """The modules that the modules of ``package`` import."""
     found = set()
     for path in (ROOT / package).glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
-                found.update(alias.name.split(".")[0] for alias in node.names)
+                found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module:
-                found.add(node.module.split(".")[0])
+                found.add(node.module)
     return found
 
 
+def packages(modules: set[str]) -> set[str]:
+    return {module.split(".")[0] for module in modules}
+
+
 def test_layers_only_point_down():
-    """trainers <- results <- sweep <- reports: no package imports one above it."""
-    assert not imports("trainers") & {"results", "sweep", "reports"}
-    assert not imports("results") & {"sweep", "reports"}
-    assert "reports" not in imports("sweep")
+    """trainers <- results <- sweep <- reports: no package imports one above it, and reports read
+    MLflow through results.reader, never through the sweep engine or its tracker (Ray)."""
+    assert not packages(imports("trainers")) & {"results", "sweep", "reports"}
+    assert not packages(imports("results")) & {"sweep", "reports"}
+    assert "reports" not in packages(imports("sweep"))
+    from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
+    assert from_sweep and all(module.startswith("sweep.spec") for module in from_sweep), from_sweep
