@@ -11,7 +11,6 @@ and rows ours are compared with.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -85,18 +84,13 @@ def load_yaml(path: Path) -> Any:
     return read_yaml(path.read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=None)
-def _search_space(path: Path) -> SweepSpec:
-    return load_spec(path, check_environment=False)
-
-
 def search_space(relative: str, project: Path, fail: Callable[[str], TableSpecError]) -> SweepSpec:
     """The search space at ``relative`` (from ``project``), as the sweep engine reads it."""
     path = (project / relative).resolve()
     if not path.is_file():
         raise fail(f"search space {relative} not found")
     try:
-        return _search_space(path)
+        return load_spec(path, check_environment=False)
     except SpecError as error:
         raise fail(f"search space {relative}: {'; '.join(error.problems)}") from None
 
