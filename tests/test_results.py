@@ -226,3 +226,22 @@ def test_layers_only_point_down():
     assert "reports" not in packages(imports("sweep"))
     from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
     assert from_sweep and all(module.startswith("sweep.spec") for module in from_sweep), from_sweep
+
+
+def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each_line(tmp_path):
+    path = write_spec(tmp_path, {"name": "s", "method": "simcse", "seeds": [1, 2],
+                                 "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "a"}, {"name": "b"}]})
+    seed_free_first = sweep_tables(trials(path, [("untuned", {}, 1, "FINISHED", 50.0), ("a", {}, 1, "FINISHED", 60.0),
+                                                 ("a", {}, 2, "FINISHED", 61.0), ("b", {}, 1, "FINISHED", 55.0)],
+                                          seeds="1,2"), "s")[0]
+    # t = 10.5 / (0.71 / sqrt 2) = 21 with 1 degree of freedom (Cauchy): two-sided p = 2 / pi * atan(1 / 21).
+    assert seed_free_first.p_values["a"] == pytest.approx(2 / math.pi * math.atan(1 / 21), rel=1e-9)
+    assert math.isnan(seed_free_first.p_values["b"])
+    assert ("'untuned' is seed-free (one run stands for every seed), so each line is tested against its exact value "
+            "with a one-sample t-test; n/a where a line has fewer than 2 seeds ('b' 1)") in seed_free_first.notes[-1]
+    one_seed_first = sweep_tables(trials(path, [("untuned", {}, 1, "FINISHED", 50.0), ("a", {}, 1, "FINISHED", 60.0),
+                                                ("a", {}, 2, "FINISHED", 61.0)]), "s")[0]
+    assert one_seed_first.p_values == {}
+    assert one_seed_first.notes[-1] == ("significance: no test was possible: p needs >= 2 seeds on a line and on the "
+                                        "reference 'untuned' (or a seed-free reference); seeds per line: 'untuned' 1, "
+                                        "'a' 2")

@@ -10,7 +10,6 @@ untuned row's exact value.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
