@@ -93,7 +93,7 @@ def print_knobs(method_name: str) -> None:
 def _summarise(results, spec: SweepSpec, options) -> int:
     """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
     failed (the others still finished)."""
-    from reports.summary import finish_sweep
+    from sweep.summary import finish_sweep
 
     failed = [r for r in results if r.error is not None]
     print(f"{len(results) - len(failed)} trials finished, {len(failed)} failed")

@@ -39,6 +39,7 @@ os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from results.reader import absolute_tracking_uri  # noqa: E402
 from sweep.budget import BUDGETS  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
 from sweep.spec import POINT, SweepSpec, load_spec  # noqa: E402
@@ -73,14 +74,6 @@ def storage_root(storage: str | None) -> str:
     """Absolute local path or a URI (s3://, gs://, ...) as Ray's storage_path wants."""
     storage = storage or DEFAULT_STORAGE
     return storage if "://" in storage else str(Path(storage).resolve())
-
-
-def absolute_tracking_uri(uri: str) -> str:
-    """``sqlite:///relative.db`` made absolute, so every process means the same file."""
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
-        return prefix + str(Path(uri[len(prefix):]).resolve())
-    return uri
 
 
 class RaySession(TrialSession):

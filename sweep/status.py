@@ -4,81 +4,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlflow import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-from sweep.engine import absolute_tracking_uri
+from results.reader import DEFAULT_METRIC, choose_parent, read_client, variant_runs
+from results.schema import FINISHED
 from sweep.export import export_trial, select_run
-
-TAG = "sweep."  # TEMP
-from sweep.variants import UsageError, split_name
-
-
-def read_client(tracking_uri: str) -> MlflowClient:
-    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
-    uri = absolute_tracking_uri(tracking_uri)
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not Path(uri[len(prefix):]).is_file():
-        raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(prefix):]} does not exist)")
-    return MlflowClient(uri)
-
-
-def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
-    """(experiment, parent run) of the sweep variant ``text`` names: NAME when the spec has one variant,
-    NAME-HASH (a unique prefix of the spec hash) among several."""
-    experiment = client.get_experiment_by_name(text)
-    name, prefix = (text, "") if experiment else split_name(text, set())
-    experiment = experiment or client.get_experiment_by_name(name)
-    if experiment is None:
-        raise UsageError(f"no MLflow experiment named {text!r} at {tracking_uri}")
-    parents = client.search_runs(
-        [experiment.experiment_id], filter_string=f"tags.`{TAG}role` = 'parent'", max_results=1000,
-        order_by=["attributes.start_time ASC"],
-    )
-    found = [p for p in parents if p.data.tags.get(f"{TAG}spec_hash", "").startswith(prefix)]
-    if len(found) == 1:
-        return experiment, found[0]
-    if not found:
-        hashes = ", ".join(p.data.tags.get(f"{TAG}spec_hash", "?") for p in parents) or "none: it never ran"
-        raise UsageError(f"sweep {name!r} at {tracking_uri} has no variant {text!r} (its spec hashes: {hashes})")
-    choices = "\n  ".join(
-        f"{name}-{p.data.tags.get(f'{TAG}spec_hash', '')}  ({p.data.tags.get(f'{TAG}options', 'options not recorded')})"
-        for p in found
-    )
-    raise UsageError(f"sweep {name!r} has {len(found)} variants at {tracking_uri}; choose one:\n  {choices}")
+from trainers.record import Metric, ModelState, Tag
 
 
 def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
     """(experiment id, trial runs) of the sweep variant ``name`` names, in the plan's order."""
     client = read_client(tracking_uri)
     experiment, parent = choose_parent(client, name, tracking_uri)
-    runs = client.search_runs(
-        [experiment.experiment_id],
-        filter_string=f"tags.`{TAG}role` = 'trial' and tags.`{MLFLOW_PARENT_RUN_ID}` = '{parent.info.run_id}'",
-        max_results=50000,
-    )
-    return experiment.experiment_id, sorted(runs, key=lambda run: run.data.tags.get(f"{TAG}trial_id", ""))
+    return experiment.experiment_id, variant_runs(client, experiment, parent)
 
 
 def exportable(run) -> str:
     """Whether ``sweep export`` can write this trial's encoder: yes, no, or why not."""
     tags = run.data.tags
-    if run.info.status != "FINISHED" or not tags.get(f"{TAG}checkpoint"):
+    if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
         return "no"
-    return {"deleted": "deleted", "untrained": "yes (untuned)"}.get(tags.get(f"{TAG}model", ""), "yes")
+    return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
 
 
 def export(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None, trial: str | None) -> None:
     _, runs = trial_runs(name, tracking_uri)
-    finished = [run for run in runs if run.info.status == "FINISHED"]
+    finished = [run for run in runs if run.info.status == FINISHED]
     tags = finished[0].data.tags if finished else {}
-    metric, mode = tags.get(f"{TAG}metric", "best_dev_spearman max").split()
+    metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
     run = select_run(finished, metric, mode, row, seed, trial)
     folder = export_trial(run, Path(out))
     tags, metrics = run.data.tags, run.data.metrics
-    print(f"exported trial {tags.get(f'{TAG}trial_id')} (row {tags.get(f'{TAG}row')!r}, seed {tags.get(f'{TAG}seed')}, "
-          f"best dev {metrics.get('best_dev_spearman', float('nan')):.2f}, test avg "
-          f"{metrics.get('test_avg_spearman', float('nan')):.2f}) to {folder}")
+    print(f"exported trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}, "
+          f"best dev {metrics.get(Metric.BEST_DEV, float('nan')):.2f}, test avg "
+          f"{metrics.get(Metric.TEST_AVG, float('nan')):.2f}) to {folder}")
 
 
 def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
@@ -89,15 +46,15 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
         rows.append(
             {
                 "state": run.info.status,
-                "row": tags.get(f"{TAG}row") or tags.get(f"{TAG}axes", ""),
-                "seed": tags.get(f"{TAG}seed", ""),
-                "best_dev": metrics.get("best_dev_spearman"),
-                "test_avg": metrics.get("test_avg_spearman"),
-                "trial": tags.get(f"{TAG}trial_id", ""),
-                "checkpoint": tags.get(f"{TAG}checkpoint_step", "-"),
+                "row": tags.get(Tag.ROW) or tags.get(Tag.AXES, ""),
+                "seed": tags.get(Tag.SEED, ""),
+                "best_dev": metrics.get(Metric.BEST_DEV),
+                "test_avg": metrics.get(Metric.TEST_AVG),
+                "trial": tags.get(Tag.TRIAL_ID, ""),
+                "checkpoint": tags.get(Tag.CHECKPOINT_STEP, "-"),
                 "export": exportable(run),
                 "run": f"{tracking_uri} experiment {experiment_id} run {run.info.run_id}",
-                "parent": tags.get(MLFLOW_PARENT_RUN_ID, ""),
+                "parent": tags.get(Tag.PARENT_RUN_ID, ""),
             }
         )
     return rows

@@ -23,9 +23,8 @@ from ray.tune import Callback
 
 from sweep.spec import SweepSpec
 from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag
+
 PROJECT = Path(__file__).resolve().parent.parent
-MODEL_TRAINING = "custom_model_development"
-"""The experiment kind whose view is Model training (runs), where MLflow 3 should open a sweep."""
 
 
 def checkpoint_uri(checkpoint) -> str:
@@ -78,12 +77,11 @@ def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> st
     return f"{host}/#/experiments/{experiment_id}/runs?searchFilter={quote(TRIAL_FILTER)}"
 
 
-
 def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
     """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
     experiment = client.get_experiment_by_name(spec.name)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        spec.name, tags={Tag.EXPERIMENT_KIND: MODEL_TRAINING})
+        spec.name, tags={Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING})
     existing = client.search_runs(
         [experiment_id], filter_string=f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec.spec_hash}'",
         max_results=1,

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from results.names import UsageError, split_name
+
 SWEEP_RECORD = "sweep.json"
-
-
-class UsageError(ValueError):
-    """A refused command: a name that matches no sweep or several, options that contradict the stores."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +57,6 @@ def variant_folder(root: str, name: str, spec_hash: str) -> str:
     if "://" not in root and (read_record(legacy) or {}).get("spec_hash") == spec_hash:
         return legacy
     return f"{root}/{name}-{spec_hash}"
-
-
-def split_name(text: str, names: set[str]) -> tuple[str, str]:
-    """``NAME`` or ``NAME-HASHPREFIX`` -> (name, hash prefix), where ``names`` are the known sweep names."""
-    if text in names or "-" not in text:
-        return text, ""
-    name, prefix = text.rsplit("-", 1)
-    return name, prefix
 
 
 def local_variants(root: str, text: str) -> list[Variant]:

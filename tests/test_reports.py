@@ -17,8 +17,11 @@ from mlflow import MlflowClient
 from reports import collect as collect_module
 from reports import plots, tables
 from reports.collect import collect, write
-from reports.plots import curve, dev_curves, heatmap
-from reports.tables import MissingResults, build_tables, parse_table_spec, to_latex, to_markdown
+from reports.paper_tables import MissingResults, build_tables
+from reports.plots import curve
+from reports.table_specs import parse_table_spec
+from results.figures import dev_curves, heatmap
+from results.render import layout, to_latex, to_markdown
 from sweep.engine import SweepOptions, run
 
 pytestmark = pytest.mark.slow
@@ -157,7 +160,7 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
     assert "row 'simcse': 1 of 3 seeds missing: [3]" in warned and "row 'broken': 3 of 3 seeds missing" in warned
     assert "row 'untuned': 1 of 3 seeds missing: [3]" in warned  # its one run stands for seeds 1 and 2 only
 
-    header, lines, bold = tables.layout(table)
+    header, lines, bold = layout(table)
     assert header == ["row", "STS-B", "Avg", "Delta", "p"]
     simcse = next(i for i, line in enumerate(lines) if line[0] == "simcse")
     mean, std = statistics.mean(avg["simcse"]), statistics.stdev(avg["simcse"])

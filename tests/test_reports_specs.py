@@ -10,10 +10,10 @@ import warnings
 import pandas as pd
 import pytest
 
-from reports.tables import (
-    COLUMNS, DELTA, PAPER_NUMBERS, Cell, Column, MissingResults, TableSpecError, build_tables, cell_text,
-    latex_escape, load_table_specs, load_yaml, paper_rows, paper_text, parse_table_spec, to_latex, to_markdown,
-)
+from reports.paper_tables import MissingResults, build_tables, paper_rows
+from reports.table_specs import PAPER_NUMBERS, TableSpecError, load_table_specs, load_yaml, parse_table_spec
+from results.render import cell_text, latex_escape, paper_text, to_latex, to_markdown
+from results.table import COLUMNS, DELTA, Cell, Column
 
 SPECS = load_table_specs()
 NUMBERS = load_yaml(PAPER_NUMBERS)

@@ -9,8 +9,10 @@ import math
 import pandas as pd
 import pytest
 
-from reports.significance import add_p_values, welch_p
-from reports.tables import SWEEP_COLUMNS, COLUMNS, sweep_table, to_csv, to_markdown
+from results.lines import add_p_values, sweep_table
+from results.render import to_csv, to_markdown
+from results.significance import welch_p
+from results.table import COLUMNS, SWEEP_COLUMNS
 
 
 def trials(scores: dict[str, list[float]], sampled: str = "", axes: dict[str, str] | None = None) -> pd.DataFrame:

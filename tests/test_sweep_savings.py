@@ -14,7 +14,9 @@ import pytest
 import yaml
 from ray.tune.search.variant_generator import generate_variants
 
-from reports.tables import MissingResults, build_tables, layout, load_table_specs
+from reports.paper_tables import MissingResults, build_tables
+from reports.table_specs import load_table_specs
+from results.render import layout
 from sweep.cli import main
 from sweep.engine import param_space
 from sweep.spec import SpecError, load_spec
@@ -140,7 +142,7 @@ def test_a_seed_free_row_shows_as_one_deterministic_run_for_all_seeds():
 
 
 def test_mirror_cells_of_symmetric_axes_are_filled_and_marked(tmp_path):
-    from reports.plots import heatmap
+    from results.figures import heatmap
 
     specs = load_table_specs()
     spec = load_spec(ROOT / "search_spaces/consert_augmentation_grid.yaml")

@@ -79,6 +79,8 @@ class Tag:
     NOTE = "mlflow.note.content"
     EXPERIMENT_KIND = "mlflow.experimentKind"
     """MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training."""
+    MODEL_TRAINING = "custom_model_development"
+    """The value of :attr:`EXPERIMENT_KIND` that opens an experiment on its runs (Model training)."""
 
     @staticmethod
     def spec(key: str) -> str:

@@ -1,0 +1,239 @@
+"""The papers' tables built from collected results: our cells beside the papers' figures.
+
+Cells are mean ± std over seeds ("seed-free": one run of a configuration that
+cannot depend on the seed; "mirror": filled from the mirror cell of symmetric
+grid axes), made by the same functions as any sweep's lines
+(:mod:`results.lines`): only FINISHED trials count, and where a (row, seed,
+grid point) ran more than once, the latest run. Under each of our lines comes
+the paper's figure and our difference from it. Lines, grid cells or seeds the
+sweep has not produced show as "–" and are listed in a :class:`MissingResults`
+warning; a partial sweep still renders. Row tables test each row against
+their reference row over seeds (:func:`results.significance.add_significance`).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from reports.table_specs import PAPER_NUMBERS, PaperSource, TableSpec, load_table_specs, load_yaml
+from results.lines import cell_of, latest_finished, mirror_point
+from results.schema import FINISHED, IDENTITY
+from results.significance import add_significance
+from results.table import COLUMNS, DASH, DELTA, Cell, Column, Line, Table
+
+PAPER_MODELS = {
+    "bert-base-uncased": "bert-base",
+    "bert-large-uncased": "bert-large",
+    "prajjwal1/bert-tiny": "bert-tiny",
+    "prajjwal1/bert-mini": "bert-mini",
+    "prajjwal1/bert-small": "bert-small",
+    "sentence-transformers/bert-base-nli-mean-tokens": "sbert-base",
+    "sentence-transformers/bert-large-nli-mean-tokens": "sbert-large",
+}
+"""Our ``model`` knob value -> the papers' model key: when every trial of a
+table ran one of these, the paper's rows for that model are compared with;
+otherwise the table spec's ``paper.model``."""
+
+
+class MissingResults(UserWarning):
+    """Lines, grid cells or seeds a table expects that the results do not have."""
+
+
+def _select(frame: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
+    for knob, value in where.items():
+        if knob not in frame.columns:
+            return frame.iloc[0:0]
+        frame = frame[frame[knob] == value]
+    return frame
+
+
+def _describe(where: Mapping[str, Any]) -> str:
+    if set(where) == {"experiment", "row"}:
+        return f"row {where['row']!r}"
+    return ", ".join(f"{k}={v}" for k, v in where.items() if k != "experiment")
+
+
+def paper_rows(
+    numbers: Mapping[str, Any], source: PaperSource | None, model: str | None
+) -> dict[str, dict[str, float]]:
+    """The paper's row name -> column -> figure, for ``model`` (all rows when None)."""
+    if source is None:
+        return {}
+    table = numbers[source.paper][source.table]
+    return {r["row"]: r["values"] for r in table["rows"] if model is None or r.get("model") == model}
+
+
+def _paper_model(spec: TableSpec, numbers: Mapping[str, Any], runs: pd.DataFrame) -> str | None:
+    if spec.paper is None:
+        return None
+    models = set(runs["model"].dropna()) if "model" in runs.columns else set()
+    if len(models) == 1:
+        mapped = PAPER_MODELS.get(next(iter(models)))
+        if mapped and paper_rows(numbers, spec.paper, mapped):
+            return mapped
+    return spec.paper.model
+
+
+def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, Any]) -> Table:
+    """Our cells and the paper's figures for one table spec."""
+    if results.empty:
+        results = pd.DataFrame(columns=list(IDENTITY))
+    all_runs = results[results["experiment"].isin(list(spec.sweeps()))]
+    runs = latest_finished(all_runs, ["experiment", "row", *(k for k in spec.sweep.grid if k in all_runs.columns)])
+    model = _paper_model(spec, numbers, runs)
+    paper = paper_rows(numbers, spec.paper, model)
+    if spec.across:
+        labels = [str(v) for v in spec.column_keys()]
+        formats = {label: COLUMNS[spec.metric] for label in labels}
+    else:
+        labels = list(spec.columns)
+        formats = {c: COLUMNS.get(c, Column(c)) for c in labels}
+    corner = "row" if spec.kind == "rows" else spec.index
+    table = Table(spec.name, spec.title, corner, labels, formats, [], paper_model=model, across=spec.across)
+
+    for key in spec.line_keys():
+        line_where = {"experiment": spec.sweep_of(key)[1].name}
+        line_where.update({"row": key} if spec.kind == "rows" else {spec.index: key})
+        paper_row = spec.paper.rows.get(key, key if spec.kind == "rows" else None) if spec.paper else None
+        figures = paper.get(paper_row, {}) if paper_row is not None else {}
+        line = Line(str(key), {}, {})
+        for column_key, label in zip(spec.column_keys(), labels):
+            if spec.across:
+                where = {**line_where, spec.across: column_key}
+                metric = COLUMNS[spec.metric].metric
+                paper_column = spec.paper.columns.get(column_key) if spec.paper else None
+            else:
+                where, metric, paper_column = line_where, formats[label].metric, label
+            if label != DELTA:  # Delta is computed from the other cells below
+                line.cells[label] = _cell(table, spec, runs, all_runs, where, metric, label)
+            if paper_column in figures:
+                line.paper[label] = float(figures[paper_column])
+        table.lines.append(line)
+
+    ran = set(runs["experiment"])
+    absent = [f"no finished trial of sweep {name!r} (python -m sweep run {path})"
+              for name, path in spec.sweeps().items() if name not in ran]
+    table.missing = absent if runs.empty else table.missing + absent
+    if spec.delta:
+        _add_delta(table, spec)
+    _note_sources(table, spec, runs, paper)
+    if spec.kind == "rows":
+        add_significance(table, spec.delta[0] if spec.delta else None, spec.delta[1] if spec.delta else None)
+    return table
+
+
+def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFrame,
+          where: Mapping[str, Any], metric: str, label: str) -> Cell:
+    """Our cell where ``where`` holds; notes what is missing (once per line or grid cell)."""
+    trials = _select(runs, where)
+    mirror = mirror_point(where, spec.mirrored()) if trials.empty else None
+    if mirror is not None:
+        trials = _select(runs, mirror)
+    place = _describe(where)
+    if label == table.columns[0] or spec.across:
+        done = {int(s) for s in trials["seed"]} | _stood_for(trials)
+        seeds = spec.sweep_of(where.get("row"))[1].seeds
+        missing = [s for s in seeds if s not in done]
+        if missing:
+            table.missing.append(f"{place}: {len(missing)} of {len(seeds)} seeds missing: {missing}")
+        others = _select(all_runs, where)
+        others = others[others["status"] != FINISHED] if not others.empty else others
+        if len(others):
+            counts = others["status"].value_counts().sort_index()
+            table.notes.append(f"{place}: left out " + ", ".join(f"{n} {s}" for s, n in counts.items()) + " trial(s)")
+    cell = cell_of(trials, metric, mirror=mirror is not None)
+    if len(trials) and cell.n < len(trials):
+        where_text = place if spec.across else f"{place}, {label}"
+        table.notes.append(f"{where_text}: {len(trials) - cell.n} of {len(trials)} finished trials logged no {metric}")
+    return cell
+
+
+def _stood_for(trials: pd.DataFrame) -> set[int]:
+    """The seeds that seed-free trials stand for (their one run counts for every seed)."""
+    if "seeds" not in trials.columns:
+        return set()
+    return {int(seed) for text in trials["seeds"].dropna() for seed in str(text).split(",") if seed}
+
+
+def _add_delta(table: Table, spec: TableSpec) -> None:
+    """Delta = each seed's value of ``delta.of`` minus the reference line's mean (so its std is the line's)."""
+    column, reference = spec.delta
+    base = next(line for line in table.lines if line.label == str(reference)).cells[column]
+    for line in table.lines:
+        source = line.cells[column]
+        line.cells[DELTA] = Cell(tuple(v - base.mean for v in source.values) if base.n else (), source.seed_free)
+
+
+def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapping[str, Any]) -> None:
+    def listed(name: str) -> str:
+        values = sorted({str(v) for v in runs[name].dropna()}) if name in runs.columns else []
+        return ", ".join(values) or DASH
+
+    budget = f"; budget {listed('budget')}" if "budget" in runs.columns else ""
+    paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
+    cut = sorted({int(v) for v in runs["model_layers"].dropna() if v}) if "model_layers" in runs.columns else []
+    layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
+    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
+    for name in ("model", "budget", "model_layers"):
+        if name in runs.columns and runs[name].nunique() > 1:
+            table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): filter or re-run before comparing")
+    if spec.paper and spec.across:
+        shown = {(line.label, label) for line in table.lines for label in line.paper}
+        reported = [(k, c) for k, row in spec.paper.rows.items() for c, pc in spec.paper.columns.items()
+                    if row in paper and pc in paper[row]]
+        absent = [f"{spec.index}={k}, {spec.across}={c}" for k, c in reported if (str(k), str(c)) not in shown]
+        if absent:
+            table.notes.append(f"the paper reports cells outside this grid: {'; '.join(absent)}")
+
+
+def build_tables(
+    results: pd.DataFrame,
+    names: Sequence[str] | None = None,
+    specs: Mapping[str, TableSpec] | None = None,
+    numbers: Mapping[str, Any] | None = None,
+) -> list[Table]:
+    """The named tables (all by default) of ``specs`` (default: table_specs.yaml), warning about gaps."""
+    specs = specs if specs is not None else load_table_specs()
+    numbers = numbers if numbers is not None else load_yaml(PAPER_NUMBERS)
+    unknown = sorted(set(names or []) - set(specs))
+    if unknown:
+        raise KeyError(f"unknown table(s) {unknown}; known: {sorted(specs)}")
+    tables = []
+    for name in names or list(specs):
+        table = build_table(specs[name], results, numbers)
+        if table.missing:
+            warnings.warn(f"{name}: " + "; ".join(table.missing), MissingResults, stacklevel=2)
+        tables.append(table)
+    return tables
+
+
+def build_tables_for_cli(
+    results: pd.DataFrame, names: Sequence[str] | None, specs: Mapping[str, TableSpec] | None = None
+) -> list[Table]:
+    """:func:`build_tables`, with what is missing printed to stderr, one line per item. With no
+    ``names``, only the tables that have results: one line then lists the others and the command
+    that fills each."""
+    specs = specs if specs is not None else load_table_specs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        built = build_tables(results, names, specs)
+    if not names:
+        empty = [t for t in built if not t.has_results()]
+        built = [t for t in built if t.has_results()]
+        if empty:
+            print(without_results_line(empty, specs), file=sys.stderr)
+    for table in built:
+        for item in table.missing:
+            print(f"warning: {table.name}: {item}", file=sys.stderr)
+    return built
+
+
+def without_results_line(tables: Sequence[Table], specs: Mapping[str, TableSpec]) -> str:
+    """One line naming the paper tables that have no results yet, with the command that fills each."""
+    commands = [f"{t.name} ({'; '.join(f'python -m sweep run {path}' for path in specs[t.name].sweeps().values())})"
+                for t in tables]
+    return "no results yet for: " + ", ".join(commands)

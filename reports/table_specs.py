@@ -1,0 +1,186 @@
+"""The papers' tables as declared in ``reports/table_specs.yaml``, checked against their search spaces.
+
+A table spec names the search space that fills it, read as the sweep engine
+reads it (:func:`sweep.spec.load_spec`, without the environment checks): its
+rows, seeds, grid and symmetric axes. A rows table shows named rows of it (or
+``{row: NAME, spec: PATH}`` of another search space); a grid table shows its
+one or two grid knobs. ``paper`` says which of ``paper_numbers.yaml``'s tables
+and rows ours are compared with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from results.table import COLUMNS, DELTA
+from sweep.spec import SpecError, SweepSpec, load_spec
+from sweep.spec_yaml import read_yaml
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent
+TABLE_SPECS = HERE / "table_specs.yaml"
+PAPER_NUMBERS = HERE / "paper_numbers.yaml"
+SPEC_KEYS = {"title", "kind", "spec", "columns", "rows", "index", "across", "metric", "delta", "paper"}
+
+
+class TableSpecError(ValueError):
+    """A table spec that cannot be rendered as written."""
+
+
+@dataclass(frozen=True)
+class PaperSource:
+    paper: str
+    table: str
+    model: str | None
+    rows: Mapping[Any, str | None]  # our line key -> the paper's row (None: the paper has none)
+    columns: Mapping[Any, str]  # two-knob grids: our column value -> the paper's column
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    title: str
+    kind: str  # "rows" or "grid"
+    spec_file: str  # the search space's path from the project root
+    sweep: SweepSpec  # the search space
+    columns: tuple[str, ...]  # metric columns (rows tables, one-knob grids)
+    rows: tuple[str, ...]  # rows tables: the sweep rows, in order
+    index: str | None  # grids: the knob of the lines
+    across: str | None  # two-knob grids: the knob of the columns
+    metric: str | None  # two-knob grids: the one metric column shown
+    delta: tuple[str, str] | None  # (column, reference line): Delta = column minus the reference's
+    paper: PaperSource | None
+    row_sweeps: Mapping[str, tuple[str, SweepSpec]] = field(default_factory=dict)
+    """rows tables: a row drawn from another search space -> (its path, that search space)"""
+
+    @property
+    def experiment(self) -> str:
+        return self.sweep.name
+
+    def sweep_of(self, line: Any) -> tuple[str, SweepSpec]:
+        """(search space path, search space) that a line's trials come from."""
+        return self.row_sweeps.get(line, (self.spec_file, self.sweep)) if self.kind == "rows" else (self.spec_file, self.sweep)
+
+    def sweeps(self) -> dict[str, str]:
+        """Experiment name -> search space path, of every sweep the table draws from."""
+        found = {self.experiment: self.spec_file}
+        found.update({sweep.name: path for path, sweep in self.row_sweeps.values()})
+        return found
+
+    def line_keys(self) -> list[Any]:
+        return list(self.rows) if self.kind == "rows" else list(self.sweep.grid[self.index])
+
+    def column_keys(self) -> list[Any]:
+        return list(self.sweep.grid[self.across]) if self.across else list(self.columns)
+
+    def mirrored(self) -> tuple[str, str] | None:
+        """The symmetric axes of the search space when they are this table's two knobs (mirror cells)."""
+        pair = self.sweep.symmetric
+        return pair if self.across and pair and sorted(pair) == sorted([self.index, self.across]) else None
+
+
+def load_yaml(path: Path) -> Any:
+    return read_yaml(path.read_text(encoding="utf-8"))
+
+
+def search_space(relative: str, project: Path, fail: Callable[[str], TableSpecError]) -> SweepSpec:
+    """The search space at ``relative`` (from ``project``), as the sweep engine reads it."""
+    path = (project / relative).resolve()
+    if not path.is_file():
+        raise fail(f"search space {relative} not found")
+    try:
+        return load_spec(path, check_environment=False)
+    except SpecError as error:
+        raise fail(f"search space {relative}: {'; '.join(error.problems)}") from None
+
+
+def _parse_rows(raw_rows: Sequence[Any], project: Path, fail) -> tuple[tuple[str, ...], dict]:
+    """A rows table's rows: names of the main search space's rows, or ``{row: NAME, spec: PATH}`` for a
+    row of another search space (SCT Table 4's augmentation rows live in three specs)."""
+    names, row_sweeps = [], {}
+    for item in raw_rows:
+        if isinstance(item, Mapping):
+            if set(item) != {"row", "spec"}:
+                raise fail(f"a row from another search space is {{row: NAME, spec: PATH}}, got {dict(item)}")
+            row_sweeps[item["row"]] = (item["spec"], search_space(item["spec"], project, fail))
+            names.append(item["row"])
+        else:
+            names.append(item)
+    return tuple(names), row_sweeps
+
+
+def _check_lines(raw: Mapping[str, Any], sweep: SweepSpec, rows: tuple[str, ...], row_sweeps: Mapping,
+                 fail: Callable[[str], TableSpecError]) -> None:
+    """A rows table's rows exist and pool no grid points; a grid table's knobs are its sweep's grid."""
+    index, across, metric, columns = raw.get("index"), raw.get("across"), raw.get("metric"), raw.get("columns")
+    if raw["kind"] == "rows":
+        if not rows or not columns:
+            raise fail("a rows table needs 'rows' and 'columns'")
+        for path, source in [(raw["spec"], sweep), *row_sweeps.values()]:
+            source_rows = [r.name for r in source.rows]
+            stray = [r for r in rows if row_sweeps.get(r, (raw["spec"],))[0] == path and r not in source_rows]
+            if stray:
+                raise fail(f"rows {stray} are not rows of {path} ({source_rows})")
+            if source.grid:
+                raise fail(f"{path} has a grid: a row's cells would pool its grid points")
+        return
+    if across and (metric not in COLUMNS or columns):
+        raise fail("a two-knob grid shows one 'metric' (a column name) and no 'columns'")
+    if not across and not columns:
+        raise fail("a one-knob grid needs 'columns'")
+    knobs = [k for k in (index, across) if k]
+    if sorted(knobs) != sorted(sweep.grid):
+        # Otherwise a cell would pool trials of different grid points.
+        raise fail(f"index/across {knobs} must be the grid knobs of {raw['spec']} ({sorted(sweep.grid)})")
+
+
+def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT) -> TableSpec:
+    """One entry of table_specs.yaml, checked against its search space."""
+    def fail(message: str) -> TableSpecError:
+        return TableSpecError(f"table {name!r}: {message}")
+
+    unknown = set(raw) - SPEC_KEYS
+    if unknown:
+        raise fail(f"unknown keys {sorted(unknown)}; expected some of {sorted(SPEC_KEYS)}")
+    if raw.get("kind") not in ("rows", "grid"):
+        raise fail(f"kind must be 'rows' or 'grid', got {raw.get('kind')!r}")
+    if "spec" not in raw:
+        raise fail("needs 'spec', the search space that fills it")
+    sweep = search_space(raw["spec"], project, fail)
+    columns = tuple(raw.get("columns") or ())
+    for column in columns:
+        if column not in COLUMNS and column != DELTA:
+            raise fail(f"unknown column {column!r}; known: {sorted(COLUMNS) + [DELTA]}")
+    delta = None
+    if DELTA in columns:
+        if not isinstance(raw.get("delta"), Mapping) or set(raw["delta"]) != {"of", "from"}:
+            raise fail("a Delta column needs delta: {of: COLUMN, from: LINE}")
+        delta = (raw["delta"]["of"], raw["delta"]["from"])
+    rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
+    _check_lines(raw, sweep, rows, row_sweeps, fail)
+    if delta and delta[0] not in columns:
+        raise fail(f"delta.of {delta[0]!r} is not one of the columns")
+    spec = TableSpec(
+        name=name, title=str(raw.get("title", name)), kind=raw["kind"], spec_file=raw["spec"], sweep=sweep,
+        columns=columns, rows=rows, index=raw.get("index"), across=raw.get("across"), metric=raw.get("metric"),
+        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
+    )
+    if delta and delta[1] not in spec.line_keys():
+        raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
+    return spec
+
+
+def _paper_source(raw: Mapping[str, Any] | None, fail) -> PaperSource | None:
+    if raw is None:
+        return None
+    unknown = set(raw) - {"paper", "table", "model", "rows", "columns"}
+    if unknown or not {"paper", "table"} <= set(raw):
+        raise fail(f"paper needs paper and table (and optionally model, rows, columns), got {sorted(raw)}")
+    return PaperSource(raw["paper"], raw["table"], raw.get("model"), dict(raw.get("rows") or {}),
+                       dict(raw.get("columns") or {}))
+
+
+def load_table_specs(path: Path = TABLE_SPECS, project: Path = PROJECT) -> dict[str, TableSpec]:
+    return {name: parse_table_spec(name, raw, project) for name, raw in load_yaml(path).items()}

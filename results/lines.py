@@ -1,0 +1,192 @@
+"""The lines of any sweep: one per row and grid point, in the plan's order, with its cells.
+
+A trial's line is its row and its axes (``sweep.axes``: the grid and sampled
+knobs' values), so the seeds of one grid point share a line and a sampled
+trial, whose axes are drawn for it alone, has a line of its own. Lines come in
+the plan's order (rows, then grid points), so the first line is the spec's
+first row at its first grid point: the reference every other line is tested
+against.
+
+A cell holds the latest FINISHED run of each seed (:func:`latest_finished`, the
+one definition that paper tables use too); a seed-free trial's one run stands
+for every seed (:func:`cell_of` marks it), and where the spec declares two
+symmetric grid axes, the mirror point of each point that ran gets a line of
+its own, filled from that point and marked ``mirror``. The end-of-sweep
+summary, ``reports.tables --sweep`` (and its CSV), the p-values of
+``results.parquet`` and the grid plot are all made of these lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from results.schema import FAILED, FINISHED
+from results.significance import add_significance, line_p
+from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
+from trainers.record import Metric
+
+LINE = "line"
+SEEDS_FINISHED = "seeds finished"
+FAILED_TRIALS = "failed"
+COUNTS = (SEEDS_FINISHED, FAILED_TRIALS)
+"""What each sweep line counts besides its cells (the summary shows them)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A sweep's grid axes as its spec declares them: each axis's values in order, and its
+    ``symmetric`` pair (mirror points run once). Lines are laid out in this order."""
+
+    axes: Mapping[str, Sequence[Any]]
+    symmetric: tuple[str, str] | None = None
+
+    def rank(self, point: Mapping[str, str]) -> tuple[int, ...]:
+        """The position of a point (knob -> value text) in the plan; values not in the grid last."""
+        texts = {axis: [str(value) for value in values] for axis, values in self.axes.items()}
+        return tuple(texts[axis].index(point[axis]) if point.get(axis) in texts[axis] else len(texts[axis])
+                     for axis in texts)
+
+
+def line_label(row: str, axes: str) -> str:
+    """``row [knob=value, ...]`` (either part alone where the other is empty; no ``|``, which would
+    split a Markdown cell)."""
+    if row and axes:
+        return f"{row} [{axes}]"
+    return row or axes or "(all trials)"
+
+
+def parse_axes(axes: str) -> dict[str, str]:
+    """``knob=value, ...`` (the ``sweep.axes`` tag) -> knob -> value text."""
+    return dict(part.split("=", 1) for part in str(axes).split(", ") if "=" in part)
+
+
+def mirror_point(point: Mapping[str, Any], pair: tuple[str, str] | None) -> dict[str, Any] | None:
+    """The mirror of ``point`` under the symmetric axes ``pair`` (their values exchanged); None where
+    there is no pair or the point is its own mirror."""
+    if pair is None or not set(pair) <= set(point) or point[pair[0]] == point[pair[1]]:
+        return None
+    first, second = pair
+    return {**point, first: point[second], second: point[first]}
+
+
+def latest_finished(trials: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The FINISHED trials, the latest run of each point (``keys``) and seed, in ``trials``' order:
+    a (row, seed, grid point) run again (a smoke run then a full one, a resumed sweep) counts once."""
+    finished = trials[trials["status"] == FINISHED]
+    latest = finished.sort_values(["start_time", "run_id"]).drop_duplicates([*keys, "seed"], keep="last")
+    return finished[finished.index.isin(latest.index)]
+
+
+def is_seed_free(trials: pd.DataFrame) -> bool:
+    """Whether these runs are seed-free: each stands for every seed (tag ``sweep.seeds``)."""
+    return bool(len(trials)) and "seeds" in trials.columns and trials["seeds"].fillna("").ne("").all()
+
+
+def cell_of(trials: pd.DataFrame, metric: str, mirror: bool = False) -> Cell:
+    """One cell: ``metric`` of each of these (latest finished) runs."""
+    values = tuple(trials[metric].dropna().astype(float)) if metric in trials.columns else ()
+    return Cell(values, seed_free=is_seed_free(trials), mirror=mirror)
+
+
+def grid_point(trial: Mapping[str, Any]) -> dict[str, str]:
+    """A trial's grid point, knob -> value text, from its axes less its sweep's sampled knobs (as text,
+    which the ``axes`` tag holds for every row, also where the row's method lacks the knob)."""
+    text = trial.get("sampled_axes")
+    sampled = set() if pd.isna(text) else {knob.strip() for knob in str(text).split(",")}
+    return {knob: value for knob, value in parse_axes(trial["axes"]).items() if knob not in sampled}
+
+
+def label_lines(trials: pd.DataFrame) -> pd.DataFrame:
+    """``trials`` with a ``line`` column: each trial's line label, the one place lines are named."""
+    labels = [line_label(str(r), str(a)) for r, a in zip(trials["row"], trials["axes"])]
+    return trials.assign(**{LINE: pd.Series(labels, index=trials.index, dtype="object")})
+
+
+def _mirror_line(line: Line, axes: str, pair: tuple[str, str]) -> Line | None:
+    """The line of the mirror point of ``line`` (whose axes text is ``axes``), filled from it."""
+    point = mirror_point(line.point, pair)
+    if point is None:
+        return None
+    values = parse_axes(axes)
+    values[pair[0]], values[pair[1]] = values[pair[1]], values[pair[0]]
+    label = line_label(line.row, ", ".join(f"{k}={v}" for k, v in values.items()))
+    cells = {column: replace(cell, mirror=True) for column, cell in line.cells.items()}
+    return Line(label, cells, row=line.row, point=point, lead=dict(line.lead))
+
+
+def sweep_lines(trials: pd.DataFrame, formats: Mapping[str, Column], grid: Grid | None = None) -> list[Line]:
+    """A line per row and grid point of a labelled (:func:`label_lines`) variant's trials, in the plan's
+    order, with the mirror lines of ``grid``'s symmetric axes; each counts its finished and failed runs."""
+    finished = latest_finished(trials, [LINE])
+    first_trial: dict[str, str] = {}
+    lines = []
+    for label, group in trials.groupby(LINE, sort=False):
+        done = finished[finished[LINE] == label]
+        first = group.sort_values("trial_id").iloc[0]
+        line = Line(
+            str(label), {c: cell_of(done, f.metric) for c, f in formats.items()}, row=str(first["row"]),
+            point=grid_point(first),
+            lead={SEEDS_FINISHED: len(done), FAILED_TRIALS: int((group["status"] == FAILED).sum())},
+        )
+        mirror = _mirror_line(line, str(first["axes"]), grid.symmetric) if grid and grid.symmetric else None
+        for made in (line, mirror):
+            if made is not None and made.label not in first_trial:
+                lines.append(made)
+                first_trial[made.label] = str(first["trial_id"])
+    rows = {row: rank for rank, row in enumerate(dict.fromkeys(
+        line.row for line in sorted(lines, key=lambda line: first_trial[line.label])))}
+    rank = grid.rank if grid is not None else (lambda point: ())
+    return sorted(lines, key=lambda line: (rows[line.row], rank(line.point), first_trial[line.label]))
+
+
+def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, title: str | None = None,
+                grid: Grid | None = None) -> Table:
+    """Any sweep variant's table: a line per row x grid point (a line per trial for sampled axes, sorted by
+    the sweep's metric; mirror lines of symmetric axes where ``grid`` has them), cells mean ± std (n) over
+    the latest FINISHED run of each seed, the best in bold, and each line's Avg tested against the first
+    line's."""
+    trials = label_lines(trials)
+    name, spec_hash = str(trials["experiment"].iloc[0]), str(trials["spec_hash"].iloc[0])
+    formats = {column: COLUMNS[column] for column in columns}
+    table = Table(f"{name}-{spec_hash}", title or f"{name} (spec hash {spec_hash})", "row [grid point]",
+                  list(columns), formats, sweep_lines(trials, formats, grid))
+    finished = latest_finished(trials, [LINE])
+    for label, group in trials.groupby(LINE, sort=False):
+        left_out = group.loc[~group.index.isin(finished.index), "status"].value_counts().sort_index()
+        if len(left_out):
+            table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
+    add_significance(table)
+    metric, mode = (str(trials["sweep_metric"].iloc[0]).split() + ["max"])[:2] if "sweep_metric" in trials else (
+        Metric.BEST_DEV, "max")
+    if "sampled_axes" in trials and str(trials["sampled_axes"].iloc[0]):
+        column = next((c for c, f in formats.items() if f.metric == metric), columns[0])
+        scored = [line for line in table.lines if line.cells[column].n]
+        table.lines = sorted(scored, key=lambda line: line.cells[column].mean, reverse=mode == "max") + [
+            line for line in table.lines if not line.cells[column].n]
+        table.notes.append(f"sampled axes ({trials['sampled_axes'].iloc[0]}): one line per trial, best {metric} first")
+    budget = ", ".join(sorted(set(trials["budget"].dropna().astype(str))))
+    models = ", ".join(sorted(set(trials["model"].dropna().astype(str)))) if "model" in trials else DASH
+    table.notes.insert(0, f"ours: {models}; budget {budget}; {len(finished)} finished of {len(trials)} trials")
+    return table
+
+
+def add_p_values(frame: pd.DataFrame, column: str = "Avg") -> pd.DataFrame:
+    """``p_value`` and ``p_reference`` columns for collected trials: each line of a sweep variant
+    (:func:`sweep_lines`) against the variant's first line, on ``column``'s metric over the latest
+    FINISHED run of each seed, by :func:`results.significance.line_p` like every table."""
+    frame = frame.assign(p_value=pd.Series(np.nan, index=frame.index, dtype="float64"),
+                         p_reference=pd.Series(pd.NA, index=frame.index, dtype="string"))
+    if frame.empty or COLUMNS[column].metric not in frame.columns:
+        return frame
+    for _, variant in frame.groupby(["experiment", "spec_hash"], sort=False):
+        variant = label_lines(variant)
+        lines = sweep_lines(variant, {column: COLUMNS[column]})
+        reference = lines[0]
+        p_values = {line.label: line_p(line.cells[column], reference.cells[column]) for line in lines}
+        frame.loc[variant.index, "p_value"] = variant[LINE].map(p_values).astype(float)
+        frame.loc[variant.index, "p_reference"] = reference.label
+    return frame

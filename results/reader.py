@@ -1,0 +1,199 @@
+"""Reading a sweep's record back from MLflow: its parent run, its trial runs, a typed trials frame.
+
+``sweep status``, the end-of-sweep summary and ``reports.collect`` all read
+through here. It never writes: :func:`read_client` refuses a SQLite store that
+does not exist (MLflow would create one). Each trial run becomes one record:
+identity from its tags (:mod:`trainers.record`), every param typed back
+through its knob's declaration, and every metric's last value
+(docs/results_schema.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from results.names import UsageError, split_name
+from results.schema import IDENTITY, IDENTITY_DTYPES
+from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Tag
+from trainers.registry import METHODS
+
+SQLITE = "sqlite:///"
+KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
+DEFAULT_METRIC = f"{Metric.BEST_DEV} max"
+"""A trial's ``sweep.metric`` where it has none (recorded before the tag existed)."""
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """``sqlite:///relative.db`` made absolute, so every process means the same file."""
+    if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
+        return SQLITE + str(Path(uri[len(SQLITE):]).resolve())
+    return uri
+
+
+def read_client(tracking_uri: str) -> MlflowClient:
+    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
+    uri = absolute_tracking_uri(tracking_uri)
+    if uri.startswith(SQLITE) and not Path(uri[len(SQLITE):]).is_file():
+        raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")
+    return MlflowClient(uri)
+
+
+def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
+    """(experiment, parent run) of the sweep variant ``text`` names: NAME when the spec has one variant,
+    NAME-HASH (a unique prefix of the spec hash) among several."""
+    experiment = client.get_experiment_by_name(text)
+    name, prefix = (text, "") if experiment else split_name(text, set())
+    experiment = experiment or client.get_experiment_by_name(name)
+    if experiment is None:
+        raise UsageError(f"no MLflow experiment named {text!r} at {tracking_uri}")
+    parents = client.search_runs([experiment.experiment_id], filter_string=PARENT_FILTER, max_results=1000,
+                                 order_by=["attributes.start_time ASC"])
+    found = [p for p in parents if p.data.tags.get(Tag.SPEC_HASH, "").startswith(prefix)]
+    if len(found) == 1:
+        return experiment, found[0]
+    if not found:
+        hashes = ", ".join(p.data.tags.get(Tag.SPEC_HASH, "?") for p in parents) or "none: it never ran"
+        raise UsageError(f"sweep {name!r} at {tracking_uri} has no variant {text!r} (its spec hashes: {hashes})")
+    choices = "\n  ".join(
+        f"{name}-{p.data.tags.get(Tag.SPEC_HASH, '')}  ({p.data.tags.get(Tag.OPTIONS, 'options not recorded')})"
+        for p in found
+    )
+    raise UsageError(f"sweep {name!r} has {len(found)} variants at {tracking_uri}; choose one:\n  {choices}")
+
+
+def variant_runs(client: MlflowClient, experiment, parent) -> list:
+    """The trial runs of one sweep variant (its parent run), in the plan's order (by trial id)."""
+    runs = client.search_runs(
+        [experiment.experiment_id],
+        filter_string=f"{TRIAL_FILTER} and tags.`{Tag.PARENT_RUN_ID}` = '{parent.info.run_id}'", max_results=50000,
+    )
+    return sorted(runs, key=lambda run: run.data.tags.get(Tag.TRIAL_ID, ""))
+
+
+def variant_trials(client: MlflowClient, experiment, parent) -> pd.DataFrame:
+    """The trials frame of one sweep variant."""
+    return trials_frame([(experiment.name, run) for run in variant_runs(client, experiment, parent)])
+
+
+def _all_pages(search: Callable[[str | None], Any]) -> list:
+    """Every item of a paginated MLflow search (``search(page_token)`` -> PagedList)."""
+    items, token = [], None
+    while True:
+        page = search(token)
+        items.extend(page)
+        token = page.token
+        if not token:
+            return items
+
+
+def read_trials(tracking_uri: str, experiments: Sequence[str] | None = None) -> pd.DataFrame:
+    """Every sweep trial in ``experiments`` (all experiments when None) as a trials frame."""
+    client = read_client(tracking_uri)
+    if experiments:
+        found = [client.get_experiment_by_name(name) for name in experiments]
+        missing = [name for name, e in zip(experiments, found) if e is None]
+        if missing:
+            raise KeyError(f"no MLflow experiment named {missing} at {tracking_uri}")
+    else:
+        found = _all_pages(lambda token: client.search_experiments(max_results=1000, page_token=token))
+    named_runs = []
+    for experiment in found:
+        runs = _all_pages(lambda token: client.search_runs(
+            [experiment.experiment_id], filter_string=TRIAL_FILTER, max_results=1000, page_token=token,
+        ))
+        named_runs.extend((experiment.name, run) for run in runs)
+    return trials_frame(named_runs)
+
+
+# ---------------------------------------------------------------- one trial run -> one typed record
+
+
+def _knob_kinds() -> dict[str, set[type]]:
+    kinds: dict[str, set[type]] = {}
+    for method in METHODS.values():
+        for knob in method.all_knobs:
+            kinds.setdefault(knob.name, set()).add(knob.kind)
+    return kinds
+
+
+KNOB_KINDS = _knob_kinds()
+"""Knob name -> its declared kind(s), over every registered method."""
+
+
+def param_dtype(name: str) -> str:
+    """The column type of a param: from its knob's declared kind (string for a name no knob declares)."""
+    kinds = KNOB_KINDS.get(name, set())
+    return KIND_DTYPES.get(next(iter(kinds)), "string") if len(kinds) == 1 else "string"
+
+
+def metric_column(name: str) -> str:
+    """A metric's column: its name, or ``<name>_metric`` where a knob has that name (SG's ``loss``)."""
+    return f"{name}_metric" if name in KNOB_KINDS or name in IDENTITY else name
+
+
+def typed_param(method: str, name: str, text: str) -> Any:
+    """An MLflow param string back as the knob's declared type."""
+    knobs = METHODS[method].all_knobs if method in METHODS else None
+    if knobs is None or name not in knobs:
+        return text
+    knob = knobs[name]
+    if text == "None":
+        return None
+    if knob.kind is bool:
+        return text == "True"
+    return knob.kind(text)
+
+
+def _time(milliseconds: int | None) -> pd.Timestamp:
+    return pd.Timestamp(milliseconds, unit="ms", tz="UTC") if milliseconds else pd.NaT
+
+
+def trial_record(experiment: str, run) -> dict[str, Any]:
+    """One trial run as a flat record: identity from the tags, typed params, last metrics."""
+    tags, params = run.data.tags, run.data.params
+    method = tags.get(Tag.METHOD, params.get("method", ""))
+    record: dict[str, Any] = {
+        "experiment": experiment,
+        "sweep": tags.get(Tag.NAME, experiment),
+        "spec_hash": tags.get(Tag.SPEC_HASH, ""),
+        "spec_file": tags.get(Tag.SPEC_FILE, ""),
+        "budget": tags.get(Tag.BUDGET, ""),
+        "git_commit": tags.get(Tag.GIT_COMMIT, ""),
+        "row": tags.get(Tag.ROW, ""),
+        "axes": tags.get(Tag.AXES, ""),
+        "sampled_axes": tags.get(Tag.SAMPLED_AXES, ""),
+        "sweep_metric": tags.get(Tag.METRIC, DEFAULT_METRIC),
+        "seed": int(tags.get(Tag.SEED, params.get("seed", -1))),
+        "seeds": tags.get(Tag.SEEDS, ""),  # a seed-free trial: the seeds its one run stands for
+        "method": method,
+        "trial_id": tags.get(Tag.TRIAL_ID, ""),
+        "run_id": run.info.run_id,
+        "parent_run_id": tags.get(Tag.PARENT_RUN_ID, ""),
+        "status": run.info.status,
+        "error": tags.get(Tag.ERROR, ""),
+        "failures": int(tags.get(Tag.FAILURES, 0)),
+        "stopped_by_scheduler": tags.get(Tag.STOPPED_BY_SCHEDULER) == "true",
+        "start_time": _time(run.info.start_time),
+        "end_time": _time(run.info.end_time),
+    }
+    for name, text in params.items():
+        if name not in IDENTITY:
+            record[name] = typed_param(method, name, text)
+    record.update({metric_column(name): value for name, value in run.data.metrics.items()})
+    return record
+
+
+def trials_frame(named_runs: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+    """(experiment name, MLflow trial run) pairs as a typed frame: identity, the knobs, then the
+    metrics (each alphabetical), rows by experiment, row, seed, trial and run."""
+    records = [trial_record(name, run) for name, run in named_runs]
+    runs_seen = [run for _, run in named_runs]
+    params = sorted({name for run in runs_seen for name in run.data.params} - set(IDENTITY))
+    metrics = sorted({metric_column(name) for run in runs_seen for name in run.data.metrics})
+    dtypes = {**IDENTITY_DTYPES, **{name: param_dtype(name) for name in params}, **dict.fromkeys(metrics, "Float64")}
+    frame = pd.DataFrame.from_records(records, columns=list(dtypes)).astype(dtypes)
+    return frame.sort_values(["experiment", "row", "seed", "trial_id", "run_id"], kind="stable").reset_index(drop=True)

@@ -1,0 +1,169 @@
+"""The one renderer of a :class:`results.table.Table`: Markdown, LaTeX and CSV.
+
+:func:`layout` turns a table into its text cells once (mean ± std (n), seed-free
+and mirror marks, the paper's line under ours, the p column, the bold best);
+the three formats only lay that text out. LaTeX is pandas' ``Styler.to_latex``
+(booktabs rules, bold and italic), wrapped in a float that shrinks a wide table
+to the line width; CSV is ``DataFrame.to_csv``. Markdown is written here:
+pandas' ``to_markdown`` pads every cell to its column's width and needs
+``tabulate``, which would change every line of the output.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import pandas as pd
+
+from results.significance import is_significant, p_text
+from results.table import DASH, DELTA, P_COLUMN, Cell, Column, Table
+
+PAPER_LABEL = "paper (ours − paper)"
+REFERENCE = "ref"
+
+
+def marks(cell: Cell) -> str:
+    """What a cell stands for beyond its runs: ``seed-free``, ``mirror``, both, or nothing."""
+    return ", ".join([mark for mark, on in (("seed-free", cell.seed_free), ("mirror", cell.mirror)) if on])
+
+
+def cell_text(cell: Cell, column: Column) -> str:
+    """``mean ± std (n)``; ``mean (seed-free)`` for one run that stands for every seed; ``, mirror``
+    where the cell is filled from its mirror."""
+    if cell.n == 0:
+        return DASH
+    mean = f"{cell.mean:+.{column.digits}f}" if column.metric == DELTA else f"{cell.mean:.{column.digits}f}"
+    mirror = ", mirror" if cell.mirror else ""
+    if cell.seed_free:
+        return f"{mean} (seed-free{mirror})"
+    if cell.n == 1:
+        return f"{mean} (1{mirror})"
+    return f"{mean} ± {cell.std:.{column.digits}f} ({cell.n}{mirror})"
+
+
+def paper_text(value: float | None, ours: Cell, column: Column) -> str:
+    if value is None:
+        return DASH
+    figure = f"{value:+.{column.digits}f}" if column.metric == DELTA else f"{value:.{column.digits}f}"
+    if ours.n == 0:
+        return figure
+    return f"{figure} ({ours.mean - value:+.{column.digits}f})"
+
+
+def layout(table: Table) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
+    """Header, text lines and the (line, column) positions to set in bold.
+
+    Each of our lines is followed by the paper's line where the paper reports
+    any of its cells.
+    """
+    formats = table.formats
+    first = 1 + len(table.lead)
+    best_columns: dict[int, list[int]] = {}
+    for j, column in enumerate(table.columns, start=first):
+        best_columns.setdefault(table.best_line(column), []).append(j)
+    text, bold = [], set()
+    significance = [table.header(P_COLUMN)] if table.p_values else []
+    for i, line in enumerate(table.lines):
+        bold.update((len(text), j) for j in best_columns.get(i, []))
+        p = [REFERENCE if line.label == table.p_reference else p_text(table.p_values.get(line.label, math.nan))]
+        lead = [str(line.lead[name]) for name in table.lead]
+        cells = [cell_text(line.cells[c], formats[c]) for c in table.columns]
+        text.append([line.label] + lead + cells + p[: len(significance)])
+        if line.paper:
+            paper = [paper_text(line.paper.get(c), line.cells[c], formats[c]) for c in table.columns]
+            text.append([PAPER_LABEL] + [""] * len(table.lead) + paper + [""] * len(significance))
+    corner = f"{table.corner} \\ {table.across}" if table.across else table.corner
+    return [corner] + table.lead + [table.header(c) for c in table.columns] + significance, text, bold
+
+
+def markdown_table(table: Table) -> str:
+    """The table's lines as a Markdown pipe table, the best in bold."""
+    header, lines, bold = layout(table)
+
+    def cell(i: int, j: int, text: str) -> str:
+        return f"**{text}**" if (i, j) in bold else text
+
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(cell(i, j, t) for j, t in enumerate(line)) + " |" for i, line in enumerate(lines)]
+    return "\n".join(out) + "\n"
+
+
+def note_lines(table: Table) -> str:
+    """What is missing, then the notes, one Markdown list item each."""
+    return "".join([f"- missing: {m}\n" for m in table.missing] + [f"- {note}\n" for note in table.notes])
+
+
+def to_markdown(table: Table) -> str:
+    return f"### {table.title}\n\n{markdown_table(table)}\n{note_lines(table)}"
+
+
+def to_csv(table: Table) -> str:
+    """One line per line of ours: its lead columns, then mean, std, n, what the cell stands for
+    (``seed-free``, ``mirror``) and the paper's figure of each column, and the p-value (with whether it
+    is significant at 5%) against the reference line."""
+    records = []
+    for line in table.lines:
+        record: dict[str, Any] = {table.corner: line.label, **{name: line.lead[name] for name in table.lead}}
+        for column in table.columns:
+            cell = line.cells[column]
+            record.update({f"{column} mean": cell.mean, f"{column} std": cell.std, f"{column} n": cell.n,
+                           f"{column} marks": marks(cell), f"{column} paper": line.paper.get(column, math.nan)})
+        p_value = table.p_values.get(line.label, math.nan)
+        record.update({"p_value": p_value, "significant": is_significant(p_value),
+                       "p_reference": table.p_reference or ""})
+        records.append(record)
+    return pd.DataFrame.from_records(records).to_csv(index=False)
+
+
+LATEX_REPLACEMENTS = (
+    ("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"),
+    ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\textasciicircum{}"),
+    ("->", r"$\rightarrow$"), ("<", r"\textless{}"), (">", r"\textgreater{}"),
+    ("±", r"$\pm$"), ("−", "$-$"), ("–", "--"),
+)
+"""pandas' own LaTeX escaping (``escape="latex"``) leaves ±, −, – and -> as they are, which pdflatex
+cannot set in its default fonts."""
+
+
+def latex_escape(text: str) -> str:
+    """Plain text as LaTeX source (one pass, so replacements are never re-escaped)."""
+    out, i = [], 0
+    while i < len(text):
+        for old, new in LATEX_REPLACEMENTS:
+            if text.startswith(old, i):
+                out.append(new)
+                i += len(old)
+                break
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def latex_tabular(header: Sequence[str], lines: Sequence[Sequence[str]], bold: set[tuple[int, int]]) -> str:
+    """A booktabs tabular by pandas' Styler: ours in bold where best, the paper's lines in italics."""
+    frame = pd.DataFrame([list(line) for line in lines], columns=range(len(header)))
+
+    def styles(_: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame([["textbf:--rwrap;" if (i, j) in bold else "textit:--rwrap;" if line[0] == PAPER_LABEL
+                              else "" for j in range(len(line))] for i, line in enumerate(lines)],
+                            index=frame.index, columns=frame.columns)
+
+    styler = frame.style.hide(axis="index").format(latex_escape).relabel_index([latex_escape(h) for h in header], axis=1)
+    return styler.apply(styles, axis=None).to_latex(hrules=True, column_format="l" + "r" * (len(header) - 1))
+
+
+def to_latex(table: Table) -> str:
+    """A booktabs table float (needs \\usepackage{booktabs} and \\usepackage{graphicx})."""
+    header, lines, bold = layout(table)
+    return "\n".join([
+        "% needs \\usepackage{booktabs} and \\usepackage{graphicx}",
+        "\\begin{table}[ht]", "\\centering", "\\small", f"\\caption{{{latex_escape(table.title)}}}",
+        # Shrunk to the line width when wider, never enlarged.
+        f"\\label{{tab:{table.name}}}", "\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%",
+        latex_tabular(header, lines, bold).rstrip("\n") + "}", "\\end{table}",
+    ]) + "\n"
+
+
+RENDERERS = {"markdown": (to_markdown, ".md"), "latex": (to_latex, ".tex"), "csv": (to_csv, ".csv")}

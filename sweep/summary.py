@@ -1,0 +1,138 @@
+"""When a sweep ends: its summary on stdout, and on its MLflow parent run.
+
+``sweep run`` and ``sweep resume`` call :func:`finish_sweep`. It reads the
+variant's trials back from MLflow (so trials kept from before a resume count)
+and builds the variant's lines once (:func:`results.lines.sweep_table`: a line
+per row x grid point, mirror points of symmetric axes included, seed-free rows
+marked). From those lines come the printed table (seeds finished and failed,
+best dev and test average as mean ± std (n), p against the first line; for
+sampled axes the top trials by the spec's metric), the parent run's
+``summary.md`` and ``summary.csv`` (the renderer of every table) and its grid
+plot; then the next commands with the real names. The parent run also gets
+summary metrics, the best trial's tags and the resolved spec.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+
+from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
+from results.lines import COUNTS, Grid, sweep_table
+from results.reader import choose_parent, read_client, variant_trials
+from results.render import markdown_table, note_lines, to_csv
+from results.schema import FAILED, FINISHED
+from results.table import P_COLUMN, Table
+from sweep.spec import SweepSpec
+from sweep.tracking import runs_view_url
+from trainers.record import PARENT_FILTER, Metric, Summary, Tag
+
+SUMMARY_COLUMNS = ("Dev", "Avg")
+HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}
+TOP_SAMPLED = 5
+"""Lines shown for a sweep with sampled axes (the best by the spec's metric)."""
+
+
+def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
+    """The variant's lines with the seeds each finished and the trials that failed; no bold."""
+    table = sweep_table(trials, SUMMARY_COLUMNS, f"{spec.name} (spec hash {spec.spec_hash})",
+                        Grid(spec.grid, spec.symmetric))
+    table.lead, table.headers = list(COUNTS), dict(HEADERS)
+    table.formats = {column: replace(form, best=None) for column, form in table.formats.items()}
+    return table
+
+
+def summary_markdown(table: Table, sampled: bool) -> str:
+    shown = replace(table, lines=table.lines[:TOP_SAMPLED]) if sampled else table
+    text = f"{table.title}\n\n{markdown_table(shown)}"
+    if sampled and len(table.lines) > TOP_SAMPLED:
+        text += f"\n(top {TOP_SAMPLED} of {len(table.lines)} sampled trials)\n"
+    return text + note_lines(table)
+
+
+def best_trial(trials: pd.DataFrame, spec: SweepSpec) -> pd.Series | None:
+    """The finished trial that is best by the spec's metric and mode."""
+    scored = trials[(trials["status"] == FINISHED)]
+    if spec.metric not in scored or scored[spec.metric].isna().all():
+        return None
+    scored = scored.dropna(subset=[spec.metric])
+    index = scored[spec.metric].astype(float).idxmax() if spec.mode == "max" else scored[spec.metric].astype(float).idxmin()
+    return scored.loc[index]
+
+
+def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
+    """The spec as it ran: base with the --set overrides, the seeds and samples after the budget."""
+    return {
+        "name": spec.name, "description": spec.description, "method": spec.method, "tags": dict(spec.tags),
+        "base": dict(spec.base), "rows": [{"name": r.name, "set": dict(r.overrides)} for r in spec.rows],
+        "seeds": list(spec.seeds), "grid": dict(spec.grid), "sample": dict(spec.sample),
+        "num_samples": spec.num_samples, "metric": spec.metric, "mode": spec.mode,
+        "budget": spec.budget.name if spec.budget else None, "spec_hash": spec.spec_hash,
+        "spec_file": str(spec.path),
+    }
+
+
+def log_to_parent(client: MlflowClient, tracking_uri: str, spec: SweepSpec, experiment, parent_run_id: str,
+                  trials: pd.DataFrame, table: Table, summary_md: str) -> None:
+    """Summary metrics, the best trial's tags and the artifacts on the variant's parent run."""
+    client.log_metric(parent_run_id, Summary.TRIALS_FINISHED, int((trials["status"] == FINISHED).sum()))
+    client.log_metric(parent_run_id, Summary.TRIALS_FAILED, int((trials["status"] == FAILED).sum()))
+    best = best_trial(trials, spec)
+    if best is not None:
+        for metric in (Metric.BEST_DEV, Metric.TEST_AVG):
+            if metric in best and not pd.isna(best[metric]):
+                client.log_metric(parent_run_id, Summary.best_trial(metric), float(best[metric]))
+        for tag, column in ((Tag.BEST_ROW, "row"), (Tag.BEST_SEED, "seed"), (Tag.BEST_AXES, "axes"),
+                            (Tag.BEST_RUN_ID, "run_id")):
+            client.set_tag(parent_run_id, tag, str(best[column]))
+    if Tag.EXPERIMENT_KIND not in experiment.tags:  # an experiment created before the tag existed
+        client.set_experiment_tag(experiment.experiment_id, Tag.EXPERIMENT_KIND, Tag.MODEL_TRAINING)
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder)
+        (out / Summary.SPEC).write_text(yaml.safe_dump(resolved_spec(spec), sort_keys=False), encoding="utf-8")
+        (out / Summary.MARKDOWN).write_text(summary_md, encoding="utf-8")
+        (out / Summary.CSV).write_text(to_csv(table), encoding="utf-8")
+        for name in (Summary.SPEC, Summary.MARKDOWN, Summary.CSV):
+            client.log_artifact(parent_run_id, str(out / name))
+        plots = out / Summary.PLOTS
+        plots.mkdir()
+        drawn = [dev_curves(trials, tracking_uri, spec.name, plots / DEV_CURVES.format(spec.name)),
+                 sweep_grid_plot(table, plots / GRID_PLOT.format(spec.name))]
+        for path in drawn:
+            if path is not None:
+                client.log_artifact(parent_run_id, str(path), Summary.PLOTS)
+
+
+def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_variants: bool) -> str:
+    name = f"{spec.name}-{spec.spec_hash}" if several_variants else spec.name
+    return "\n".join([
+        "next:",
+        f"  python -m sweep status {name}",
+        f"  python -m reports.collect && python -m reports.tables --sweep {spec.name}",
+        f"  python -m reports.plots --sweep {spec.name}",
+        f"  mlflow ui --backend-store-uri {tracking_uri}    then open {runs_view_url(experiment_id)}",
+    ])
+
+
+def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
+    """Log the variant's summary to its parent run and return the text to print."""
+    client = read_client(tracking_uri)
+    experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
+    trials = variant_trials(client, experiment, parent)
+    if trials.empty:
+        return f"{spec.name}: no trials recorded in MLflow ({tracking_uri})\n"
+    table = summary_table(trials, spec)
+    summary_md = summary_markdown(table, bool(spec.sample))
+    try:
+        log_to_parent(client, tracking_uri, spec, experiment, parent.info.run_id, trials, table, summary_md)
+    except (MlflowException, OSError) as error:  # the trials are recorded; only the parent's extras are lost
+        summary_md += f"\nwarning: the summary could not be logged to the parent run: {error}\n"
+    variants = client.search_runs([experiment.experiment_id], PARENT_FILTER, max_results=2)
+    return summary_md + "\n" + next_steps(spec, experiment.experiment_id, tracking_uri, len(variants) > 1) + "\n"
