@@ -77,11 +77,15 @@ def storage_root(storage: str | None) -> str:
 
 
 class RaySession(TrialSession):
-    """A trial inside Ray Tune: reports and checkpoints go to ``tune.report``, and the checkpoint to
-    resume from is ``tune.get_checkpoint()`` (set by Ray after a failure, a resumed sweep or a PBT
-    exploit). ``worker`` (node id, process id) goes with every report, for the tracker's tags."""
+    """A trial inside Ray Tune: reports and checkpoints go to ``tune.report``, and the checkpoints to
+    resume from are ``tune.get_checkpoint()`` (set by Ray after a failure, a resumed sweep or a PBT
+    exploit), then the older ones Ray keeps beside it, so that an unreadable newest checkpoint falls
+    back to the previous one as it does outside Ray. ``worker`` (node id, process id) goes with every
+    report, for the tracker's tags; ``restored_from`` names the checkpoint the trial last opened."""
 
     keeps_checkpoints = True
+    CHECKPOINT_PREFIX = "checkpoint_"
+    """Ray names a trial's checkpoints ``checkpoint_NNNNNN`` by their index."""
 
     def __init__(self, worker: Mapping[str, Any]):
         super().__init__()
@@ -91,12 +95,39 @@ class RaySession(TrialSession):
         tune.report({**metrics, **self.worker}, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
 
     def checkpoints(self) -> Iterator[Path]:
-        checkpoint = tune.get_checkpoint()
-        if checkpoint is None:
+        """Ray's checkpoint, then the older ones in its folder (the trial's own, or its PBT donor's),
+        newest first. A remote checkpoint is downloaded only when the reader gets to it."""
+        latest = tune.get_checkpoint()
+        if latest is None:
             return
-        self.worker["restored_from"] = checkpoint.path
-        with checkpoint.as_directory() as directory:
-            yield Path(directory)
+        for checkpoint in (latest, *self._older_than(latest)):
+            self.worker["restored_from"] = checkpoint.path
+            with checkpoint.as_directory() as directory:
+                yield Path(directory)
+
+    @classmethod
+    def _index(cls, name: str) -> int | None:
+        """The index of a checkpoint folder named ``checkpoint_NNNNNN`` (None for any other name)."""
+        digits = name[len(cls.CHECKPOINT_PREFIX):] if name.startswith(cls.CHECKPOINT_PREFIX) else ""
+        return int(digits) if digits.isdigit() else None
+
+    @classmethod
+    def _older_than(cls, latest: tune.Checkpoint) -> list[tune.Checkpoint]:
+        """The checkpoints beside ``latest`` with a lower index, newest first, on its filesystem (a local
+        folder or a URI's). Newer ones are left alone: Ray's state did not name them."""
+        import pyarrow.fs
+
+        folder, _, name = latest.path.rstrip("/").rpartition("/")
+        index = cls._index(name)
+        if index is None or not folder:
+            return []
+        entries = latest.filesystem.get_file_info(pyarrow.fs.FileSelector(folder, allow_not_found=True))
+        older = [
+            (found, entry.path) for entry in entries
+            if entry.type == pyarrow.fs.FileType.Directory
+            and (found := cls._index(entry.base_name)) is not None and found < index
+        ]
+        return [tune.Checkpoint(path, latest.filesystem) for _, path in sorted(older, reverse=True)]
 
 
 def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]) -> None:

@@ -4,8 +4,9 @@ method, on the tiny BERT."""
 
 from __future__ import annotations
 
-import math
+import tempfile
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -160,10 +161,34 @@ def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_t
     assert model.config.num_hidden_layers == 2
 
 
-def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_sts):
-    reports = []
-    run_trial({**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 2}, TrialSession(reports.append))
-    assert len(reports) == 3 and all(math.isfinite(r["loss"]) for r in reports[:-1])
+class RecordingSession(TrialSession):
+    """Records, for each report, whether it came with a checkpoint folder (None: no checkpoint)."""
+
+    def __init__(self, keeps_checkpoints: bool):
+        super().__init__()
+        self.keeps_checkpoints = keeps_checkpoints
+        self.checkpoints_given: list[bool | None] = []
+
+    def report(self, metrics, checkpoint=None):
+        self.checkpoints_given.append(None if checkpoint is None else Path(checkpoint).is_dir())
+        super().report(metrics, checkpoint)
+
+
+@pytest.mark.parametrize("keeps, given", [
+    (False, [None, None, None]),
+    # control: step 1 checkpoints, step 2 is the last evaluation (its final checkpoint follows), then the end
+    (True, [True, None, True]),
+])
+def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_sts, tmp_path, monkeypatch, keeps, given):
+    """A session that keeps no checkpoints is handed none, and nothing is left in the temporary folder
+    either way (the loop's own copies are removed once reported)."""
+    temporary = tmp_path / "temp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    session = RecordingSession(keeps)
+    run_trial({**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 2}, session)
+    assert session.checkpoints_given == given
+    assert list(temporary.iterdir()) == []
 
 
 def test_checkpoint_every_zero_writes_none(tiny_bert, use_tiny_sts, tmp_path):

@@ -3,9 +3,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoModel, AutoTokenizer
 
 import trainers.methods.consert as consert
 from sweep.spec import SpecError, load_spec
+from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.augmentations import augmented_hidden_states
 from trainers.checkpoint import TrialSession
 from trainers.data import evaluation_names, load_sts
@@ -80,11 +82,21 @@ def config_of(tiny_bert, **overrides):
     return get_method("consert").resolve({"model": tiny_bert, **overrides})
 
 
+CLASSIFIER_SEED = 0
+"""The NLI classifier is initialised right after this seed: two builds of one config are the same objective."""
+
+
 def build(tiny_bert, **overrides):
     """The objective of a single-stage setting."""
     config = config_of(tiny_bert, **overrides)
     (stage,) = consert.stages(config)
-    return stage.build({**config, **stage.overrides}, SentenceEncoder.from_pretrained(tiny_bert))
+    encoder = SentenceEncoder.from_pretrained(tiny_bert)
+    torch.manual_seed(CLASSIFIER_SEED)
+    return stage.build({**config, **stage.overrides}, encoder)
+
+
+def default_of(knob):
+    return get_method("consert").all_knobs[knob].default
 
 
 def loss_of(objective, batch=BATCH, seed=0):
@@ -102,18 +114,20 @@ def test_bert_dropout_is_removed_so_none_none_views_coincide(tiny_bert):
 
 @pytest.mark.parametrize(
     "knob, value",
-    [("aug1", "token_cutoff"), ("aug1", "dropout"), ("aug1", "span_cutoff"), ("aug2", "shuffle"), ("aug2", "none"),
-     ("temperature", 0.5), ("feature_cutoff_rate", 0.5)],
+    [("aug1", "shuffle"),  # control: the defaults on both sides
+     ("aug1", "token_cutoff"), ("aug1", "dropout"), ("aug1", "span_cutoff"), ("aug2", "shuffle"), ("aug2", "none"),
+     ("temperature", 0.5), ("feature_cutoff_rate", 0.5), ("remove_bert_dropout", False)],
 )
 def test_each_knob_changes_the_loss(tiny_bert, knob, value):
-    assert loss_of(build(tiny_bert, **{knob: value})) != pytest.approx(loss_of(build(tiny_bert)), rel=1e-6)
+    assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, **o).train()), knob, value, default_of(knob))
 
 
-@pytest.mark.parametrize("knob, aug", [("token_cutoff_rate", "token_cutoff"), ("dropout_rate", "dropout"),
-                                        ("span_cutoff_rate", "span_cutoff")])
-def test_each_rate_changes_its_augmentation(tiny_bert, knob, aug):
-    base = loss_of(build(tiny_bert, aug1=aug))
-    assert loss_of(build(tiny_bert, aug1=aug, **{knob: 0.6})) != pytest.approx(base, rel=1e-6)
+@pytest.mark.parametrize("knob, aug, value", [
+    ("token_cutoff_rate", "token_cutoff", 0.15),  # control: the default rate on both sides
+    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6), ("span_cutoff_rate", "span_cutoff", 0.6),
+])
+def test_each_rate_changes_its_augmentation(tiny_bert, knob, aug, value):
+    assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, aug1=aug, **o)), knob, value, default_of(knob))
 
 
 def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
@@ -163,14 +177,17 @@ def test_joint_loss_is_ce_plus_alpha_times_both_sides_nt_xent(tiny_bert):
     assert supervised.loss(NLI).item() == pytest.approx(ce.item(), rel=1e-5)  # sup is L_ce alone
 
 
-@pytest.mark.parametrize("knob, value", [("joint_weight", 1.0), ("nli_augmentation", "shuffle"),
+@pytest.mark.parametrize("knob, value", [("joint_weight", 0.15),  # control: the defaults on both sides
+                                         ("joint_weight", 1.0), ("nli_augmentation", "shuffle"),
                                          ("nli_augmentation", "adversarial"), ("temperature", 0.5)])
 def test_each_joint_knob_changes_the_loss(tiny_bert, knob, value):
-    base = loss_of(build(tiny_bert, supervision="joint"), NLI)
-    assert loss_of(build(tiny_bert, supervision="joint", **{knob: value}), NLI) != pytest.approx(base, rel=1e-6)
+    def loss(**overrides):
+        return loss_of(build(tiny_bert, supervision="joint", **overrides).train(), NLI)
+
+    assert_knob_changes_the_loss(loss, knob, value, default_of(knob))
 
 
-def test_fgv_view_moves_uphill_on_ce_and_its_norm_changes_the_loss(tiny_bert):
+def test_fgv_view_moves_uphill_on_ce(tiny_bert):
     objective = build(tiny_bert, supervision="joint", nli_augmentation="adversarial", adversarial_norm=0.05).train()
     sides = [objective.encoder.tokenize([pair[i] for pair in NLI], 64) for i in (0, 1)]
     states = [objective.encoder.hidden_states(f) for f in sides]
@@ -184,9 +201,51 @@ def test_fgv_view_moves_uphill_on_ce_and_its_norm_changes_the_loss(tiny_bert):
     objective.adversarial_norm = 0.0
     for view, reference in zip(objective._augmented_views(sides, states, ce), plain):
         torch.testing.assert_close(view, reference)
-    stronger = build(tiny_bert, supervision="joint", nli_augmentation="adversarial", adversarial_norm=5.0)
-    weaker = build(tiny_bert, supervision="joint", nli_augmentation="adversarial")
-    assert loss_of(stronger, NLI) != pytest.approx(loss_of(weaker, NLI), rel=1e-6)
+
+
+def expected_fgv_joint_loss(tiny_bert, classifier, norm, joint_weight=0.15, tau=0.1):
+    """L_joint with FGV views written out from Section 3.2, independently of the objective: BERT without
+    dropout; r = mean of the last layer's token vectors; L_ce of the plain pairs (``classifier``'s W, b);
+    for each side, the gradient g of L_ce with respect to the embedding layer's output, each token's
+    perturbation ``norm`` * g / ||g||_2 added to that output by a forward hook, and NT-Xent between the
+    plain and the perturbed views; in float64 from the pooled vectors on."""
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+
+    def mean_pooled(states, mask):
+        mask = mask.unsqueeze(-1).to(states.dtype)
+        return ((states * mask).sum(1) / mask.sum(1)).double()
+
+    sides = [tokenizer([pair[i] for pair in NLI], padding=True, truncation=True, max_length=64, return_tensors="pt")
+             for i in (0, 1)]
+    outputs = [model(**features, output_hidden_states=True).hidden_states for features in sides]
+    plain = [mean_pooled(states[-1], features["attention_mask"]) for states, features in zip(outputs, sides)]
+    labels = torch.tensor([pair[2] for pair in NLI])
+    weight, bias = classifier.weight.detach().double(), classifier.bias.detach().double()
+    ce = slow_nli_classification_loss(plain[0], plain[1], labels, weight, bias)
+    gradients = torch.autograd.grad(ce, [states[0] for states in outputs])
+    total = ce
+    for features, gradient, reference in zip(sides, gradients, plain):
+        length = gradient.norm(dim=-1, keepdim=True)
+        noise = (norm * torch.where(length > 0, gradient / length.clamp_min(1e-30), 0.0)).detach()
+        handle = model.embeddings.register_forward_hook(lambda module, inputs, output: output + noise)
+        try:
+            perturbed = mean_pooled(model(**features, output_hidden_states=True).hidden_states[-1],
+                                    features["attention_mask"])
+        finally:
+            handle.remove()
+        total = total + joint_weight * slow_nt_xent(reference, perturbed, tau)
+    return total.item()
+
+
+@pytest.mark.parametrize("norm", [1.0, 5.0, 0.2])  # 1.0: control, the default on both sides
+def test_fgv_norm_gives_the_loss_of_its_value(tiny_bert, norm):
+    """The joint loss with FGV views equals the reference's for the norm asked for, and a norm other than
+    the default gives another reference loss: an ignored ``adversarial_norm`` fails here."""
+    objective = build(tiny_bert, supervision="joint", nli_augmentation="adversarial", adversarial_norm=norm).train()
+    expected = expected_fgv_joint_loss(tiny_bert, objective.classifier, norm)
+    assert loss_of(objective, NLI) == pytest.approx(expected, rel=1e-5)
+    if norm != default_of("adversarial_norm"):
+        assert expected != pytest.approx(expected_fgv_joint_loss(tiny_bert, objective.classifier, 1.0), rel=1e-3)
 
 
 def test_supervised_settings_need_the_hub_and_never_substitute(tiny_bert, monkeypatch):

@@ -32,7 +32,8 @@ def test_every_paper_figure_a_spec_looks_up_exists(name):
     """A typo in a row or column name would silently drop the paper's figure: none may."""
     spec = SPECS[name]
     if spec.paper is None:
-        return
+        assert "the paper gives no figures" in spec.title, f"{name}: no paper numbers, and its title does not say why"
+        pytest.skip(f"{name}: the paper gives no figures for this table, so there is nothing to look up")
     rows = paper_rows(NUMBERS, spec.paper, spec.paper.model)
     assert rows, f"{name}: no rows of {spec.paper.model} in {spec.paper.paper} {spec.paper.table}"
     paper_columns = set(NUMBERS[spec.paper.paper][spec.paper.table]["columns"])

@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.data import DataError, read_backtranslations
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
@@ -112,10 +113,19 @@ def test_contrastive_ablation_by_hand():
     torch.testing.assert_close(queue_contrastive_loss((z1, z2), (r1, r2), (d1, d2), 0.1), expected)
 
 
+TEST_DEFAULTS = {"queue_size": 16, "projector_expansion": 2}
+"""What these tests change from the method's defaults (small queues and projector)."""
+
+
 def build(tiny_bert, **overrides):
-    config = get_method("sct").resolve({"model": tiny_bert, "queue_size": 16, "projector_expansion": 2, **overrides})
+    config = get_method("sct").resolve({"model": tiny_bert, **TEST_DEFAULTS, **overrides})
     torch.manual_seed(0)  # the projector's initialisation
     return SCTObjective(config, SentenceEncoder.from_config(config))
+
+
+def default_of(knob, **settings):
+    """The knob's value when a test does not set it: its own ``settings``, then these tests', then the method's."""
+    return {**TEST_DEFAULTS, **settings}.get(knob, get_method("sct").all_knobs[knob].default)
 
 
 def loss_of(objective, seed=0):
@@ -151,17 +161,18 @@ def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
 
 @pytest.mark.parametrize(
     "knob, value",
-    [("objective", "ce"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
+    [("objective", "kl"),  # control: the defaults on both sides
+     ("objective", "ce"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
      ("queues", "in_batch"), ("projector", False), ("projector_expansion", 3), ("tau_theta", 0.3),
      ("tau_ref", 0.3), ("queue_size", 8), ("view1", "token_cutoff"), ("view2", "dropout_mask"), ("model_layers", 1),
      ("reference", "frozen"), ("feature_cutoff_rate", 0.5)],
 )
 def test_each_knob_changes_the_loss(tiny_bert, knob, value):
-    reference = loss_of(build(tiny_bert)).item()
-    assert loss_of(build(tiny_bert, **{knob: value})).item() != pytest.approx(reference, rel=1e-6)
+    assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, **o)).item(), knob, value, default_of(knob))
 
 
-@pytest.mark.parametrize("knob, value", [("queue_update", False), ("reference", "momentum")])
+@pytest.mark.parametrize("knob, value", [("queue_update", True),  # control: the defaults on both sides
+                                         ("queue_update", False), ("reference", "momentum")])
 def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value):
     def second_loss(**overrides):
         objective = build(tiny_bert, momentum=0.0, **overrides)
@@ -171,7 +182,7 @@ def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value
         objective.after_step()
         return loss_of(objective, seed=1).item()
 
-    assert second_loss(**{knob: value}) != pytest.approx(second_loss(), rel=1e-6)
+    assert_knob_changes_the_loss(second_loss, knob, value, default_of(knob))
 
 
 def test_student_and_its_reference_keep_the_first_layers(tiny_bert):
@@ -369,13 +380,17 @@ def test_distillation_trial_runs_through_the_shared_loop(tiny_bert, tiny_teacher
     assert final["steps"] == 2 and "test_avg_spearman" in final
 
 
-@pytest.mark.parametrize("knob, value", [("teacher_pooling", "cls"), ("distillation", "congen"), ("tau_ref", 0.3)])
+@pytest.mark.parametrize("knob, value", [("distillation", "cd"),  # control: the defaults on both sides
+                                         ("teacher_pooling", "cls"), ("distillation", "congen"),
+                                         ("distillation", "mse"), ("distillation", "ckd"), ("tau_ref", 0.3),
+                                         ("tau_theta", 0.3)])
 def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, value):
-    def loss(**overrides):
-        settings = {"distillation": "cd", "teacher": tiny_teacher, "self_supervised": False, **overrides}
-        return loss_of(build(tiny_bert, **settings)).item()
+    settings = {"distillation": "cd", "teacher": tiny_teacher, "self_supervised": False}
 
-    assert loss(**{knob: value}) != pytest.approx(loss(), rel=1e-6)
+    def loss(**overrides):
+        return loss_of(build(tiny_bert, **{**settings, **overrides})).item()
+
+    assert_knob_changes_the_loss(loss, knob, value, default_of(knob, **settings))
 
 
 def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tmp_path):

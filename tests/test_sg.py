@@ -1,17 +1,30 @@
+from __future__ import annotations
+
+from typing import Any
+
 import pytest
 import torch
+from torch import Tensor, nn
+from transformers import AutoModel, AutoTokenizer
 
+from tests.test_sg_losses import slow_base, slow_opt1, slow_opt2, slow_opt3
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
+HEAD_SEED = 0
+"""The projection head is initialised right after this seed, in the objective and in the reference."""
+TEST_DEFAULTS = {"projection_hidden": 64}
+"""What these tests change from the method's defaults (a 4096-wide head is slow for nothing here)."""
 
 
 def build(tiny_bert, **overrides):
-    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 64, **overrides})
-    return SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
+    config = get_method("sg").resolve({"model": tiny_bert, **TEST_DEFAULTS, **overrides})
+    encoder = SentenceEncoder.from_pretrained(tiny_bert)
+    torch.manual_seed(HEAD_SEED)  # two builds of one config have the same head
+    return SelfGuidedObjective(config, encoder)
 
 
 def loss_of(objective, seed=0):
@@ -81,16 +94,66 @@ def test_views_use_the_chosen_pooling_and_layers(tiny_bert):
         build(tiny_bert, skip_first_layers=3)
 
 
-@pytest.mark.parametrize(
-    "knob, value",
-    [("loss", "sg"), ("loss", "opt1"), ("loss", "opt2"), ("temperature", 0.5), ("view_pooling", "mean"),
-     ("projection_head", False), ("projection_hidden", 16), ("skip_first_layers", 1)],
-)
-def test_each_knob_changes_the_loss(tiny_bert, knob, value):
-    reference = loss_of(build(tiny_bert)).item()
-    torch.manual_seed(0)  # same initial head weights where the head exists
-    changed = loss_of(build(tiny_bert, **{knob: value})).item()
-    assert changed != pytest.approx(reference, rel=1e-6)
+SLOW_LOSSES = {"sg": slow_base, "opt1": slow_opt1, "opt2": slow_opt2}
+
+
+def expected_sg_loss(tiny_bert: str, seed: int = 0, **overrides: Any) -> float:
+    """SG's loss at initialisation written out from Section 3 with the paper's knobs, independently of the
+    objective: BERT_T's last-layer [CLS] c_i against BERT_F's pooled layers h_{i,k} (BERT_F = BERT_T =
+    the pretrained model, no dropout, so L_reg = 0), both through f (two Linear + GELU of width
+    ``projection_hidden``, drawn after ``HEAD_SEED``) unless ``projection_head`` is off, and the chosen
+    loss at temperature tau, in float64. Single-view losses draw one layer per sentence uniformly after
+    ``seed``, as the objective does."""
+    knobs = get_method("sg").resolve({"model": tiny_bert, **TEST_DEFAULTS, **overrides})
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+    cls_vectors, views = [], []
+    with torch.no_grad():
+        for sentence in BATCH:  # one sentence at a time: no padding to mask
+            ids = tokenizer([sentence], truncation=True, max_length=knobs["max_seq_length"], return_tensors="pt")
+            states = model(**ids, output_hidden_states=True).hidden_states
+            cls_vectors.append(states[-1][0, 0])
+            pooled = [layer[0].max(0).values if knobs["view_pooling"] == "max" else layer[0].mean(0)
+                      for layer in states[knobs["skip_first_layers"]:]]
+            views.append(torch.stack(pooled))
+    c, h = torch.stack(cls_vectors), torch.stack(views)  # [b, d], [b, views, d]
+    if knobs["projection_head"]:
+        torch.manual_seed(HEAD_SEED)
+        width, hidden = c.shape[1], knobs["projection_hidden"]
+        head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+        with torch.no_grad():
+            c, h = head(c), head(h)
+    c, h = c.double(), h.double()
+    if knobs["loss"] == "opt3":
+        return float(slow_opt3(c, h, knobs["temperature"]))
+    torch.manual_seed(seed)
+    layer = torch.randint(h.shape[1], (len(BATCH),))
+    return float(SLOW_LOSSES[knobs["loss"]](c, h[torch.arange(len(BATCH)), layer], knobs["temperature"]))
+
+
+def objective_loss(objective: SelfGuidedObjective, seed: int = 0) -> Tensor:
+    """The objective's loss without dropout (BERT_T in eval mode), after ``seed``."""
+    objective.eval()
+    torch.manual_seed(seed)
+    return objective.loss(BATCH)
+
+
+SG_KNOB_CASES = [
+    ("loss", "opt3"),  # control: every knob at the default of these tests
+    ("loss", "sg"), ("loss", "opt1"), ("loss", "opt2"), ("temperature", 0.5), ("view_pooling", "mean"),
+    ("projection_head", False), ("projection_hidden", 16), ("skip_first_layers", 1),
+]
+
+
+@pytest.mark.parametrize("knob, value", SG_KNOB_CASES)
+def test_each_knob_gives_the_loss_of_its_value(tiny_bert, knob, value):
+    """The objective's loss equals the reference's for the knob's value, and that value's reference differs
+    from the default's: a knob the objective ignored would fail here. The control case (a default value)
+    shows both sides agree when nothing changes."""
+    default = TEST_DEFAULTS.get(knob, get_method("sg").all_knobs[knob].default)
+    expected = expected_sg_loss(tiny_bert, **{knob: value})
+    assert objective_loss(build(tiny_bert, **{knob: value})).item() == pytest.approx(expected, rel=1e-5)
+    if value != default:
+        assert expected != pytest.approx(expected_sg_loss(tiny_bert), rel=1e-3)
 
 
 def test_shared_views_equal_fresh_views_and_are_reused(tiny_bert, monkeypatch):
