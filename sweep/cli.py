@@ -9,7 +9,7 @@ from typing import Sequence
 from sweep.budget import BUDGETS
 from sweep.spec import SpecError, SweepSpec
 from sweep.spec_yaml import parse_override
-from sweep.variants import UsageError
+from results.names import UsageError
 from trainers.record import DEFAULT_TRACKING_URI
 
 
@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray).")
     parser.add_argument("--storage", help="Ray results path or URI shared by all nodes (default ./ray_results).")
+    parser.add_argument("--verbose", action="store_true",
+                        help="Show Ray's own output on the console too (by default it goes to the sweep's log).")
 
 
 def _options(args: argparse.Namespace):
@@ -90,17 +92,27 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
-def _summarise(results, spec: SweepSpec, options) -> int:
+def _summarise(outcome, spec: SweepSpec, options) -> int:
     """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
-    failed (the others still finished)."""
+    failed (the others still finished). A sweep stopped by a signal ends with the command that continues
+    it, and the shell's code for that signal."""
     from sweep.summary import finish_sweep
 
+    results = outcome.results
     failed = [r for r in results if r.error is not None]
-    print(f"{len(results) - len(failed)} trials finished, {len(failed)} failed")
+    ended = spec.trials_to_run - len(failed) - outcome.trials_left
+    if outcome.stopped_by:
+        print(f"stopped by {outcome.stopped_by.name}: {ended} trials finished, {len(failed)} failed, "
+              f"{outcome.trials_left} left to run (their MLflow runs and the parent run are KILLED)")
+    else:
+        print(f"{ended} trials finished, {len(failed)} failed")
     for result in failed:
         print(f"  failed: {result.config.get('row', '')!r} seed {result.config.get('seed')}: {type(result.error).__name__}")
     print()
     print(finish_sweep(spec, options.tracking_uri), end="")
+    if outcome.stopped_by:
+        print(f"\nto continue the sweep from its checkpoints:\n  {outcome.resume_command}")
+        return 128 + int(outcome.stopped_by)
     return 1 if failed else 0
 
 
@@ -125,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             options = _options(args)
             spec = options.load()
             warn(spec)
-            return _summarise(run(options, spec), spec, options)
+            return _summarise(run(options, spec, args.verbose), spec, options)
         elif args.command == "export":
             from sweep.status import export
 
@@ -135,7 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             options = resume_options(args.name, args.storage, args.address)
             spec = options.load()
-            return _summarise(run(options, spec), spec, options)
+            return _summarise(run(options, spec, args.verbose), spec, options)
+    except KeyboardInterrupt:
+        print("interrupted (no trial was running)", file=sys.stderr)
+        return 130
     except (SpecError, UsageError) as error:
         print(error, file=sys.stderr)
         return 2

@@ -13,13 +13,20 @@ holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
 folder per variant, :mod:`sweep.variants`); a second ``run`` of the same spec
 with the same options, or ``resume NAME``, restores it: finished trials are
 kept, unfinished ones continue from their checkpoints.
+
+The driver's console shows :mod:`sweep.progress`; Ray's own output goes to the
+variant's ``sweep.log`` (:mod:`sweep.output`), all of it with ``--verbose``.
+``--address`` and ``--tracking-uri`` are checked (:mod:`sweep.preflight`) and
+Ray is started before MLflow is written to. Ctrl-C or SIGTERM stops the sweep
+so that a resume continues it (:mod:`sweep.interrupt`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
+import shlex
+import signal
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -36,15 +43,21 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 # the spec's metric is validated by the sweep itself, so Ray need not demand it in every report.
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
+import pyarrow.fs  # noqa: E402
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
 from sweep.budget import BUDGETS  # noqa: E402
+from sweep.interrupt import StopOnSignal  # noqa: E402
+from sweep.output import LOG_NAME, console_and_log  # noqa: E402
+from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
+from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
 from sweep.spec import POINT, SweepSpec, load_spec  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
-from sweep.variants import SWEEP_RECORD, UsageError, choose_variant, describe_options, variant_folder  # noqa: E402
+from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
 from trainers.checkpoint import TrialSession  # noqa: E402
 from trainers.record import DEFAULT_TRACKING_URI, Metric, Report, Tag  # noqa: E402
 
@@ -218,6 +231,7 @@ def _within_ranges(config: dict[str, Any], mutations: Mapping[str, Any]) -> dict
 
 
 def _progress_reporter(spec: SweepSpec):
+    """Ray's own trial table, with the sweep's columns: in the sweep's log (on the console with --verbose)."""
     axes = [*spec.grid, *spec.sample]
     return tune.CLIReporter(
         parameter_columns={"row": "row", "seed": "seed", **{axis: axis for axis in axes}},
@@ -229,11 +243,14 @@ def _progress_reporter(spec: SweepSpec):
 
 
 def init_ray(address: str | None) -> None:
+    """Start (or join) Ray; a cluster that cannot be joined is a refusal of ``--address``."""
     if ray.is_initialized():
         return
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
-    address = address or os.environ.get("RAY_ADDRESS")
-    ray.init(address=address, runtime_env={"env_vars": env} if env else None, log_to_driver=True)
+    try:
+        ray.init(address=address, runtime_env={"env_vars": env} if env else None, log_to_driver=True)
+    except ConnectionError as error:
+        raise UsageError(f"--address {address}: {str(error).strip().splitlines()[0]}") from None
 
 
 def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
@@ -248,24 +265,63 @@ def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
     }
 
 
-def _record(options: SweepOptions, spec: SweepSpec, experiment_dir: str) -> None:
-    """Write the variant's record into its Ray folder (local storage only)."""
-    if "://" in experiment_dir:
-        return
-    Path(experiment_dir).mkdir(parents=True, exist_ok=True)
-    record = _record_of(options, spec)
-    (Path(experiment_dir) / SWEEP_RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+def local_folder(experiment_dir: str) -> Path:
+    """The variant's folder on this machine, for its log: its Ray folder when Ray's storage is local (a
+    path or ``file://``), else a folder of the same name under the default local storage."""
+    fs, path = filesystem(experiment_dir)
+    if isinstance(fs, pyarrow.fs.LocalFileSystem):
+        return Path(path)
+    return Path(storage_root(None)) / Path(path).name
 
 
-def run(options: SweepOptions, spec: SweepSpec | None = None) -> tune.ResultGrid:
+@dataclass(frozen=True)
+class SweepOutcome:
+    """How a driver's sweep ended: Tune's results and, when a signal stopped it, which signal, how many
+    trials are left and the command that continues them."""
+
+    results: tune.ResultGrid
+    stopped_by: signal.Signals | None
+    trials_left: int
+    resume_command: str
+
+
+def resume_command(options: SweepOptions, experiment_dir: str) -> str:
+    """``python -m sweep resume NAME-HASH``, with the storage and cluster options it needs."""
+    words = ["python", "-m", "sweep", "resume", experiment_dir.rstrip("/").rsplit("/", 1)[-1]]
+    if options.storage:
+        words += ["--storage", storage_root(options.storage)]
+    if options.address:
+        words += ["--address", options.address]
+    return shlex.join(words)
+
+
+def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = False) -> SweepOutcome:
     """Start the sweep, or finish it if its Ray state already exists. ``spec`` is the options' spec
-    when the caller has loaded it already (loaded and validated here otherwise, before Ray starts)."""
+    when the caller has loaded it already (loaded and validated here otherwise, before Ray starts).
+    The console shows the progress view and Ray's output goes to the variant's log, unless ``verbose``."""
     spec = spec or options.load()
-    options = SweepOptions(**{**options.__dict__, "tracking_uri": absolute_tracking_uri(options.tracking_uri)})
-    root = storage_root(options.storage)
-    experiment_dir = variant_folder(root, spec.name, spec.spec_hash)
+    options = replace(options, tracking_uri=absolute_tracking_uri(options.tracking_uri),
+                      address=options.address or os.environ.get("RAY_ADDRESS"))
+    check_tracking_uri(options.tracking_uri)
+    check_ray_address(options.address)
+    experiment_dir = variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)
+    log = None if verbose else local_folder(experiment_dir) / LOG_NAME
+    with console_and_log(log) as stream:
+        console = Console(file=stream, highlight=False, soft_wrap=True)
+        progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log)
+        if log:
+            console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
+        init_ray(options.address)
+        tracker = MLflowTracker(spec, options.tracking_uri)
+        results, stopped_by = _fit(options, spec, experiment_dir, tracker, progress)
+    return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir))
+
+
+def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: MLflowTracker,
+         progress: SweepProgress) -> tuple[tune.ResultGrid, signal.Signals | None]:
+    """Run Tune on a new or restored experiment; keep or delete the encoders (sweep.retention) when it
+    ended by itself, not when a signal stopped it (its trials' resume states are still needed)."""
     restoring = tune.Tuner.can_restore(experiment_dir)
-    tracker = MLflowTracker(spec, options.tracking_uri)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     finished = tracker.finished_trials()
     if not restoring:
@@ -277,13 +333,12 @@ def run(options: SweepOptions, spec: SweepSpec | None = None) -> tune.ResultGrid
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
         tracker.close_unfinished_runs()
-    init_ray(options.address)
     trainable = _trainable(spec, finished)
     if restoring:
-        print(f"Resuming {spec.name} from {experiment_dir}: finished trials are kept")
+        progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")
         tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
     else:
-        _record(options, spec, experiment_dir)
+        write_record(experiment_dir, _record_of(options, spec))
         tuner = tune.Tuner(
             trainable,
             param_space=param_space(spec),
@@ -299,7 +354,7 @@ def run(options: SweepOptions, spec: SweepSpec | None = None) -> tune.ResultGrid
             ),
             run_config=tune.RunConfig(
                 name=Path(experiment_dir).name,
-                storage_path=root,
+                storage_path=storage_root(options.storage),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 # Two checkpoints per trial: Ray's experiment snapshot may still name the older one when
                 # the driver is killed (with one kept, that one can already be gone). Under PBT all are
@@ -307,14 +362,19 @@ def run(options: SweepOptions, spec: SweepSpec | None = None) -> tune.ResultGrid
                 # replaced. When the sweep ends, the resume states before each trial's final checkpoint
                 # are deleted (sweep.models).
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=None if "pbt" in (spec.scheduler or {}) else 2),
-                callbacks=[tracker],
+                callbacks=[tracker, progress],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,
             ),
         )
-    results = tuner.fit()
-    finish_models(spec, tracker, options.register)
-    return results
+    with StopOnSignal(progress.note, before_exit=progress.stop) as stop:
+        try:
+            results = tuner.fit()
+        finally:
+            progress.stop()
+    if stop.signal is None:
+        finish_models(spec, tracker, options.register)
+    return results, stop.signal
 
 
 def resume_options(name: str, storage: str | None = None, address: str | None = None) -> SweepOptions:

@@ -23,7 +23,7 @@ from typing import Mapping
 
 import torch
 
-from sweep.variants import UsageError
+from results.names import UsageError
 from trainers.data import TEST_SETS
 from trainers.encoder import SentenceEncoder
 from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState

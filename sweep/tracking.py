@@ -4,7 +4,10 @@ Only the driver writes to MLflow (a :class:`ray.tune.Callback`), so a SQLite
 store is never written by several processes and workers need no access to it.
 Layout: one experiment per spec name, one parent run per sweep, one nested
 child run per trial, found again by its ``sweep.trial_id`` tag when a sweep is
-resumed, so nothing is logged twice.
+resumed, so nothing is logged twice. A sweep that ends with trials left (stopped
+by Ctrl-C or SIGTERM, or by an error of the driver) marks the runs of the trials
+it interrupted and its parent run KILLED; ``sweep resume`` continues those same
+runs, which end FINISHED.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import quote
 
-from mlflow import MlflowClient
 from mlflow.entities import Metric as MlflowMetric
 from mlflow.entities import Param, RunStatus, RunTag
-from ray.tune import Callback
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
+from ray.tune.experiment import Trial
 
+from sweep.driver_local import DriverLocal
 from sweep.spec import SweepSpec
+from sweep.store import SharedStoreClient, open_client
 from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag
 
+KILLED = RunStatus.to_string(RunStatus.KILLED)
+FINISHED = RunStatus.to_string(RunStatus.FINISHED)
 PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -77,11 +85,23 @@ def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> st
     return f"{host}/#/experiments/{experiment_id}/runs?searchFilter={quote(TRIAL_FILTER)}"
 
 
-def ensure_parent_run(client: MlflowClient, spec: SweepSpec) -> tuple[str, str]:
-    """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
+def ensure_experiment(client: SharedStoreClient, spec: SweepSpec) -> str:
+    """The id of the spec's experiment, created if new; a driver of another variant that created it
+    at the same moment wins, and both use it."""
     experiment = client.get_experiment_by_name(spec.name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-        spec.name, tags={Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING})
+    if experiment:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(spec.name, tags={Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING})
+    except MlflowException as error:
+        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+            raise
+        return client.get_experiment_by_name(spec.name).experiment_id
+
+
+def ensure_parent_run(client: SharedStoreClient, spec: SweepSpec) -> tuple[str, str]:
+    """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
+    experiment_id = ensure_experiment(client, spec)
     existing = client.search_runs(
         [experiment_id], filter_string=f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec.spec_hash}'",
         max_results=1,
@@ -108,35 +128,34 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-class MLflowTracker(Callback):
+class MLflowTracker(DriverLocal):
     """Logs each trial as a child run of the sweep's parent run."""
 
     def __init__(self, spec: SweepSpec, tracking_uri: str):
+        super().__init__(f"tracker:{spec.name}-{spec.spec_hash}")
         self.spec = spec
         self.tracking_uri = tracking_uri
-        self._client: MlflowClient | None = None
+        self._client: SharedStoreClient | None = None
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
         self._finished: set[str] = set()
+        self._open: set[str] = set()
+        self.trials_left = 0
+        """Trials the sweep still has to run when it ended (0 when every trial finished or failed)."""
 
     def setup(self, **info) -> None:
-        # Called when the experiment starts, also after a restore (Ray then uses the
-        # pickled callback). A driver killed right after a trial finished can leave
-        # Ray believing the trial unfinished; MLflow's record wins, so nothing is
-        # logged twice.
-        self._runs, self._last_step = {}, {}
+        # Called when the experiment starts, also after a restore. A driver killed right
+        # after a trial finished can leave Ray believing the trial unfinished; MLflow's
+        # record wins, so nothing is logged twice.
+        self._runs, self._last_step, self._open = {}, {}, set()
         self._finished = set(self.finished_trials())
         self.client.update_run(self.parent_run_id, status="RUNNING")
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Ray pickles callbacks with the experiment state: keep no live client.
-        return {**self.__dict__, "_client": None}
-
     @property
-    def client(self) -> MlflowClient:
+    def client(self) -> SharedStoreClient:
         if self._client is None:
-            self._client = MlflowClient(self.tracking_uri)
+            self._client = open_client(self.tracking_uri)
         return self._client
 
     def child_runs(self) -> list:
@@ -150,16 +169,16 @@ class MLflowTracker(Callback):
         return {
             run.data.tags[Tag.TRIAL_ID]: dict(run.data.metrics)
             for run in self.child_runs()
-            if run.info.status == "FINISHED" and Tag.TRIAL_ID in run.data.tags
+            if run.info.status == FINISHED and Tag.TRIAL_ID in run.data.tags
         }
 
     def close_unfinished_runs(self) -> None:
         """Mark KILLED the child runs left RUNNING by a driver whose Ray state is gone:
         their trials run again under new trial ids."""
         for run in self.child_runs():
-            if run.info.status in ("RUNNING", "SCHEDULED"):
+            if run.info.status in (RunStatus.to_string(RunStatus.RUNNING), RunStatus.to_string(RunStatus.SCHEDULED)):
                 self.client.set_tag(run.info.run_id, Tag.ERROR, "the driver stopped and Ray kept no state of this trial")
-                self.client.set_terminated(run.info.run_id, RunStatus.to_string(RunStatus.KILLED))
+                self.client.set_terminated(run.info.run_id, KILLED)
 
     def _is_finished(self, trial) -> bool:
         return trial.trial_id in self._finished
@@ -174,7 +193,7 @@ class MLflowTracker(Callback):
         )
         if found:
             run_id = found[0].info.run_id
-            if found[0].info.status != "FINISHED":
+            if found[0].info.status != FINISHED:
                 self.client.update_run(run_id, status="RUNNING")
         else:
             run_id = self._create_run(trial)
@@ -206,7 +225,9 @@ class MLflowTracker(Callback):
         return run.info.run_id
 
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
-        self._run_id(trial)
+        if not self._is_finished(trial):
+            self._run_id(trial)
+            self._open.add(trial.trial_id)
 
     def _logged_up_to(self, run_id: str) -> int:
         """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
@@ -252,7 +273,8 @@ class MLflowTracker(Callback):
             # The scheduler (ASHA) stopped it before its final test: say so, as its
             # run has progress metrics only.
             self.client.set_tag(run_id, Tag.STOPPED_BY_SCHEDULER, "true")
-        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FINISHED))
+        self.client.set_terminated(run_id, FINISHED)
+        self._open.discard(trial.trial_id)
 
     def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
         # Failed, to be retried in the same run: count the failures so far.
@@ -264,11 +286,20 @@ class MLflowTracker(Callback):
         self.client.set_tag(run_id, Tag.FAILURES, str(trial.num_failures))
         self.client.set_tag(run_id, Tag.ERROR, error[:5000])
         self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+        self._open.discard(trial.trial_id)
 
     def on_experiment_end(self, trials: list, **info) -> None:
-        failed = sum(t.status == "ERROR" for t in trials)
+        """The parent run ends FINISHED when no trial is left to run, KILLED otherwise. Ray's cleanup
+        marks the trials it interrupted TERMINATED, as if they had ended: they are the trials whose run
+        this driver opened and saw neither complete nor fail. Their runs end KILLED, not FINISHED, and
+        a resume opens them again."""
+        for trial_id in self._open:
+            self.client.set_terminated(self._runs[trial_id], KILLED)
+        waiting = {t.trial_id for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)}
+        self.trials_left = len(self._open | waiting) + max(0, self.spec.trials_to_run - len(trials))
+        failed = sum(t.status == Trial.ERROR for t in trials)
         self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(failed))
-        self.client.set_terminated(self.parent_run_id, "FINISHED")
+        self.client.set_terminated(self.parent_run_id, KILLED if self.trials_left else FINISHED)
 
 
 def _trial_error(trial) -> str:

@@ -13,7 +13,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    import pyarrow.fs
 
 from results.names import UsageError, split_name
 
@@ -22,14 +25,15 @@ SWEEP_RECORD = "sweep.json"
 
 @dataclass(frozen=True)
 class Variant:
-    """One variant's Ray folder and what ``resume`` needs to rebuild it (from its record)."""
+    """One variant's Ray folder (a path or a URI, as Ray's storage is) and what ``resume`` needs to rebuild
+    it (from its record)."""
 
-    folder: Path
+    folder: str
     record: Mapping[str, Any]
 
     @property
     def name(self) -> str:
-        return self.folder.name
+        return self.folder.rstrip("/").rsplit("/", 1)[-1]
 
     def describe(self) -> str:
         return f"{self.name}  ({describe_options(self.record)})"
@@ -45,41 +49,71 @@ def describe_options(record: Mapping[str, Any]) -> str:
     return " ".join(parts) or "the spec as written"
 
 
-def read_record(folder: str | Path) -> dict[str, Any] | None:
-    path = Path(folder) / SWEEP_RECORD
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+def filesystem(location: str) -> tuple[pyarrow.fs.FileSystem, str]:
+    """The filesystem and path of a Ray storage location, a local path or a URI (``s3://``, ``gs://``,
+    ``file://``), opened with pyarrow as Ray opens its storage: a sweep's record lives beside Ray's state."""
+    import pyarrow.fs
+
+    if "://" in location:
+        return pyarrow.fs.FileSystem.from_uri(location)
+    return pyarrow.fs.LocalFileSystem(), str(Path(location).resolve())
+
+
+def read_record(folder: str) -> dict[str, Any] | None:
+    """The record of the variant whose Ray folder is ``folder`` (None when it has none)."""
+    import pyarrow.fs
+
+    fs, path = filesystem(folder)
+    record = f"{path}/{SWEEP_RECORD}"
+    if fs.get_file_info(record).type != pyarrow.fs.FileType.File:
+        return None
+    with fs.open_input_stream(record) as stream:
+        return json.loads(stream.read().decode("utf-8"))
+
+
+def write_record(folder: str, record: Mapping[str, Any]) -> None:
+    """Write ``record`` into the variant's Ray folder (created if new), wherever Ray's storage is."""
+    fs, path = filesystem(folder)
+    fs.create_dir(path, recursive=True)
+    with fs.open_output_stream(f"{path}/{SWEEP_RECORD}") as stream:
+        stream.write(json.dumps(record, indent=2).encode("utf-8"))
 
 
 def variant_folder(root: str, name: str, spec_hash: str) -> str:
     """The Ray experiment folder of one variant: ``ROOT/NAME-HASH``. A folder ``ROOT/NAME`` written
     before variants had their own folders is kept in use for the variant it holds."""
     legacy = f"{root}/{name}"
-    if "://" not in root and (read_record(legacy) or {}).get("spec_hash") == spec_hash:
+    if (read_record(legacy) or {}).get("spec_hash") == spec_hash:
         return legacy
     return f"{root}/{name}-{spec_hash}"
 
 
-def local_variants(root: str, text: str) -> list[Variant]:
-    """The recorded variants under ``root`` that ``text`` (NAME or NAME-HASHPREFIX) names."""
-    folders = [f for f in Path(root).iterdir() if (f / SWEEP_RECORD).is_file()] if Path(root).is_dir() else []
-    records = {f: read_record(f) for f in folders}
-    names = {f.name for f in folders if f.name == text}
-    name, prefix = split_name(text, names | {_sweep_name(f, r) for f, r in records.items()})
+def recorded_variants(root: str, text: str) -> list[Variant]:
+    """The recorded variants under ``root`` (a path or a URI) that ``text`` (NAME or NAME-HASHPREFIX) names."""
+    import pyarrow.fs
+
+    fs, path = filesystem(root)
+    entries = fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True))
+    folders = [f"{root.rstrip('/')}/{entry.base_name}" for entry in entries if entry.type == pyarrow.fs.FileType.Directory]
+    records = {folder: record for folder in folders if (record := read_record(folder)) is not None}
+    variants = [Variant(folder, record) for folder, record in records.items()]
+    names = {v.name for v in variants if v.name == text}
+    name, prefix = split_name(text, names | {_sweep_name(v) for v in variants})
     return sorted(
-        (Variant(f, r) for f, r in records.items()
-         if _sweep_name(f, r) == name and str(r.get("spec_hash", "")).startswith(prefix)),
+        (v for v in variants if _sweep_name(v) == name and str(v.record.get("spec_hash", "")).startswith(prefix)),
         key=lambda v: v.name,
     )
 
 
-def _sweep_name(folder: Path, record: Mapping[str, Any]) -> str:
-    spec_hash = str(record.get("spec_hash", ""))
-    return folder.name[: -len(spec_hash) - 1] if spec_hash and folder.name.endswith(f"-{spec_hash}") else folder.name
+def _sweep_name(variant: Variant) -> str:
+    spec_hash = str(variant.record.get("spec_hash", ""))
+    folder = variant.name
+    return folder[: -len(spec_hash) - 1] if spec_hash and folder.endswith(f"-{spec_hash}") else folder
 
 
 def choose_variant(root: str, text: str) -> Variant:
     """The one variant ``text`` names under ``root``; refuses none or several, listing the choices."""
-    found = local_variants(root, text)
+    found = recorded_variants(root, text)
     if len(found) == 1:
         return found[0]
     if not found:

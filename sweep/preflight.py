@@ -1,0 +1,110 @@
+"""``--address`` and ``--tracking-uri`` checked before a sweep writes anything.
+
+Without these checks a wrong address is found out late and badly: the tracker has already created the
+experiment and the parent run, and ``ray.init`` waits minutes for a cluster that is not there. Each
+check waits at most ``SWEEP_CHECK_TIMEOUT_S`` seconds (30 unless set) and reads nothing but what it
+checks; a failure is a :class:`~sweep.variants.UsageError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from sweep.store import sqlite_path
+from sweep.variants import UsageError
+
+TIMEOUT_ENV = "SWEEP_CHECK_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def check_timeout() -> float:
+    return float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+
+
+def check_ray_address(address: str | None) -> None:
+    """A cluster address (``host:port`` of its GCS, or ``ray://host:port`` of its Ray Client server) must
+    accept a connection. No address, or ``auto`` (the cluster on this machine, which ``ray.init`` finds
+    or refuses at once), needs no check."""
+    if not address or address in ("auto", "local"):
+        return
+    target = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = target.hostname, target.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise UsageError(f"--address {address}: expected HOST:PORT or ray://HOST:PORT")
+    timeout = check_timeout()
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as error:
+        reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or str(error))
+        raise UsageError(f"--address {address}: no Ray cluster reachable within {timeout:g} s ({reason})") from None
+
+
+def check_tracking_uri(uri: str) -> None:
+    """The store at ``uri`` must be one MLflow can use: a tracking server that answers its health check,
+    a SQLite file that is an MLflow store (or none yet, to be created), or another store that answers."""
+    scheme = urlsplit(uri).scheme
+    if scheme in ("http", "https"):
+        _check_server(uri)
+    elif sqlite_path(uri) is not None:
+        _check_sqlite(uri)
+    elif scheme not in ("", "file"):
+        _check_other(uri)
+
+
+def _check_server(uri: str) -> None:
+    timeout = check_timeout()
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout) as response:
+            response.read()
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or error
+        raise UsageError(
+            f"--tracking-uri {uri}: no MLflow tracking server answered within {timeout:g} s ({reason})"
+        ) from None
+
+
+def _check_sqlite(uri: str) -> None:
+    """Read-only: an existing file must hold MLflow's tables (its schema version), a new one is fine."""
+    path = sqlite_path(uri)
+    if not path.exists():
+        return
+    try:
+        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=check_timeout()) as db:
+            tables = {name for (name,) in db.execute("select name from sqlite_master where type = 'table'")}
+    except sqlite3.Error as error:
+        raise UsageError(f"--tracking-uri {uri}: {path} is not a readable SQLite database ({error})") from None
+    if tables and "alembic_version" not in tables:
+        raise UsageError(f"--tracking-uri {uri}: {path} is a SQLite database but not an MLflow store")
+
+
+def _check_other(uri: str) -> None:
+    """Any other store (a database server, Databricks): one search, given the bound to answer in."""
+    from mlflow import MlflowClient
+
+    outcome: list[BaseException | None] = []
+
+    def search() -> None:
+        try:
+            MlflowClient(uri).search_experiments(max_results=1)
+            outcome.append(None)
+        except Exception as error:  # whatever the store's driver raises is the reason to show
+            outcome.append(error)
+
+    timeout = check_timeout()
+    worker = threading.Thread(target=search, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        raise UsageError(f"--tracking-uri {uri}: the MLflow store did not answer within {timeout:g} s")
+    if outcome[0] is not None:
+        first_line = str(outcome[0]).strip().splitlines()[0] if str(outcome[0]).strip() else type(outcome[0]).__name__
+        raise UsageError(f"--tracking-uri {uri}: the MLflow store refused: {first_line}")
