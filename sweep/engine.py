@@ -114,7 +114,7 @@ class RaySession(TrialSession):
         if latest is None:
             return
         for checkpoint in (latest, *self._older_than(latest)):
-            self.worker["restored_from"] = checkpoint.path
+            self.worker[Report.RESTORED_FROM] = checkpoint.path
             with checkpoint.as_directory() as directory:
                 yield Path(directory)
 

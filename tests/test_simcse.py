@@ -13,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 from tests.test_consert import slow_info_nce
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
-from trainers.methods.simcse import SimCSEObjective
+from trainers.objectives.simcse import SimCSEObjective
 from trainers.registry import get_method
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]

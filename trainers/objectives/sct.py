@@ -20,6 +20,7 @@ from trainers.methods.sct import REWRITE_VIEWS, TEXT_VIEWS
 from trainers.objective import Objective
 from trainers.objectives.sct_distillation import Teacher
 from trainers.queues import InstanceQueue
+from trainers.record import Metric
 from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 from trainers.wordnet import wordnet_synonyms
 
@@ -139,7 +140,7 @@ class SCTObjective(Objective):
 
     def statistics(self) -> dict[str, float]:
         shared = self.teacher.shared if self.teacher is not None else None
-        return shared.statistics("frozen_outputs") if shared else {}
+        return shared.statistics(Metric.FROZEN_OUTPUTS) if shared else {}
 
     @torch.no_grad()
     def after_step(self) -> None:

@@ -13,6 +13,7 @@ from trainers.frozen_outputs import FrozenOutputs, each_alone, model_key
 from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
 from trainers.method import Config
 from trainers.objective import Objective
+from trainers.record import Metric
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 
@@ -69,7 +70,7 @@ class SelfGuidedObjective(Objective):
         return self.shared.get(sentences, self.compute_views, self.encoder.device)
 
     def statistics(self) -> dict[str, float]:
-        return self.shared.statistics("frozen_outputs") if self.shared else {}
+        return self.shared.statistics(Metric.FROZEN_OUTPUTS) if self.shared else {}
 
     def loss(self, batch: Sequence[str]) -> Tensor:
         features = self.encoder.tokenize(batch, self.max_length)
