@@ -197,7 +197,6 @@ def test_rendering_a_table_imports_no_ray():
     assert "ray" not in modules and "mlflow" not in modules
 
 
-@pytest.mark.xfail(reason="needs the torch-free method declarations of branch decl", strict=False)
 def test_rendering_a_table_imports_no_torch():
     assert "torch" not in imported_by("reports.tables")
 
