@@ -16,8 +16,8 @@ kept, unfinished ones continue from their checkpoints.
 
 The driver's console shows :mod:`sweep.progress`; Ray's own output goes to the
 variant's ``sweep.log`` (:mod:`sweep.output`), all of it with ``--verbose``.
-``--address`` and ``--tracking-uri`` are checked (:mod:`sweep.preflight`) and
-Ray is started before MLflow is written to. Ctrl-C or SIGTERM stops the sweep
+``--address`` and ``--tracking-uri`` are checked (:mod:`sweep.preflight`)
+before MLflow is written to. Ctrl-C or SIGTERM stops the sweep
 so that a resume continues it (:mod:`sweep.interrupt`).
 """
 
@@ -243,12 +243,14 @@ def _progress_reporter(spec: SweepSpec):
 
 
 def init_ray(address: str | None) -> None:
-    """Start (or join) Ray; a cluster that cannot be joined is a refusal of ``--address``."""
+    """Join the cluster at ``address``, or start a Ray of the driver's own without one: Ray's default would
+    join any cluster that another process started on this machine (``/tmp/ray/ray_current_cluster``),
+    whose CPUs may all be taken. A cluster that cannot be joined is a refusal of ``--address``."""
     if ray.is_initialized():
         return
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     try:
-        ray.init(address=address, runtime_env={"env_vars": env} if env else None, log_to_driver=True)
+        ray.init(address=address or "local", runtime_env={"env_vars": env} if env else None, log_to_driver=True)
     except ConnectionError as error:
         raise UsageError(f"--address {address}: {str(error).strip().splitlines()[0]}") from None
 
@@ -311,7 +313,6 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
         progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log)
         if log:
             console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
-        init_ray(options.address)
         tracker = MLflowTracker(spec, options.tracking_uri)
         results, stopped_by = _fit(options, spec, experiment_dir, tracker, progress)
     return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir))
@@ -333,6 +334,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
         tracker.close_unfinished_runs()
+    init_ray(options.address)
     trainable = _trainable(spec, finished)
     if restoring:
         progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")

@@ -97,10 +97,10 @@ def recorded_variants(root: str, text: str) -> list[Variant]:
     folders = [f"{root.rstrip('/')}/{entry.base_name}" for entry in entries if entry.type == pyarrow.fs.FileType.Directory]
     records = {folder: record for folder in folders if (record := read_record(folder)) is not None}
     variants = [Variant(folder, record) for folder, record in records.items()]
-    names = {v.name for v in variants if v.name == text}
-    name, prefix = split_name(text, names | {_sweep_name(v) for v in variants})
+    name, prefix = split_name(text, {_sweep_name(v) for v in variants})
     return sorted(
-        (v for v in variants if _sweep_name(v) == name and str(v.record.get("spec_hash", "")).startswith(prefix)),
+        (v for v in variants
+         if v.name == text or (_sweep_name(v) == name and str(v.record.get("spec_hash", "")).startswith(prefix))),
         key=lambda v: v.name,
     )
 

@@ -1,0 +1,62 @@
+"""Two drivers, one store: processes that open a new SQLite store at the same moment all succeed, and two
+real sweeps started together in a fresh folder (the default ``sqlite:///mlflow.db``) both finish."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from mlflow import MlflowClient
+
+from tests.test_sweep_run import ROOT, spec_file
+
+OPEN_AND_WRITE = textwrap.dedent("""
+    import sys
+    from sweep.store import open_client
+    print("ready", flush=True)
+    sys.stdin.readline()  # every process opens the store at the same moment
+    client = open_client(sys.argv[1])
+    experiment = client.create_experiment(f"writer {sys.argv[2]}")
+    for step in range(20):
+        client.log_metric(client.create_run(experiment).info.run_id, "x", step)
+""")
+
+
+def test_processes_that_open_a_new_store_together_all_succeed(tmp_path):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", OPEN_AND_WRITE, uri, str(i)], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    assert [writer.stdout.readline().strip() for writer in writers] == ["ready"] * 4
+    for writer in writers:
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    errors = [writer.communicate(timeout=300)[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0] * 4, "\n".join(e[-2000:] for e in errors)
+    client = MlflowClient(uri)
+    assert len(client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=1000)) == 80
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_in_a_fresh_folder_both_finish(tmp_path, tiny_bert, use_tiny_sts):
+    rows = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
+            {"name": "simcse", "set": {"max_steps": 2, "eval_every": 1}}]
+    path = spec_file(tmp_path, tiny_bert, "together", rows=rows, seeds=[1])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # Two variants of one spec: one experiment, created by whichever driver comes first.
+    drivers = [
+        subprocess.Popen([sys.executable, "-m", "sweep", "run", str(path), "--set", f"learning_rate={lr}"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for lr in (1e-5, 2e-5)
+    ]
+    outputs = [driver.communicate(timeout=900)[0] for driver in drivers]
+    assert [driver.returncode for driver in drivers] == [0, 0], "\n\n".join(o[-3000:] for o in outputs)
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "together"]
+    parents = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'parent'")
+    trials = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
+    assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
+    assert len(trials) == 4 and {t.info.status for t in trials} == {"FINISHED"}
