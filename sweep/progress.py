@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import pyarrow.fs
 from ray.tune.experiment import Trial
 from rich.console import Console, Group
 from rich.live import Live
@@ -187,12 +188,23 @@ class SweepProgress(DriverLocal):
     def on_trial_error(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
         self.note(f"failed    {self.trial_name(trial)}: {error_line(trial)}")
         where = f"; all output: {self.log}" if self.log else ""
-        self.note(f"          full error: {trial.error_file or 'not saved'}{where}")
+        self.note(f"          full error: {kept_error_file(trial) or 'not saved'}{where}")
         self._draw(force=True)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self._trials = trials
         self.stop()
+
+
+def kept_error_file(trial: Trial) -> str | None:
+    """Where the trial's full error stays: Ray writes it to the Ray session's staging folder (deleted
+    with the session) and copies it into the trial's folder in Ray's storage, a path on this machine when
+    the storage is local."""
+    if not trial.error_file:
+        return None
+    if isinstance(trial.storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
+        return f"{trial.path}/{Path(trial.error_file).name}"
+    return trial.error_file
 
 
 def error_line(trial: Trial) -> str:
