@@ -42,6 +42,9 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 # Evaluations and the final report carry different metrics by design (dev scores, then test scores);
 # the spec's metric is validated by the sweep itself, so Ray need not demand it in every report.
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# Workers' lines reach the driver as they come, into the sweep's log: Ray's de-duplication would hold
+# repeated ones back and print them when Ray shuts down, on the console after the summary.
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 import pyarrow.fs  # noqa: E402
 import ray  # noqa: E402

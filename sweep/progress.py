@@ -66,6 +66,7 @@ class SweepProgress(DriverLocal):
         self._trials: Sequence[Trial] = ()
         self._display: Live | None = None
         self._drawn = 0.0
+        self._trial_started: dict[str, float] = {}
 
     # ------------------------------------------------------------------ what a trial is and where it is
 
@@ -91,26 +92,33 @@ class SweepProgress(DriverLocal):
         finished, running, failed = (statuses.count(s) for s in (Trial.TERMINATED, Trial.RUNNING, Trial.ERROR))
         return Counts(finished, running, max(0, self.spec.trials_to_run - finished - running - failed), failed)
 
+    def running_for(self, trial: Trial) -> float:
+        """Seconds since the trial started in this driver."""
+        return time.monotonic() - self._trial_started.get(trial.trial_id, self.started)
+
     def time_left(self) -> float | None:
         """Seconds until the sweep ends, if the trials so far say: each running trial's time to its last
-        step at its pace so far, and each waiting trial the mean trial time, spread over the trials that
-        run at once. None until one trial has finished or reported a step of a known total."""
-        durations, left, running = [], 0.0, 0
+        step at its pace so far (without a step of a known total yet, the mean trial time less the time it
+        has run), and each waiting trial the mean trial time, spread over the trials that run at once.
+        None until one trial has finished or reported a step of a known total."""
+        durations, paced, unpaced = [], 0.0, []
+        running = [t for t in self._trials if t.status == Trial.RUNNING]
         for trial in self._trials:
             result = trial.last_result or {}
             seconds = float(result.get("time_total_s", 0.0))
+            step, total = result.get(Metric.STEP), self.total_steps(trial)
             if trial.status == Trial.TERMINATED:
                 durations.append(seconds)
+            elif trial.status == Trial.RUNNING and step and total:
+                durations.append(seconds * total / step)
+                paced += max(0.0, seconds * (total - step) / step)
             elif trial.status == Trial.RUNNING:
-                running += 1
-                step, total = result.get(Metric.STEP), self.total_steps(trial)
-                if step and total:
-                    durations.append(seconds * total / step)
-                    left += max(0.0, seconds * (total - step) / step)
+                unpaced.append(self.running_for(trial))
         if not durations:
             return None
-        parallel = max(1, running)
-        return (left + self.counts().pending * sum(durations) / len(durations)) / parallel
+        mean = sum(durations) / len(durations)
+        left = paced + sum(max(0.0, mean - seconds) for seconds in unpaced) + self.counts().pending * mean
+        return left / max(1, len(running))
 
     def status_line(self) -> str:
         elapsed = time.monotonic() - self.started
@@ -133,7 +141,7 @@ class SweepProgress(DriverLocal):
             if trial.status == Trial.RUNNING:
                 result = trial.last_result or {}
                 table.add_row(self.trial_name(trial), self.step_text(trial), score(result.get(Metric.DEV)),
-                              score(result.get(Metric.BEST_DEV)), clock(result.get("time_total_s", 0.0)))
+                              score(result.get(Metric.BEST_DEV)), clock(self.running_for(trial)))
         return Group(Text(f"{self.spec.name}: {self.status_line()}", style="bold"), table)
 
     def _piped_status(self) -> str:
@@ -163,7 +171,9 @@ class SweepProgress(DriverLocal):
     def setup(self, **info: Any) -> None:
         self.started, self._drawn = time.monotonic(), time.monotonic()
         if self.live:
-            self._display = Live(self._panel(), console=self.console, auto_refresh=False, transient=True)
+            # Not rich's redirect of sys.stdout and sys.stderr into the view: they belong to the log.
+            self._display = Live(self._panel(), console=self.console, auto_refresh=False, transient=True,
+                                 redirect_stdout=False, redirect_stderr=False)
             self._display.start()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
@@ -172,6 +182,7 @@ class SweepProgress(DriverLocal):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
         self._trials = trials
+        self._trial_started[trial.trial_id] = time.monotonic()
         if not self.live:
             self.note(f"started   {self.trial_name(trial)}")
         self._draw(force=True)

@@ -40,6 +40,11 @@ def test_the_view_counts_trials_and_estimates_the_time_left(tmp_path, tiny_bert)
     assert "finished  untuned (seed 1): best dev 71.23 in 0:00:10" in out.getvalue()
     assert "about 0:00:15 left" in progress.status_line()
 
+    # A trial that has just started and reported no step yet: a mean trial (10 s) left, beside the other.
+    starting = fake_trial(2, "RUNNING")
+    progress.on_trial_start(0, [done, running, starting], starting)
+    assert progress.time_left() == pytest.approx((5.0 + 10.0) / 2, abs=0.5)
+
 
 @pytest.mark.slow
 def test_a_sweep_prints_a_short_view_and_its_failures_and_logs_the_rest(tmp_path, tiny_bert, use_tiny_sts):
