@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from sweep.spec import SweepSpec
-from sweep.spec_environment import attribute
+from sweep.spec_environment import attribute, holds_for
 from trainers.loop import load_examples, total_steps
 from trainers.method import Method
 
@@ -45,7 +45,7 @@ def regime_warnings(spec: SweepSpec) -> list[str]:
     """Every warning of the spec's trained rows x grid points, each said once."""
     rows_with: dict[str, list[str]] = {}
     counted: dict = {}
-    for trial in spec.trials:
+    for trial in spec.distinct_trials():
         method, row = spec.method_of(trial.point.row), trial.point.row
         if not method.trains:
             continue
@@ -53,7 +53,5 @@ def regime_warnings(spec: SweepSpec) -> list[str]:
         if steps is None:
             continue
         for warning in method.regime(trial.config, steps) + evaluation_warnings(trial.config, steps):
-            rows = rows_with.setdefault(warning, [])
-            if row not in rows:
-                rows.append(row)
+            holds_for(rows_with, warning, row)
     return attribute(spec, rows_with, {})

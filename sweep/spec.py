@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from sweep.budget import Budget
-from sweep.spec_environment import attribute, environment_problems
+from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
 from trainers.knobs import ConfigError
@@ -120,6 +120,14 @@ class SweepSpec:
         """Trials in the full grid: rows x seeds x grid points x samples."""
         points = len(list(self.grid_points()))
         return len(self.rows) * len(self.seeds) * points * self.num_samples
+
+    def distinct_trials(self) -> list[Trial]:
+        """The first trial of each row and grid point: the others differ from it only in their seed, which
+        changes neither what a machine lacks nor how long a trial trains."""
+        first: dict[tuple[str, str], Trial] = {}
+        for trial in self.trials:
+            first.setdefault((trial.point.row, repr(sorted(trial.point.axes.items()))), trial)
+        return list(first.values())
 
     def trial_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """A Tune trial's config with ``row``, ``seed`` and the grid axes taken from the trial point its
@@ -233,8 +241,7 @@ def _resolve_trials(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Tria
             trials.append(Trial(point, trial_config(spec, point.row, point.seed, point.axes)))
         except ConfigError as error:
             for problem in error.problems:
-                rows = rows_with.setdefault(problem, [])
-                rows += [] if point.row in rows else [point.row]
+                holds_for(rows_with, problem, point.row)
     if rows_with:
         raise SpecError(attribute(spec, rows_with, overrides))
     return tuple(trials)

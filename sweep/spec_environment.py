@@ -15,17 +15,17 @@ def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[
     resolved once, at load); seeds and samples cannot change that, so each row and grid point is asked
     once. Each problem is said once (:func:`attribute`)."""
     rows_with: dict[str, list[str]] = {}
-    asked: set[tuple[str, str]] = set()
-    for trial in spec.trials:
-        place = (trial.point.row, repr(sorted(trial.point.axes.items())))
-        if place in asked:
-            continue
-        asked.add(place)
+    for trial in spec.distinct_trials():
         for problem in spec.method_of(trial.point.row).environment_problems(trial.config):
-            rows = rows_with.setdefault(problem, [])
-            if trial.point.row not in rows:
-                rows.append(trial.point.row)
+            holds_for(rows_with, problem, trial.point.row)
     return attribute(spec, rows_with, overrides)
+
+
+def holds_for(rows_with: dict[str, list[str]], message: str, row: str) -> None:
+    """Record that ``message`` holds for ``row`` (each row once, in the order found), for :func:`attribute`."""
+    rows = rows_with.setdefault(message, [])
+    if row not in rows:
+        rows.append(row)
 
 
 def attribute(spec: SweepSpec, rows_with: Mapping[str, list[str]], overrides: Mapping[str, Any]) -> list[str]:

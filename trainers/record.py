@@ -146,7 +146,6 @@ class Metric:
         return Metric.TEST_AVG in metrics
 
 
-PROGRESS_METRICS = (Metric.LOSS, Metric.LR, Metric.DEV, Metric.BEST_DEV)
 SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
 """A spec's ``metric`` is one of these or a ``test_*`` metric."""
 
@@ -160,8 +159,6 @@ class Report:
     EVAL_PRECISION = "eval_precision"
     TRAIN_PRECISION = "train_precision"
 
-    WORKER = (NODE_ID, WORKER_PID, RESTORED_FROM)
-    PRECISIONS = (EVAL_PRECISION, TRAIN_PRECISION)
     TAGS = {
         NODE_ID: Tag.NODE_ID, WORKER_PID: Tag.WORKER_PID, RESTORED_FROM: Tag.RESTORED_FROM,
         EVAL_PRECISION: Tag.EVAL_PRECISION, TRAIN_PRECISION: Tag.TRAIN_PRECISION,
