@@ -46,7 +46,7 @@ def _record(event: dict[str, Any]) -> None:
 
 
 def _wrap_once() -> None:
-    from trainers.method import Objective
+    from trainers.objective import Objective
 
     if getattr(Objective.load_trained_state, "probed", False):
         return  # a reused worker process

@@ -129,7 +129,9 @@ def scenario(tmp_path_factory, tiny_bert, tiny_teacher, tiny_sts_dir) -> Scenari
         code = subprocess.run(command, cwd=folder, env=env, stdout=log, stderr=log, timeout=600).returncode
     output = (folder / "resumed.log").read_text()
     assert code == 0, output[-5000:]
-    return Scenario(reference_uri, resumed_uri, newest, tag_step(sg), previous[-1], output)
+    # The driver's console shows the progress view; Ray's and the trials' own lines go to the sweep's log.
+    (sweep_log,) = (folder / "ray").glob("*/sweep.log")
+    return Scenario(reference_uri, resumed_uri, newest, tag_step(sg), previous[-1], output + sweep_log.read_text())
 
 
 def test_a_killed_sweep_resumes_in_new_processes_exactly(scenario):
