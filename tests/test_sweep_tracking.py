@@ -136,3 +136,21 @@ def test_the_final_report_tags_shared_outputs_and_the_precisions_used(tmp_path):
     assert run.data.tags["sweep.shared_frozen_outputs"] == "true"
     assert (run.data.tags["sweep.eval_precision"], run.data.tags["sweep.train_precision"]) == ("bf16", "fp32")
     assert run.data.metrics["frozen_outputs_reused"] == 96 and "eval_precision" not in run.data.metrics
+
+
+def test_a_report_is_one_log_batch_call_with_its_metrics_and_tags(tmp_path, monkeypatch):
+    callback, client = tracker(tmp_path)
+    running = trial("t_0004")
+    callback.on_trial_start(0, [], running)
+    calls = []
+    original = callback.client.log_batch
+    monkeypatch.setattr(callback.client, "log_batch", lambda *a, **k: calls.append(k) or original(*a, **k))
+    many = {f"test_set{i}_spearman": float(i) for i in range(1200)}  # more than one call can take
+    callback.on_trial_result(0, [], running, {"step": 2, "loss": 0.5, "dev_spearman": 0.7, "node_id": "n1"})
+    assert len(calls) == 1
+    assert {m.key for m in calls[0]["metrics"]} == {"step", "loss", "dev_spearman"}
+    assert [t.key for t in calls[0]["tags"]] == ["sweep.node_id"]
+    callback.on_trial_result(0, [], running, {"step": 4, "test_avg_spearman": 50.0, **many})
+    assert len(calls) == 3  # 1202 metrics: MLflow takes at most 1000 per call
+    run = client.get_run(client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")[0].info.run_id)
+    assert run.data.metrics["test_set1199_spearman"] == 1199.0 and run.data.tags["sweep.node_id"] == "n1"
