@@ -82,7 +82,7 @@ def wordnet_problem() -> str | None:
         wordnet_reader().synsets("good")
     except ImportError:
         return "needs nltk (pip install -e '.[synonyms]') and " + NEEDS[len("needs "):]
-    except LookupError as error:
+    except (LookupError, OSError) as error:  # OSError: a WORDNET_DIR that lacks one of the files
         return f"{NEEDS}; not found here ({str(error).strip().splitlines()[0]})"
     return None
 
