@@ -13,7 +13,7 @@ LaTeX tables there. ENC (default the bundled model) is one of:
 - ``sweep:NAME[:ROW[:SEED]]``: the best-dev finished trial of sweep NAME (of its row ROW, seed SEED),
   exported on the fly from ``--tracking-uri``;
 - any model the ``model`` knob takes (``bundled:all-MiniLM-L6-v2``, a folder, a hub id), pooled by
-  ``--pooling`` (default mean, as all-MiniLM-L6-v2 was trained).
+  ``--pooling`` (default mean, as all-MiniLM-L6-v2 was trained; repeat it to pool each ``--encoder`` its own way).
 
 Nothing here needs the network except a hub id as ENC or as ``--mlm-model``; the synonym view needs
 WordNet (:mod:`trainers.wordnet`). A refused command prints one line and exits 2.
@@ -42,6 +42,7 @@ from reports.table_specs import PAPER_NUMBERS, load_yaml  # noqa: E402
 from results.figures import PAPER_COLOUR, save  # noqa: E402
 from results.names import UsageError  # noqa: E402
 from results.render import latex_escape, latex_tabular  # noqa: E402
+from trainers.common_knobs import POOLINGS  # noqa: E402
 from trainers.data import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
 from trainers.encoder import SentenceEncoder  # noqa: E402
 from trainers.evaluation import correlations, cosine_scores  # noqa: E402
@@ -53,6 +54,8 @@ SWEEP_PREFIX = "sweep:"
 POSITIVE_SCORE, NEGATIVE_SCORE = 5.0, 0.0
 """SG-BERT Section 5.4: positive pairs score 5, negative pairs score 0 (STS-B dev)."""
 VIEWS = ("synonym", "mlm", "bt")
+DEFAULT_POOLING = "mean"
+"""all-MiniLM-L6-v2, the bundled model, was trained with mean pooling."""
 POSITIVE_COLOUR, NEGATIVE_COLOUR = "tab:red", "tab:blue"
 
 
@@ -187,7 +190,7 @@ def tsne_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_tsne(args: argparse.Namespace) -> list[Path]:
-    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, args.pooling, args.tracking_uri)
+    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
     frame = tsne_points(encoder.model, load_sts_local([DEV_SET])[DEV_SET], args.pairs, args.seed)
     stem = args.out / f"tsne-{encoder.slug}"
     frame.to_csv(stem.with_suffix(".csv"), index=False)
@@ -221,11 +224,22 @@ def draw_gold_cosine(panels: Sequence[tuple[str, np.ndarray, np.ndarray, float]]
     return save(figure, path)
 
 
+def poolings_of(args: argparse.Namespace) -> list[str]:
+    """The pooling of each plain-model encoder: one ``--pooling`` for all, or one per ``--encoder``."""
+    poolings = args.poolings or [DEFAULT_POOLING]
+    if len(poolings) == 1:
+        return poolings * len(args.encoders or [None])
+    if len(poolings) != len(args.encoders or []):
+        raise UsageError(f"--pooling: give one, or one per --encoder ({len(args.encoders or [])}); got {len(poolings)}")
+    return poolings
+
+
 def run_gold_cosine(args: argparse.Namespace) -> list[Path]:
     if not args.encoders or len(args.encoders) > 2:
         raise UsageError("gold-cosine: give one or two --encoder (ConSERT's Figure 1 sets untuned BERT beside ConSERT)")
     sts = load_sts_local([args.set])[args.set]
-    encoders = [load_encoder(spec, args.pooling, args.tracking_uri) for spec in args.encoders]
+    poolings = poolings_of(args)
+    encoders = [load_encoder(spec, pooling, args.tracking_uri) for spec, pooling in zip(args.encoders, poolings)]
     panels = [(e.label, *gold_and_cosine(e.model, sts)) for e in encoders]
     stem = args.out / ("gold-cosine-" + "-vs-".join(e.slug for e in encoders))
     table = pd.DataFrame({"encoder": [p[0] for p in panels], "pairs": [len(p[1]) for p in panels],
@@ -318,7 +332,7 @@ def run_augmentations(args: argparse.Namespace) -> list[Path]:
     problems = [p for p in (view_problem(v, args) for v in views) if p]
     if problems:
         raise UsageError("; ".join(problems))
-    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, args.pooling, args.tracking_uri)
+    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
     sentences = list(dict.fromkeys(load_corpus(args.corpus)))[: args.limit or None]
     rows = [augmentation_row(encoder.model, view, *view_pairs(view, sentences, args)) for view in views]
     stem = args.out / f"sct-table5-{encoder.slug}"
@@ -357,7 +371,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = commands.add_parser(name, help=help_text, description=help_text)
         command.add_argument("--encoder", action="append", dest="encoders",
                              help="An exported folder, sweep:NAME[:ROW[:SEED]], or a model (repeat for gold-cosine).")
-        command.add_argument("--pooling", default="mean", help="Pooling of a plain model (not of an export).")
+        command.add_argument("--pooling", action="append", dest="poolings", choices=POOLINGS,
+                             help=f"Pooling of a plain model, not of an export (default {DEFAULT_POOLING}); "
+                                  "repeat to give each --encoder its own.")
         command.add_argument("--seed", type=int, default=0)
         command.add_argument("--out", default="reports/out")
         command.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="For sweep:NAME encoders.")

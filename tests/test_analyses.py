@@ -75,11 +75,12 @@ def test_tsne_draws_20_positive_and_20_negative_pairs(tiny_bert, tmp_path):
 def test_gold_cosine_panels_carry_each_encoders_spearman(tiny_bert, exported, tmp_path, use_tiny_sts, monkeypatch):
     figures = []
     monkeypatch.setattr(analyses, "save", lambda figure, path: figures.append(figure) or path)
-    assert main(["gold-cosine", "--encoder", tiny_bert, "--encoder", str(exported), "--out", str(tmp_path)]) == 0
+    assert main(["gold-cosine", "--encoder", tiny_bert, "--encoder", str(exported), "--pooling", "max",
+                 "--pooling", "mean", "--out", str(tmp_path)]) == 0  # the export keeps its own (cls)
     sts = load_sts_local(["stsb-test"])["stsb-test"]
     [figure] = figures
     titles = [ax.get_title() for ax in figure.axes]
-    for title, encoder in zip(titles, (SentenceEncoder.from_pretrained(tiny_bert, "mean"),
+    for title, encoder in zip(titles, (SentenceEncoder.from_pretrained(tiny_bert, "max"),
                                        SentenceEncoder.from_pretrained(tiny_bert, "cls"))):
         predicted = cosine(encoder, list(sts.sentence1), list(sts.sentence2))
         assert title.endswith(f"Spearman x 100 = {100 * spearmanr(predicted, sts.scores).statistic:.2f}")
@@ -93,6 +94,9 @@ def test_gold_cosine_refuses_three_encoders(tiny_bert, tmp_path, capsys):
     assert main(["gold-cosine", "--encoder", tiny_bert, "--encoder", tiny_bert, "--encoder", tiny_bert,
                  "--out", str(tmp_path)]) == 2
     assert "one or two --encoder" in capsys.readouterr().err
+    assert main(["gold-cosine", "--encoder", tiny_bert, "--encoder", tiny_bert, "--pooling", "cls", "--pooling", "mean",
+                 "--pooling", "max", "--out", str(tmp_path)]) == 2
+    assert "--pooling: give one, or one per --encoder (2); got 3" in capsys.readouterr().err
 
 
 SYNONYMS = {"man": ["guy"], "woman": ["lady"], "dog": ["hound"]}
