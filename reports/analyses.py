@@ -186,7 +186,7 @@ def tsne_summary(frame: pd.DataFrame) -> pd.DataFrame:
                                           distance=("distance", "mean")).loc[["positive", "negative"]]
     return pd.DataFrame({"pairs": out.index, "n": out["pairs"].values,
                          "mean cosine": [f"{v:.3f}" for v in out["cosine"]],
-                         "mean t-SNE distance": [f"{v:.1f}" for v in out["distance"]]})
+                         "mean t-SNE distance": [f"{v:.2f}" for v in out["distance"]]})
 
 
 def run_tsne(args: argparse.Namespace) -> list[Path]:
