@@ -77,7 +77,8 @@ def load_encoder(spec: str, pooling: str, tracking_uri: str) -> Encoder:
         return exported_trial(spec[len(SWEEP_PREFIX):], tracking_uri)
     folder = Path(spec)
     if FinalRecord.exists(folder):
-        return Encoder(SentenceEncoder.from_exported(folder), trial_label(FinalRecord.read(folder).identity, folder.name))
+        label = trial_label(FinalRecord.read(folder).identity, folder.name)
+        return Encoder(SentenceEncoder.from_exported(folder), label)
     problem = model_problem(spec)
     if problem:
         raise UsageError(f"--encoder: {problem}")
@@ -103,6 +104,23 @@ def trial_label(identity: dict, fallback: str) -> str:
     if not identity.get("sweep"):
         return fallback
     return f"{identity['sweep']} {identity.get('row') or identity.get('axes', '')} seed {identity.get('seed', '')}"
+
+
+def poolings_of(args: argparse.Namespace) -> list[str]:
+    """The pooling of each plain-model encoder: one ``--pooling`` for all, or one per ``--encoder``."""
+    poolings = args.poolings or [DEFAULT_POOLING]
+    if len(poolings) == 1:
+        return poolings * len(args.encoders or [None])
+    if len(poolings) != len(args.encoders or []):
+        raise UsageError(f"--pooling: give one, or one per --encoder ({len(args.encoders or [])}); got {len(poolings)}")
+    return poolings
+
+
+def first_encoder(args: argparse.Namespace) -> Encoder:
+    """The one encoder of ``tsne`` and ``augmentations`` (default: the bundled model)."""
+    if len(args.encoders or []) > 1:
+        raise UsageError(f"{args.command}: give one --encoder (gold-cosine compares two)")
+    return load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
 
 
 # --- tables -----------------------------------------------------------------------------------------
@@ -190,7 +208,7 @@ def tsne_summary(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_tsne(args: argparse.Namespace) -> list[Path]:
-    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
+    encoder = first_encoder(args)
     frame = tsne_points(encoder.model, load_sts_local([DEV_SET])[DEV_SET], args.pairs, args.seed)
     stem = args.out / f"tsne-{encoder.slug}"
     frame.to_csv(stem.with_suffix(".csv"), index=False)
@@ -222,16 +240,6 @@ def draw_gold_cosine(panels: Sequence[tuple[str, np.ndarray, np.ndarray, float]]
         ax.set_title(panel_title(label, spearman), fontsize=8)
     axes[0][0].set_ylabel("predicted cosine similarity")
     return save(figure, path)
-
-
-def poolings_of(args: argparse.Namespace) -> list[str]:
-    """The pooling of each plain-model encoder: one ``--pooling`` for all, or one per ``--encoder``."""
-    poolings = args.poolings or [DEFAULT_POOLING]
-    if len(poolings) == 1:
-        return poolings * len(args.encoders or [None])
-    if len(poolings) != len(args.encoders or []):
-        raise UsageError(f"--pooling: give one, or one per --encoder ({len(args.encoders or [])}); got {len(poolings)}")
-    return poolings
 
 
 def run_gold_cosine(args: argparse.Namespace) -> list[Path]:
@@ -332,7 +340,7 @@ def run_augmentations(args: argparse.Namespace) -> list[Path]:
     problems = [p for p in (view_problem(v, args) for v in views) if p]
     if problems:
         raise UsageError("; ".join(problems))
-    encoder = load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
+    encoder = first_encoder(args)
     sentences = list(dict.fromkeys(load_corpus(args.corpus)))[: args.limit or None]
     rows = [augmentation_row(encoder.model, view, *view_pairs(view, sentences, args)) for view in views]
     stem = args.out / f"sct-table5-{encoder.slug}"
