@@ -25,12 +25,17 @@ def exportable(run) -> str:
     return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
 
 
-def export(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None, trial: str | None) -> None:
+def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None):
+    """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
     _, runs = trial_runs(name, tracking_uri)
     finished = [run for run in runs if run.info.status == FINISHED]
     tags = finished[0].data.tags if finished else {}
     metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
-    run = select_run(finished, metric, mode, row, seed, trial)
+    return select_run(finished, metric, mode, row, seed, trial)
+
+
+def export(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None, trial: str | None) -> None:
+    run = chosen_trial(name, tracking_uri, row, seed, trial)
     folder = export_trial(run, Path(out))
     tags, metrics = run.data.tags, run.data.metrics
     print(f"exported trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}, "

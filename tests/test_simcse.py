@@ -103,3 +103,54 @@ def test_simcse_trial_runs_through_the_shared_loop_with_the_papers_defaults(tiny
     config = get_method("simcse").resolve({})
     assert (config["temperature"], config["batch_size"], config["learning_rate"], config["max_seq_length"],
             config["pooling"], config["mlp_during_training"]) == (0.05, 64, 3e-5, 32, "cls", True)
+
+
+BT_ROWS = [(s, f"{s[:-1]}, said again.", f"Again: {s}") for s in BATCH]
+
+
+def write_bt_file(folder) -> str:
+    path = folder / "bt.tsv"
+    path.write_text("sentence\tbt1\tbt2\n" + "".join("\t".join(row) + "\n" for row in BT_ROWS), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("positive, column", [("bt1", 1), ("bt2", 2)])
+def test_a_back_translated_positive_is_the_files_column(tiny_bert, tmp_path, positive, column):
+    """SG-BERT's Contrastive (BT): InfoNCE of each sentence against its back-translation (one batch, so
+    two dropout masks as for SimCSE), with the reference written out like expected_simcse_loss."""
+    objective = build(tiny_bert, positive=positive, bt_file=write_bt_file(tmp_path))
+    objective.train()
+    torch.manual_seed(0)
+    loss = objective.loss(BT_ROWS).item()
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).train(), AutoTokenizer.from_pretrained(tiny_bert)
+    texts = [row[0] for row in BT_ROWS] + [row[column] for row in BT_ROWS]
+    features = tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    torch.manual_seed(HEAD_SEED)
+    head = nn.Sequential(nn.Linear(32, 32), nn.Tanh())
+    torch.manual_seed(0)
+    with torch.no_grad():
+        vectors = head(model(**features).last_hidden_state[:, 0]).double()
+    assert loss == pytest.approx(float(slow_info_nce(vectors[:4], vectors[4:], 0.05)), rel=1e-5)
+    torch.manual_seed(0)
+    assert loss != pytest.approx(objective_loss(build(tiny_bert)).item(), rel=1e-3)  # not the dropout positive
+
+
+def test_a_back_translated_positive_trains_on_the_files_rows(tiny_bert, tmp_path, use_tiny_sts):
+    from trainers.methods.simcse import simcse_examples
+
+    bt_file = write_bt_file(tmp_path)
+    config = get_method("simcse").resolve({"model": tiny_bert, "positive": "bt1", "bt_file": bt_file})
+    assert list(simcse_examples(config)) == BT_ROWS
+    final = run_trial({"method": "simcse", "model": tiny_bert, "positive": "bt1", "bt_file": bt_file,
+                       "max_steps": 2, "batch_size": 2, "eval_every": 2})
+    assert final["steps"] == 2
+
+
+@pytest.mark.parametrize("overrides, problem", [
+    ({"positive": "bt1"}, "bt_file: positive 'bt1' needs a TSV (sentence, bt1, bt2)"),
+    ({"positive": "bt2", "bt_file": "/no/such.tsv"}, "bt_file: positive 'bt2' needs a TSV"),
+    ({"bt_file": "some.tsv"}, "bt_file: given, but positive is 'dropout'"),
+])
+def test_a_back_translated_positive_is_validated(overrides, problem):
+    method = get_method("simcse")
+    assert any(p.startswith(problem) for p in method.check(method.resolve(overrides)))

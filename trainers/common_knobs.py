@@ -102,3 +102,12 @@ FROZEN_OUTPUT_KNOBS = KnobSet(
     )
 )
 """Where the outputs of frozen models are shared (:mod:`trainers.frozen_outputs`), knobs of SG and SCT."""
+
+
+BT_FILE_KNOBS = KnobSet(
+    (
+        Knob("bt_file", str, "", "TSV of (sentence, bt1, bt2) for back-translation views, as "
+             "`python -m trainers.backtranslate` writes it."),
+    )
+)
+"""The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive)."""

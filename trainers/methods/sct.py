@@ -43,7 +43,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common_knobs import AUGMENTATIONS, FROZEN_OUTPUT_KNOBS, RATE_KNOBS
+from trainers.common_knobs import AUGMENTATIONS, BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, RATE_KNOBS
 from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.knobs import Knob, KnobSet
 from trainers.method import Config, Method, single_stage
@@ -124,7 +124,6 @@ METHOD = Method(
                  "augmentation, or dropout_mask. The paper uses bt1.", choices=VIEWS),
             Knob("view2", str, "feature_cutoff", "Augmentation making view 2 (paper: bt2; 'same BT' = bt1).",
                  choices=VIEWS),
-            Knob("bt_file", str, "", "TSV of (sentence, bt1, bt2) for back-translation views."),
             Knob("mlm_model", str, "", "Masked LM (id or folder, with its MLM head) that rewrites the mlm view."),
             Knob("tau_theta", float, 0.03, "Temperature of the online distributions.", low=1e-4, high=10.0),
             Knob("tau_ref", float, 0.02, "Temperature of the reference distributions.", low=1e-4, high=10.0),
@@ -144,6 +143,7 @@ METHOD = Method(
             Knob("projector_expansion", int, 10, "Expansion factor w of the projector.", low=1),
         )
     )
+    + BT_FILE_KNOBS
     + DISTILLATION_KNOBS
     + RATE_KNOBS
     + FROZEN_OUTPUT_KNOBS,

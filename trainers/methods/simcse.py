@@ -4,24 +4,62 @@ Each sentence is encoded twice in training mode; the two dropout masks give
 two views, and in-batch InfoNCE pulls them together. Defaults are the paper's
 unsupervised BERT-base setting: temperature 0.05, batch 64, lr 3e-5, max
 length 32, [CLS] with an MLP on top during training only.
+
+``positive: bt1`` (or ``bt2``) makes the positive of each sentence its
+back-translation from ``bt_file`` instead of the sentence itself: SG-BERT's
+"Contrastive (BT)" baseline (Table 1, Table 7; Appendix A.2: NT-Xent with
+back-translated positives, [CLS]). The training examples are then the file's
+rows, not ``train_corpus``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainers.common_knobs import BT_FILE_KNOBS
+from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.knobs import Knob, KnobSet
-from trainers.method import Method, single_stage
+from trainers.method import Config, Method, single_stage
+
+BT_POSITIVES = ("bt1", "bt2")
+
+
+def simcse_examples(config: Config) -> Sequence[Any]:
+    """(sentence, bt1, bt2) rows for a back-translated positive, else the corpus sentences."""
+    if config["positive"] in BT_POSITIVES:
+        return read_backtranslations(config["bt_file"])
+    return load_corpus(config["train_corpus"], config["sts_source"])
+
+
+def simcse_problems(config: Config) -> list[str]:
+    """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
+    if config["positive"] not in BT_POSITIVES:
+        if config["bt_file"]:
+            return ["bt_file: given, but positive is 'dropout' (set positive to bt1 or bt2)"]
+        problem = corpus_problem(config["train_corpus"], config["sts_source"])
+        return [f"train_corpus: {problem}"] if problem else []
+    if not config["bt_file"] or not Path(config["bt_file"]).is_file():
+        return [f"bt_file: positive {config['positive']!r} needs a TSV ({', '.join(BT_COLUMNS)}) that "
+                f"`python -m trainers.backtranslate` writes; got {config['bt_file']!r}"]
+    return []
 
 
 METHOD = Method(
     name="simcse",
-    summary="Unsupervised SimCSE: two dropout views of each sentence, in-batch InfoNCE.",
+    summary="Unsupervised SimCSE: two dropout views of each sentence (or its back-translation), in-batch InfoNCE.",
     knobs=KnobSet(
         (
             Knob("temperature", float, 0.05, "Temperature tau of the InfoNCE loss.", low=1e-4, high=10.0),
             Knob("mlp_during_training", bool, True, "Put SimCSE's dense+tanh head on the pooled vector in training "
                  "(evaluation never uses it)."),
+            Knob("positive", str, "dropout", "Each sentence's positive: 'dropout' (the sentence again, another "
+                 "dropout mask: SimCSE) or its back-translation 'bt1'/'bt2' from bt_file (SG-BERT's "
+                 "Contrastive (BT)).", choices=("dropout",) + BT_POSITIVES),
         )
-    ),
+    )
+    + BT_FILE_KNOBS,
     defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125},
-    stages=single_stage("trainers.objectives.simcse:SimCSEObjective"),
+    stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
+    check=simcse_problems,
 )
