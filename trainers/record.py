@@ -163,6 +163,7 @@ class Suite:
     RERANKING = "reranking"
     MULTILINGUAL_STS = "multilingual_sts"
     DEFAULT = (STS,)
+    SENTEVAL_TASKS = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")  # SG-BERT Table 4's columns, its order
     ACCURACY = "accuracy"
     MAP = "map"
     SPEARMAN = "spearman"
@@ -271,7 +272,8 @@ class TrainingState:
 
 class TrialConfig(dict):
     """A trial's config as :meth:`trainers.method.Method.resolve` completed and validated it: every knob,
-    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves once per trial and the worker runs as it is."""
+    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves
+    once per trial and the worker runs as it is."""
 
 
 @dataclass

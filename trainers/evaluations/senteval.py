@@ -28,8 +28,7 @@ BINARY_FILES = {
     "mpqa": ("MPQA/mpqa.pos", "MPQA/mpqa.neg"),
 }
 """Each cross-validated task's two files: label 1's, then label 0's (SentEval's order)."""
-TASKS = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")
-"""SG-BERT Table 4's columns, in its order."""
+TASKS = Suite.SENTEVAL_TASKS
 TREC_LABELS = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 
 
