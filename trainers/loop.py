@@ -313,7 +313,8 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     may keep checkpoints, and resume from them) or a plain function that receives every report. The
     final figures are also the last thing reported: test metrics prefixed ``test_`` (of the best dev
     state), ``best_dev_spearman``, ``steps``, ``test_seconds`` (the final test's encoding and scoring),
-    ``wall_seconds`` and ``sentences_per_second``; with a checkpointing session, they come with the
+    ``wall_seconds`` and ``sentences_per_second``, and the metrics of the other evaluation suites the
+    config chooses (``evaluations``, :mod:`trainers.evaluations`); with a checkpointing session, they come with the
     final checkpoint (the best encoder and its :class:`~trainers.record.FinalRecord`).
     """
     started = time.perf_counter()

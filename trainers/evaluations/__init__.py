@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from trainers.data import DataError, hub_reachable
+from trainers.data import hub_reachable
 from trainers.knobs import ConfigError, Knob, KnobSet
 from trainers.record import Suite as Names
 
@@ -64,7 +64,7 @@ class Suite:
         if folder is not None:
             try:
                 self.implementation().load_local(folder)
-            except (DataError, OSError) as error:
+            except (ValueError, OSError) as error:  # DataError, and a file that is not UTF-8
                 return f"${self.env}={folder}: {error}"
             return None
         if not self.hub:

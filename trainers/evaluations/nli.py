@@ -20,7 +20,7 @@ import numpy as np
 from trainers.data import DataError
 from trainers.evaluations import Encode
 from trainers.evaluations.classifier import ClassifierConfig, split_accuracy
-from trainers.evaluations.senteval import Labelled, _lines
+from trainers.evaluations.senteval import Labelled, read_lines
 from trainers.record import Metric, Suite
 
 LABELS = ("entailment", "neutral", "contradiction")
@@ -31,7 +31,7 @@ SICK_FILES = ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt")
 
 def read_sick(path: Path) -> Labelled:
     left, right, labels = [], [], []
-    for number, line in enumerate(_lines(path)[1:], start=2):
+    for number, line in enumerate(read_lines(path)[1:], start=2):
         fields = line.split("\t")
         if len(fields) < 5 or fields[4] not in SICK_LABELS:
             raise DataError(f"{path}:{number}: expected pair_ID, sentence_A, sentence_B, relatedness_score and "
@@ -43,8 +43,8 @@ def read_sick(path: Path) -> Labelled:
 
 
 def read_snli(folder: Path, split: str) -> Labelled:
-    first, second = _lines(folder / f"s1.{split}", "latin-1"), _lines(folder / f"s2.{split}", "latin-1")
-    labels = _lines(folder / f"labels.{split}", "latin-1")
+    first, second = read_lines(folder / f"s1.{split}", "latin-1"), read_lines(folder / f"s2.{split}", "latin-1")
+    labels = read_lines(folder / f"labels.{split}", "latin-1")
     if not len(first) == len(second) == len(labels):
         raise DataError(f"{folder}: s1.{split}, s2.{split} and labels.{split} have {len(first)}, {len(second)} and "
                         f"{len(labels)} lines; expected the same number")

@@ -40,7 +40,7 @@ class Labelled:
     labels: np.ndarray
 
 
-def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
+def read_lines(path: Path, encoding: str = "utf-8") -> list[str]:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     lines = [line.strip() for line in path.read_text(encoding=encoding).splitlines()]
@@ -51,13 +51,13 @@ def _lines(path: Path, encoding: str = "utf-8") -> list[str]:
 
 
 def read_binary(folder: Path, task: str) -> Labelled:
-    positive, negative = (_lines(folder / name, "latin-1") for name in BINARY_FILES[task])
+    positive, negative = (read_lines(folder / name, "latin-1") for name in BINARY_FILES[task])
     return Labelled((tuple(positive + negative),), np.array([1] * len(positive) + [0] * len(negative)))
 
 
 def read_sst2(path: Path) -> Labelled:
     sentences, labels = [], []
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(read_lines(path), start=1):
         sentence, _, label = line.rpartition("\t")
         if label not in ("0", "1") or not sentence:
             raise DataError(f"{path}:{number}: expected 'sentence<TAB>0|1', got {line!r}")
@@ -68,7 +68,7 @@ def read_sst2(path: Path) -> Labelled:
 
 def read_trec(path: Path) -> Labelled:
     sentences, labels = [], []
-    for number, line in enumerate(_lines(path, "latin-1"), start=1):
+    for number, line in enumerate(read_lines(path, "latin-1"), start=1):
         coarse, _, rest = line.partition(":")
         fine_and_question = rest.split(" ", 1)
         if coarse not in TREC_LABELS or len(fine_and_question) != 2:
@@ -81,7 +81,7 @@ def read_trec(path: Path) -> Labelled:
 
 def read_mrpc(path: Path) -> Labelled:
     left, right, labels = [], [], []
-    for number, line in enumerate(_lines(path)[1:], start=2):  # a header line first
+    for number, line in enumerate(read_lines(path)[1:], start=2):  # a header line first
         fields = line.split("\t")
         if len(fields) != 5 or fields[0] not in ("0", "1"):
             raise DataError(f"{path}:{number}: expected 'Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String' "
