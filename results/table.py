@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.record import Metric
+from trainers.record import Metric, Suite
 
 DASH = "–"
 """A cell, figure or value that is missing."""
@@ -42,6 +42,16 @@ COLUMNS = {
     "Steps": Column(Metric.STEPS, best=None, digits=0),
     "Training": Column(Metric.TRAIN_SECONDS, best="min"),
     "Inference": Column(Metric.TEST_SECONDS, best="min"),
+    # Suites beyond STS (trainers/evaluations): SG-BERT Table 4, SCT Table 3.
+    **{task.upper(): Column(Metric.suite(Suite.SENTEVAL, task, Suite.ACCURACY))
+       for task in Suite.SENTEVAL_TASKS},
+    "SentEval Avg": Column(Metric.suite(Suite.SENTEVAL, Suite.AVG, Suite.ACCURACY)),
+    "AskU": Column(Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP)),
+    "SciDocs": Column(Metric.suite(Suite.RERANKING, "scidocs", Suite.MAP)),
+    "Re-ranking Avg": Column(Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)),
+    "SICK-E": Column(Metric.suite(Suite.NLI, "sicke", Suite.ACCURACY)),
+    "SNLI": Column(Metric.suite(Suite.NLI, "snli", Suite.ACCURACY)),
+    "NLI Avg": Column(Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)),
 }
 """The papers' column names -> our metrics, in one place. STS12-16 are the
 'all' aggregation (every subset's pairs together), as the papers report.

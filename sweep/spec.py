@@ -31,7 +31,7 @@ from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
 from trainers.knobs import ConfigError
 from trainers.method import Method
-from trainers.record import TrialConfig
+from trainers.record import Suite, TrialConfig
 from trainers.registry import get_method
 
 POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.trials)
@@ -71,6 +71,8 @@ class SweepSpec:
     budget: Budget | None
     spec_hash: str
     symmetric: tuple[str, str] | None = None
+    evaluations: tuple[Mapping[str, Any], ...] = ()
+    """The suites each trial's best state is evaluated on (``{"suite": name, **options}``, STS first)."""
     trials: tuple[Trial, ...] = ()
     """Each trial that runs, with its config resolved once (:func:`load_spec`)."""
 
@@ -195,7 +197,7 @@ def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, A
     overrides["seed"] = seed
     if spec.budget is not None:
         overrides = spec.budget.apply(overrides, knobs)
-    return TrialConfig(method.resolve(overrides))
+    return TrialConfig({**method.resolve(overrides), Suite.KEY: [dict(suite) for suite in spec.evaluations]})
 
 
 def _hash(raw: Mapping[str, Any]) -> str:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
+from trainers.evaluations import SUITES
+from trainers.record import Suite
+
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec
 
@@ -18,7 +21,16 @@ def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[
     for trial in spec.distinct_trials():
         for problem in spec.method_of(trial.point.row).environment_problems(trial.config):
             holds_for(rows_with, problem, trial.point.row)
-    return attribute(spec, rows_with, overrides)
+    return attribute(spec, rows_with, overrides) + suite_problems(spec)
+
+
+def suite_problems(spec: SweepSpec) -> list[str]:
+    """Each chosen evaluation suite whose data this machine lacks (its folder is read here, at plan time)."""
+    problems = []
+    for entry in spec.evaluations:
+        if entry["suite"] != Suite.STS and (problem := SUITES[entry["suite"]].data_problem()):
+            problems.append(f"{spec.path}: {Suite.KEY}: {entry['suite']}: {problem}")
+    return problems
 
 
 def holds_for(rows_with: dict[str, list[str]], message: str, row: str) -> None:

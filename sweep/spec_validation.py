@@ -9,7 +9,8 @@ from typing import Any, Mapping
 
 from trainers.knobs import Knob
 from trainers.method import Method
-from trainers.record import SELECTABLE_METRICS, Metric
+from trainers.evaluations import parse_evaluations
+from trainers.record import SELECTABLE_METRICS, Metric, Suite
 from trainers.registry import METHODS, get_method
 
 TOP_LEVEL_KEYS = {
@@ -33,6 +34,8 @@ TOP_LEVEL_KEYS = {
     "keep_models": "which finished trials keep their best encoder: all (default), best_per_row, best or none",
     "log_models": "log every kept trial's encoder to MLflow, not only the best trial's (default false)",
     "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
+    Suite.KEY: "evaluation suites run on each trial's best state: a list of names or {name: {option: value}} "
+    "(default [sts]; docs/evaluations.md)",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
@@ -262,6 +265,9 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     log_models = raw.get("log_models", False)
     if not isinstance(log_models, bool):
         problems.add("log_models", f"expected true or false, got {log_models!r}")
+    evaluations, suite_problems = parse_evaluations(raw.get(Suite.KEY))
+    for key, message in suite_problems:
+        problems.add(f"{Suite.KEY}{key}", message)
     tags = raw.get("tags") or {}
     if not isinstance(tags, Mapping):
         problems.add("tags", f"expected a mapping, got {tags!r}")
@@ -273,7 +279,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         method=method_name, base=base, rows=rows, seeds=seeds, grid={k: list(v) for k, v in grid.items()},
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
-        log_models=log_models, symmetric=symmetric,
+        log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations),
     )
 
 

@@ -37,9 +37,10 @@ from trainers.checkpoint import (
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
+from trainers.evaluations import evaluate_suites
 from trainers.method import Config, Method, Stage
 from trainers.objective import Objective
-from trainers.record import FinalRecord, Metric, Report, SelectionState, TrainingState, TrialConfig
+from trainers.record import FinalRecord, Metric, Report, SelectionState, Suite, TrainingState, TrialConfig
 from trainers.registry import get_method
 
 
@@ -312,7 +313,8 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     may keep checkpoints, and resume from them) or a plain function that receives every report. The
     final figures are also the last thing reported: test metrics prefixed ``test_`` (of the best dev
     state), ``best_dev_spearman``, ``steps``, ``test_seconds`` (the final test's encoding and scoring),
-    ``wall_seconds`` and ``sentences_per_second``; with a checkpointing session, they come with the
+    ``wall_seconds`` and ``sentences_per_second``, and the metrics of the other evaluation suites the
+    config chooses (``evaluations``, :mod:`trainers.evaluations`); with a checkpointing session, they come with the
     final checkpoint (the best encoder and its :class:`~trainers.record.FinalRecord`).
     """
     started = time.perf_counter()
@@ -341,6 +343,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     testing_started = time.perf_counter()
     final.update({Metric.test(k): v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
     final[Metric.TEST_SECONDS] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
+    final.update(evaluate_suites(config.get(Suite.KEY, ()), _encode_fn(encoder, config), config["seed"]))
     final[Metric.WALL_SECONDS] = time.perf_counter() - started
     final.update(_precisions_used(config, device))
     checkpoint = None

@@ -141,9 +141,33 @@ class Metric:
         return f"test_{dataset}_{statistic}"
 
     @staticmethod
+    def suite(suite: str, dataset: str, statistic: str) -> str:
+        """A final metric of an evaluation suite beyond STS (``senteval``, ``mr``, ``accuracy`` ->
+        ``test_senteval_mr_accuracy``); ``dataset`` ``avg`` is the suite's average."""
+        return f"test_{suite}_{dataset}_{statistic}"
+
+    @staticmethod
     def is_final(metrics: Mapping[str, Any]) -> bool:
         """Whether a report is a trial's final one (its test metrics), not an evaluation."""
         return Metric.TEST_AVG in metrics
+
+
+class Suite:
+    """Evaluation suites a spec chooses with its ``evaluations`` key (:mod:`trainers.evaluations`), run on
+    each trial's best state after training; their metrics are named by :meth:`Metric.suite`."""
+
+    KEY = "evaluations"  # the spec key, and the key of a trial's config that carries the choice
+    STS = "sts"
+    SENTEVAL = "senteval"
+    NLI = "nli"
+    RERANKING = "reranking"
+    MULTILINGUAL_STS = "multilingual_sts"
+    DEFAULT = (STS,)
+    SENTEVAL_TASKS = ("mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc")  # SG-BERT Table 4's columns, its order
+    ACCURACY = "accuracy"
+    MAP = "map"
+    SPEARMAN = "spearman"
+    AVG = "avg"
 
 
 SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
@@ -248,7 +272,8 @@ class TrainingState:
 
 class TrialConfig(dict):
     """A trial's config as :meth:`trainers.method.Method.resolve` completed and validated it: every knob,
-    with ``method``. What the sweep resolves once per trial and the worker runs as it is."""
+    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves
+    once per trial and the worker runs as it is."""
 
 
 @dataclass

@@ -1,0 +1,159 @@
+"""Evaluation suites beyond STS, one module per suite (as sentence-transformers keeps one evaluator
+per task), declared here without torch so that validating a spec imports none.
+
+A spec chooses its suites with ``evaluations: [sts, senteval, ...]`` (default ``[sts]``); an entry is
+a suite name or ``{name: {option: value}}``. STS always runs (model selection needs STS-B dev); every
+other chosen suite evaluates each trial's best state after training, with frozen sentence vectors
+from the encoder's ``encode`` (the STS evaluator's path). Each suite reads its data from a local
+folder named by an environment variable (its layout in :attr:`Suite.layout` and docs/evaluations.md)
+or, where a hub copy is known and the folder variable is unset, from the Hugging Face hub.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from trainers.data import hub_reachable
+from trainers.knobs import ConfigError, Knob, KnobSet
+from trainers.record import Suite as Names
+
+Encode = Callable[[Sequence[str]], Any]
+"""Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
+
+CLASSIFIER = Knob("classifier", str, "mlp", "SentEval's classifier on frozen vectors: 'mlp' (50 hidden units, "
+                  "SG-BERT Table 9) or 'logreg' (SentEval's nhid 0, SimCSE's setting).", choices=("mlp", "logreg"))
+KFOLD = Knob("kfold", int, 10, "Folds of SentEval's cross-validation (MR, CR, SUBJ, MPQA; TREC and MRPC "
+             "choose their L2 penalty by it).", low=2)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One evaluation suite: where its data lives and which options it takes.
+
+    ``module`` implements ``load_local(folder)``, ``load_hub()`` (when ``hub`` names datasets) and
+    ``evaluate(encode, data, options, seed) -> {metric: value}``, metric names from
+    :meth:`trainers.record.Metric.suite`."""
+
+    name: str
+    summary: str
+    module: str
+    env: str = ""
+    layout: str = ""
+    hub: tuple[str, ...] = ()
+    options: KnobSet = KnobSet()
+
+    def resolve(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """The suite's options, defaults filled in; raises ConfigError naming each bad option."""
+        return self.options.resolve(options)
+
+    def implementation(self):
+        return importlib.import_module(self.module)
+
+    def folder(self) -> Path | None:
+        value = os.environ.get(self.env, "") if self.env else ""
+        return Path(value) if value else None
+
+    def data_problem(self) -> str | None:
+        """Why this suite's data cannot be read here (None when it can): the folder is read at plan time,
+        as the STS files are; the hub only when no folder is given."""
+        folder = self.folder()
+        if folder is not None:
+            try:
+                self.implementation().load_local(folder)
+            except (ValueError, OSError) as error:  # DataError, and a file that is not UTF-8
+                return f"${self.env}={folder}: {error}"
+            return None
+        if not self.hub:
+            return (f"needs its data in a local folder: set ${self.env} to a folder laid out as {self.layout} "
+                    "(no Hugging Face hub copy is known; see docs/evaluations.md)")
+        if not hub_reachable():
+            return (f"needs the Hugging Face hub datasets {list(self.hub)}, which cannot be reached (offline); "
+                    f"or set ${self.env} to a folder laid out as {self.layout} (docs/evaluations.md)")
+        return None
+
+    def load(self) -> Any:
+        folder = self.folder()
+        module = self.implementation()
+        return module.load_local(folder) if folder is not None else module.load_hub()
+
+
+SUITES: dict[str, Suite] = {
+    Names.STS: Suite(Names.STS, "STS12-16, STS-B, SICK-R (always run; trainers.evaluation)", "trainers.evaluation"),
+    Names.SENTEVAL: Suite(
+        Names.SENTEVAL, "SentEval transfer: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC (accuracy)",
+        "trainers.evaluations.senteval", "SENTEVAL_DATA_DIR",
+        "SentEval's data/downstream: MR/rt-polarity.{pos,neg}, CR/custrev.{pos,neg}, SUBJ/subj.{objective,"
+        "subjective}, MPQA/mpqa.{pos,neg}, SST/binary/sentiment-{train,dev,test}, TREC/{train_5500,TREC_10}.label, "
+        "MRPC/msr_paraphrase_{train,test}.txt",
+        options=KnobSet((CLASSIFIER, KFOLD)),
+    ),
+    Names.NLI: Suite(
+        Names.NLI, "NLI accuracy: SICK-E and SNLI, a classifier on SentEval's pair features",
+        "trainers.evaluations.nli", "SENTEVAL_DATA_DIR",
+        "SentEval's data/downstream: SICK/SICK_{train,trial,test_annotated}.txt, SNLI/{s1,s2,labels}.{train,dev,test}",
+        options=KnobSet((CLASSIFIER,)),
+    ),
+    Names.RERANKING: Suite(
+        Names.RERANKING, "Re-ranking MAP: AskUbuntu and SciDocs (USEB/MTEB)",
+        "trainers.evaluations.reranking", "RERANKING_DATA_DIR",
+        "askubuntu/test.jsonl and scidocs/test.jsonl, one {query, positive: [...], negative: [...]} per line",
+        hub=("mteb/askubuntudupquestions-reranking", "mteb/scidocs-reranking"),
+    ),
+    Names.MULTILINGUAL_STS: Suite(
+        Names.MULTILINGUAL_STS, "Multilingual STS: STS17 ar-ar, es-es, en-en and STS14 Spanish (Spearman)",
+        "trainers.evaluations.multilingual_sts", "MULTILINGUAL_STS_DATA_DIR",
+        "sts17-ar-ar.tsv, sts17-es-es.tsv, sts17-en-en.tsv, sts14-es.tsv, each in the STS TSV format "
+        "(sentence1, sentence2, score 0-5; trainers/sts_data/SOURCES.md)",
+    ),
+}
+
+
+def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """A spec's ``evaluations`` value -> (each suite as ``{"suite": name, **options}`` with defaults,
+    problems as (key, message)). ``sts`` is always first: model selection needs it."""
+    entries = list(Names.DEFAULT) if value is None else value
+    if not isinstance(entries, list) or not entries:
+        return [], [("", f"expected a non-empty list of suites {list(SUITES)}, got {value!r}")]
+    chosen, problems = [{"suite": Names.STS}], []
+    for index, entry in enumerate(entries):
+        name, options = _name_and_options(entry)
+        if name not in SUITES or not isinstance(options, Mapping):
+            problems.append((f"[{index}]", f"expected a suite name in {list(SUITES)} or {{name: {{option: value}}}}, "
+                                           f"got {entry!r}"))
+            continue
+        try:
+            resolved = SUITES[name].resolve(dict(options))
+        except ConfigError as error:
+            for problem in error.problems:  # KnobSet's words are about knobs; these are a suite's options
+                option, message = problem.split(":", 1)
+                problems.append((f"[{index}].{name}.{option}", message.strip().replace("unknown knob", "unknown option")))
+            continue
+        if name != Names.STS and all(c["suite"] != name for c in chosen):
+            chosen.append({"suite": name, **resolved})
+    return chosen, problems
+
+
+def _name_and_options(entry: Any) -> tuple[Any, Any]:
+    """``name`` or ``{name: options}`` (options may be empty) -> (name, options); (None, None) otherwise."""
+    if isinstance(entry, str):
+        return entry, {}
+    if isinstance(entry, Mapping) and len(entry) == 1:
+        name, options = next(iter(entry.items()))
+        return name, {} if options is None else options
+    return None, None
+
+
+def evaluate_suites(chosen: Sequence[Mapping[str, Any]], encode: Encode, seed: int) -> dict[str, float]:
+    """Every chosen suite but STS (the loop's own evaluator) on ``encode``'s vectors."""
+    metrics: dict[str, float] = {}
+    for entry in chosen:
+        if entry["suite"] == Names.STS:
+            continue
+        suite = SUITES[entry["suite"]]
+        options = {k: v for k, v in entry.items() if k != "suite"}
+        metrics.update(suite.implementation().evaluate(encode, suite.load(), options, seed))
+    return metrics

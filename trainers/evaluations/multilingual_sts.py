@@ -1,0 +1,36 @@
+"""Multilingual STS (SG-BERT Tables 2 and 3): STS17 tracks ar-ar, es-es, en-en and the STS14 Spanish
+sets, cosine similarity against gold scores, Spearman x 100, as the English STS sets
+(:func:`trainers.evaluation.evaluate_sets`).
+
+Data: ``$MULTILINGUAL_STS_DATA_DIR/{sts17-ar-ar,sts17-es-es,sts17-en-en,sts14-es}.tsv`` in the STS TSV
+format (``trainers/sts_data/SOURCES.md``: sentence1, sentence2, score 0-5, optional subset), read by
+:func:`trainers.data.read_sts_tsv`. Metrics: ``test_multilingual_sts_<set>_spearman`` (with ``-``
+written ``_``) and ``test_multilingual_sts_avg_spearman``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from trainers.data import STSSet, read_sts_tsv
+from trainers.evaluation import evaluate_sets
+from trainers.evaluations import Encode
+from trainers.record import Metric, Suite
+
+SETS = ("sts17-ar-ar", "sts17-es-es", "sts17-en-en", "sts14-es")
+
+
+def load_local(folder: str | Path) -> dict[str, STSSet]:
+    return {name: read_sts_tsv(Path(folder) / f"{name}.tsv", name) for name in SETS}
+
+
+def evaluate(encode: Encode, data: Mapping[str, STSSet], options: Mapping[str, Any], seed: int) -> dict[str, float]:
+    scores = evaluate_sets(encode, {name.replace("-", "_"): data[name] for name in SETS})
+    spearman = {name: scores[f"{name.replace('-', '_')}_spearman"] for name in SETS}
+    metrics = {Metric.suite(Suite.MULTILINGUAL_STS, name.replace("-", "_"), Suite.SPEARMAN): value
+               for name, value in spearman.items()}
+    metrics[Metric.suite(Suite.MULTILINGUAL_STS, Suite.AVG, Suite.SPEARMAN)] = float(np.mean(list(spearman.values())))
+    return metrics
