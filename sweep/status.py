@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from results.reader import DEFAULT_METRIC, choose_parent, read_client, variant_runs
+from results.reader import DEFAULT_METRIC, choose_parent, existing_store_uri, variant_runs
 from results.schema import FINISHED
 from sweep.export import export_trial, select_run
+from sweep.store import open_client
 from trainers.record import Metric, ModelState, Tag
 
 
 def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
     """(experiment id, trial runs) of the sweep variant ``name`` names, in the plan's order."""
-    client = read_client(tracking_uri)
+    client = open_client(existing_store_uri(tracking_uri))
     experiment, parent = choose_parent(client, name, tracking_uri)
     return experiment.experiment_id, variant_runs(client, experiment, parent)
 

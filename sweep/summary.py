@@ -21,16 +21,16 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
 from results.lines import COUNTS, Grid, sweep_table
-from results.reader import choose_parent, read_client, variant_trials
+from results.reader import choose_parent, existing_store_uri, variant_trials
 from results.render import markdown_table, note_lines, to_csv
 from results.schema import FAILED, FINISHED
 from results.table import P_COLUMN, Table
 from sweep.spec import SweepSpec
+from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
 from trainers.record import PARENT_FILTER, Metric, Summary, Tag
 
@@ -79,7 +79,7 @@ def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
     }
 
 
-def log_to_parent(client: MlflowClient, tracking_uri: str, spec: SweepSpec, parent_run_id: str,
+def log_to_parent(client: SharedStoreClient, tracking_uri: str, spec: SweepSpec, parent_run_id: str,
                   trials: pd.DataFrame, table: Table, summary_md: str) -> None:
     """Summary metrics, the best trial's tags and the artifacts on the variant's parent run."""
     client.log_metric(parent_run_id, Summary.TRIALS_FINISHED, int((trials["status"] == FINISHED).sum()))
@@ -121,7 +121,7 @@ def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_v
 
 def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     """Log the variant's summary to its parent run and return the text to print."""
-    client = read_client(tracking_uri)
+    client = open_client(existing_store_uri(tracking_uri))
     experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
     trials = variant_trials(client, experiment, parent)
     if trials.empty:
