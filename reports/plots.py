@@ -29,6 +29,7 @@ from reports.paper_tables import build_tables_for_cli
 from reports.sweeps import variant_tables
 from reports.table_specs import load_table_specs
 from results.figures import DEV_CURVES, GRID_PLOT, PAPER_COLOUR, dev_curves, heatmap, save, sweep_grid_plot, title
+from results.names import UsageError
 from results.table import Table
 from trainers.record import DEFAULT_TRACKING_URI
 
@@ -67,9 +68,12 @@ def plot_sweep(results: pd.DataFrame, name: str, tracking_uri: str, out: Path) -
 def plot_tables(results: pd.DataFrame, names: Sequence[str] | None, tracking_uri: str, out: Path) -> list[Path]:
     """The paper grid tables' heatmaps and curves (those named, else all), then every sweep's dev curves."""
     specs = load_table_specs()
-    grids = [name for name, spec in specs.items() if spec.kind == "grid" and (not names or name in names)]
+    grids = [name for name, spec in specs.items() if spec.kind == "grid"]
+    not_grids = sorted(set(names or []) - set(grids))
+    if not_grids:  # refused before anything is drawn, as reports.tables refuses an unknown table
+        raise UsageError(f"--table {', '.join(not_grids)}: no such grid table; grid tables: {', '.join(grids)}")
     written = []
-    for table in build_tables_for_cli(results, grids, specs):
+    for table in build_tables_for_cli(results, names or grids, specs):
         if not table.has_results():
             print(f"{table.name}: no results yet, no figure", file=sys.stderr)
             continue

@@ -34,12 +34,18 @@ def absolute_tracking_uri(uri: str) -> str:
     return uri
 
 
-def read_client(tracking_uri: str) -> MlflowClient:
-    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
+def existing_store_uri(tracking_uri: str) -> str:
+    """The absolute URI of a store, refused when it is a SQLite file that does not exist (a client would
+    create it)."""
     uri = absolute_tracking_uri(tracking_uri)
     if uri.startswith(SQLITE) and not Path(uri[len(SQLITE):]).is_file():
         raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")
-    return MlflowClient(uri)
+    return uri
+
+
+def read_client(tracking_uri: str) -> MlflowClient:
+    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
+    return MlflowClient(existing_store_uri(tracking_uri))
 
 
 def choose_parent(client: MlflowClient, text: str, tracking_uri: str):

@@ -139,9 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             warn(spec)
             return _summarise(run(options, spec, args.verbose), spec, options)
         elif args.command == "export":
-            from sweep.status import export
+            from sweep.export import export_command
 
-            export(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
+            export_command(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
         elif args.command == "resume":
             from sweep.engine import resume_options, run
 

@@ -24,8 +24,11 @@ from typing import Mapping
 import torch
 
 from results.names import UsageError
+from results.reader import DEFAULT_METRIC
+from results.schema import FINISHED
 from trainers.data import TEST_SETS
 from trainers.encoder import SentenceEncoder
+from sweep.status import trial_runs
 from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
 
 MODEL_CARD = "README.md"
@@ -190,3 +193,23 @@ def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed:
         return matching[0]
     pick = max if mode == "max" else min
     return pick(scored, key=lambda run: run.data.metrics[metric])
+
+
+def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None):
+    """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
+    _, runs = trial_runs(name, tracking_uri)
+    finished = [run for run in runs if run.info.status == FINISHED]
+    tags = finished[0].data.tags if finished else {}
+    metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
+    return select_run(finished, metric, mode, row, seed, trial)
+
+
+def export_command(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None,
+                   trial: str | None) -> None:
+    """`python -m sweep export NAME`: the trial asked for (by default the best) written to `out`."""
+    run = chosen_trial(name, tracking_uri, row, seed, trial)
+    folder = export_trial(run, Path(out))
+    tags, metrics = run.data.tags, run.data.metrics
+    print(f"exported trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}, "
+          f"best dev {metrics.get(Metric.BEST_DEV, float('nan')):.2f}, test avg "
+          f"{metrics.get(Metric.TEST_AVG, float('nan')):.2f}) to {folder}")

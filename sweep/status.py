@@ -1,18 +1,16 @@
-"""``python -m sweep status NAME`` (one line per trial from the MLflow store) and ``export``."""
+"""``python -m sweep status NAME``: one line per trial from the MLflow store (no torch: it answers at once)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from results.reader import DEFAULT_METRIC, choose_parent, read_client, variant_runs
+from results.reader import choose_parent, existing_store_uri, variant_runs
 from results.schema import FINISHED
-from sweep.export import export_trial, select_run
+from sweep.store import open_client
 from trainers.record import Metric, ModelState, Tag
 
 
 def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
     """(experiment id, trial runs) of the sweep variant ``name`` names, in the plan's order."""
-    client = read_client(tracking_uri)
+    client = open_client(existing_store_uri(tracking_uri))
     experiment, parent = choose_parent(client, name, tracking_uri)
     return experiment.experiment_id, variant_runs(client, experiment, parent)
 
@@ -23,24 +21,6 @@ def exportable(run) -> str:
     if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
         return "no"
     return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
-
-
-def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None):
-    """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
-    _, runs = trial_runs(name, tracking_uri)
-    finished = [run for run in runs if run.info.status == FINISHED]
-    tags = finished[0].data.tags if finished else {}
-    metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
-    return select_run(finished, metric, mode, row, seed, trial)
-
-
-def export(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None, trial: str | None) -> None:
-    run = chosen_trial(name, tracking_uri, row, seed, trial)
-    folder = export_trial(run, Path(out))
-    tags, metrics = run.data.tags, run.data.metrics
-    print(f"exported trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}, "
-          f"best dev {metrics.get(Metric.BEST_DEV, float('nan')):.2f}, test avg "
-          f"{metrics.get(Metric.TEST_AVG, float('nan')):.2f}) to {folder}")
 
 
 def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:

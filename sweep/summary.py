@@ -21,16 +21,16 @@ from typing import Any
 
 import pandas as pd
 import yaml
-from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
 from results.lines import COUNTS, Grid, sweep_table
-from results.reader import choose_parent, read_client, variant_trials
+from results.reader import choose_parent, existing_store_uri, variant_trials
 from results.render import markdown_table, note_lines, to_csv
 from results.schema import FAILED, FINISHED
 from results.table import P_COLUMN, Table
 from sweep.spec import SweepSpec
+from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
 from trainers.record import PARENT_FILTER, Metric, Summary, Tag
 
@@ -79,7 +79,7 @@ def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
     }
 
 
-def log_to_parent(client: MlflowClient, tracking_uri: str, spec: SweepSpec, experiment, parent_run_id: str,
+def log_to_parent(client: SharedStoreClient, tracking_uri: str, spec: SweepSpec, parent_run_id: str,
                   trials: pd.DataFrame, table: Table, summary_md: str) -> None:
     """Summary metrics, the best trial's tags and the artifacts on the variant's parent run."""
     client.log_metric(parent_run_id, Summary.TRIALS_FINISHED, int((trials["status"] == FINISHED).sum()))
@@ -92,8 +92,6 @@ def log_to_parent(client: MlflowClient, tracking_uri: str, spec: SweepSpec, expe
         for tag, column in ((Tag.BEST_ROW, "row"), (Tag.BEST_SEED, "seed"), (Tag.BEST_AXES, "axes"),
                             (Tag.BEST_RUN_ID, "run_id")):
             client.set_tag(parent_run_id, tag, str(best[column]))
-    if Tag.EXPERIMENT_KIND not in experiment.tags:  # an experiment created before the tag existed
-        client.set_experiment_tag(experiment.experiment_id, Tag.EXPERIMENT_KIND, Tag.MODEL_TRAINING)
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder)
         (out / Summary.SPEC).write_text(yaml.safe_dump(resolved_spec(spec), sort_keys=False), encoding="utf-8")
@@ -123,7 +121,7 @@ def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_v
 
 def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     """Log the variant's summary to its parent run and return the text to print."""
-    client = read_client(tracking_uri)
+    client = open_client(existing_store_uri(tracking_uri))
     experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
     trials = variant_trials(client, experiment, parent)
     if trials.empty:
@@ -131,7 +129,7 @@ def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     table = summary_table(trials, spec)
     summary_md = summary_markdown(table, bool(spec.sample))
     try:
-        log_to_parent(client, tracking_uri, spec, experiment, parent.info.run_id, trials, table, summary_md)
+        log_to_parent(client, tracking_uri, spec, parent.info.run_id, trials, table, summary_md)
     except (MlflowException, OSError) as error:  # the trials are recorded; only the parent's extras are lost
         summary_md += f"\nwarning: the summary could not be logged to the parent run: {error}\n"
     variants = client.search_runs([experiment.experiment_id], PARENT_FILTER, max_results=2)

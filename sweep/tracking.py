@@ -17,7 +17,7 @@ import math
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from mlflow.entities import Metric as MlflowMetric
 from mlflow.entities import Param, RunStatus, RunTag
@@ -81,22 +81,47 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
 
 
 def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> str:
-    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials."""
-    return f"{host}/#/experiments/{experiment_id}/runs?searchFilter={quote(TRIAL_FILTER)}"
+    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials.
+
+    MLflow 3.17's UI chooses an experiment's views by one setting of the browser, the sidebar's
+    GenAI / Model training switch (default GenAI, whose traces page stays empty here), and ignores the
+    experiment's ``mlflow.experimentKind`` tag; ``workflowType=machine_learning`` in the URL overrides
+    that setting, so this URL opens on the runs whatever the browser chose before.
+    """
+    query = urlencode({"workflowType": "machine_learning", "searchFilter": TRIAL_FILTER}, quote_via=quote)
+    return f"{host}/#/experiments/{experiment_id}/runs?{query}"
+
+
+def experiment_description(spec: SweepSpec) -> str:
+    """The experiment's description in the MLflow UI (Markdown): the spec's description, its tags, its file."""
+    facts = "\n".join([f"- {key}: {value}" for key, value in spec.tags.items()]
+                      + [f"- spec: {project_path(spec.path)}"])
+    return f"{spec.description}\n\n{facts}" if spec.description else facts
+
+
+def experiment_tags(spec: SweepSpec) -> dict[str, str]:
+    """Tags of the spec's experiment: its description (MLflow's note), the spec's own tags, and the kind
+    that earlier MLflow 3 UIs (before the GenAI / Model training switch) open on the runs for."""
+    return {Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING, Tag.NOTE: experiment_description(spec),
+            **{Tag.spec(key): value for key, value in spec.tags.items()}}
 
 
 def ensure_experiment(client: SharedStoreClient, spec: SweepSpec) -> str:
-    """The id of the spec's experiment, created if new; a driver of another variant that created it
-    at the same moment wins, and both use it."""
+    """The id of the spec's experiment, created if new, its tags brought up to date if not; a driver of
+    another variant that created it at the same moment wins, and both use it."""
+    tags = experiment_tags(spec)
     experiment = client.get_experiment_by_name(spec.name)
-    if experiment:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(spec.name, tags={Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING})
-    except MlflowException as error:
-        if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
-            raise
-        return client.get_experiment_by_name(spec.name).experiment_id
+    if experiment is None:
+        try:
+            return client.create_experiment(spec.name, tags=tags)
+        except MlflowException as error:
+            if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
+                raise
+            experiment = client.get_experiment_by_name(spec.name)
+    for key, value in tags.items():  # an experiment made before these tags, or by an edited spec
+        if experiment.tags.get(key) != value:
+            client.set_experiment_tag(experiment.experiment_id, key, value)
+    return experiment.experiment_id
 
 
 def ensure_parent_run(client: SharedStoreClient, spec: SweepSpec) -> tuple[str, str]:

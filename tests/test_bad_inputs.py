@@ -143,3 +143,19 @@ def test_every_shipped_sts_file_passes_the_check():
     from trainers.data import SHIPPED_STS_DIR, sts_problems
 
     assert sts_problems(ALL_FILES, SHIPPED_STS_DIR) == []
+
+
+@pytest.mark.parametrize("table", ["NO_SUCH_TABLE", "sg-bert-table5"])
+def test_plots_refuse_a_table_that_is_not_a_grid_table(table, tmp_path, capsys):
+    """An unknown --table (or a row table, which has no figure) exits 2 with one line and draws nothing."""
+    import pandas as pd
+
+    from reports import plots
+    from results.schema import IDENTITY, IDENTITY_DTYPES
+
+    results = tmp_path / "results.parquet"
+    pd.DataFrame({name: pd.Series(dtype=IDENTITY_DTYPES[name]) for name in IDENTITY}).to_parquet(results)
+    assert plots.main(["--results", str(results), "--table", table, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"--table {table}: no such grid table; grid tables: ")
+    assert "sg-bert-figure1" in err and not list((tmp_path / "out").glob("*.png"))

@@ -53,3 +53,11 @@ def test_every_declared_stage_names_an_objective():
     for config in configs:
         for stage in METHODS[config["method"]].stages(config):
             assert issubclass(stage.objective_class(), Objective), (config["method"], stage.name)
+
+
+def test_the_commands_a_person_waits_for_import_no_torch_nor_ray():
+    """`sweep --help`, `sweep knobs`, `sweep status`, `reports.tables` (benchmarks/cli_latency.py times them)."""
+    code = ("import sweep.cli, sweep.status, reports.tables\n"
+            "sweep.cli.build_parser()\n"
+            "sweep.cli.print_knobs('sg')")
+    assert heavy_modules_after(code) == []

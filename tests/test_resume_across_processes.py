@@ -1,5 +1,5 @@
 """Resume is exact across processes, and inside Ray an unreadable checkpoint falls back to the older one
-(README, Checkpoints).
+(docs/checkpoints.md).
 
 One sweep of two trials on the tiny BERT, SG (whose BERT_F a resumed trial rebuilds) and SCT distilled
 from a teacher (rebuilt too), is killed with its driver and Ray after a few checkpoints. Before it is run

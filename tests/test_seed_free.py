@@ -1,4 +1,4 @@
-"""What a sweep runs once gives what running it again would give (README, "What a sweep computes only once").
+"""What a sweep runs once gives what running it again would give (docs/specs.md, "What a sweep computes only once").
 
 - A seed-free row (``none``, the untuned model) runs with its first seed only: every other seed must give
   the same numbers.

@@ -25,6 +25,29 @@ OPEN_AND_WRITE = textwrap.dedent("""
 """)
 
 
+def test_sweep_status_opens_the_store_under_its_lock(tmp_path):
+    """``sweep status`` waits while another process holds the store's lock (creating it), then reads it."""
+    import threading
+
+    from filelock import FileLock
+
+    from sweep.spec import load_spec
+    from sweep.status import trial_rows
+    from sweep.store import open_client
+    from sweep.tracking import ensure_parent_run
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    ensure_parent_run(open_client(uri), load_spec(ROOT / "search_spaces/smoke.yaml"))
+    answers = []
+    with FileLock(f"{tmp_path}/mlflow.db.lock"):
+        reader = threading.Thread(target=lambda: answers.append(trial_rows("smoke", uri)))
+        reader.start()
+        reader.join(timeout=3)
+        assert reader.is_alive() and not answers  # still waiting for the lock
+    reader.join(timeout=60)
+    assert answers == [[]]  # the sweep's parent run, no trials yet
+
+
 def test_processes_that_open_a_new_store_together_all_succeed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -77,10 +77,12 @@ class Tag:
     SOURCE_GIT_COMMIT = "mlflow.source.git.commit"
     USER = "mlflow.user"
     NOTE = "mlflow.note.content"
+    """A run's or an experiment's description, shown (Markdown) in the MLflow UI."""
     EXPERIMENT_KIND = "mlflow.experimentKind"
-    """MLflow 3 opens an experiment on the view of its kind: 'custom_model_development' is Model training."""
+    """Earlier MLflow 3 UIs open an experiment on the view of its kind; 3.17's UI ignores it and follows its
+    GenAI / Model training switch instead (``sweep.tracking.runs_view_url``)."""
     MODEL_TRAINING = "custom_model_development"
-    """The value of :attr:`EXPERIMENT_KIND` that opens an experiment on its runs (Model training)."""
+    """The value of :attr:`EXPERIMENT_KIND` that is Model training (the runs view)."""
 
     @staticmethod
     def spec(key: str) -> str:
