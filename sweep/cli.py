@@ -7,6 +7,7 @@ import sys
 from typing import Sequence
 
 from sweep.budget import BUDGETS
+from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec
 from sweep.spec_yaml import parse_override
 from results.names import UsageError
@@ -71,8 +72,6 @@ def _add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _options(args: argparse.Namespace):
-    from sweep.engine import SweepOptions
-
     return SweepOptions(
         spec_path=args.spec,
         overrides=dict(parse_override(o) for o in args.overrides),

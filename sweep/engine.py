@@ -52,44 +52,22 @@ from ray import tune  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
-from sweep.budget import BUDGETS  # noqa: E402
 from sweep.interrupt import StopOnSignal  # noqa: E402
+from sweep.options import SweepOptions, storage_root  # noqa: E402
 from sweep.output import LOG_NAME, console_and_log  # noqa: E402
 from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
-from sweep.spec import POINT, SweepSpec, load_spec  # noqa: E402
+from sweep.spec import POINT, SweepSpec  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
 from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
 from trainers.checkpoint import TrialSession  # noqa: E402
 from trainers.record import DEFAULT_TRACKING_URI, Metric, Report, Tag  # noqa: E402
 
-DEFAULT_STORAGE = "ray_results"
 # Environment that trial workers must see as the driver does (data and model locations).
 FORWARDED_ENV = (
     "STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", "SWEEP_FROZEN_OUTPUTS_DIR",
 )
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    spec_path: str
-    overrides: Mapping[str, Any]
-    budget: str | None = None
-    seeds: list[int] | None = None
-    address: str | None = None
-    storage: str | None = None
-    tracking_uri: str = DEFAULT_TRACKING_URI
-    register: str | None = None
-
-    def load(self) -> SweepSpec:
-        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds)
-
-
-def storage_root(storage: str | None) -> str:
-    """Absolute local path or a URI (s3://, gs://, ...) as Ray's storage_path wants."""
-    storage = storage or DEFAULT_STORAGE
-    return storage if "://" in storage else str(Path(storage).resolve())
 
 
 class RaySession(TrialSession):
