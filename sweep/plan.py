@@ -97,7 +97,8 @@ def table_sizes(spec: SweepSpec) -> dict[TableSize, list[str]]:
             continue
         for stage in method.stages(config):
             stage_config = {**config, **stage.overrides}
-            texts = None if corpus_needs_hub(stage_config) else len(table.texts(load_examples(stage, stage_config)))
+            texts = (None if corpus_needs_hub(stage_config)
+                     else len(set(table.texts(load_examples(stage, stage_config)))))  # distinct: the table's rows
             model = (table.what, stage_config["model"], str(stage_config["model_layers"]),
                      str(stage_config.get("teacher")), str(stage_config.get("skip_first_layers")))
             if model not in widths:
