@@ -4,7 +4,10 @@ the rows it holds for."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Mapping
+
+from sweep.spec_validation import gpu_problem
 
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec
@@ -18,7 +21,24 @@ def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[
     for trial in spec.distinct_trials():
         for problem in spec.method_of(trial.point.row).environment_problems(trial.config):
             holds_for(rows_with, problem, trial.point.row)
-    return attribute(spec, rows_with, overrides)
+    said = attribute(spec, rows_with, overrides)
+    problem = cluster_gpu_problem(spec)
+    return said + ([f"{spec.path}: {problem}"] if problem else [])
+
+
+def local_gpus() -> int:
+    """GPUs of this machine (what a local Ray gives its trials); torch is imported only when a spec asks."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def cluster_gpu_problem(spec: SweepSpec) -> str | None:
+    """A fractional (or whole) GPU per trial that ``max_concurrent_trials`` and this machine's GPUs cannot
+    honour. Not asked for a cluster Ray joins through $RAY_ADDRESS: its GPUs are not known here."""
+    if spec.resources["gpu"] <= 0 or os.environ.get("RAY_ADDRESS"):
+        return None
+    return gpu_problem(spec.resources["gpu"], spec.max_concurrent_trials, local_gpus())
 
 
 def holds_for(rows_with: dict[str, list[str]], message: str, row: str) -> None:
