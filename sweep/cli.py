@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = commands.add_parser("plan", help="Print the trial matrix and its size; run nothing.")
     _add_spec_arguments(plan)
+    plan.add_argument("--estimate", action="store_true",
+                      help="Also time a few steps and a dev evaluation of each distinct method and model here, "
+                           "and print the sweep's expected wall time (early stopping ignored).")
 
     run = commands.add_parser("run", help="Run a sweep (or finish it, if it was interrupted).")
     _add_spec_arguments(run)
@@ -121,7 +124,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "plan":
             from sweep.plan import print_plan
 
-            print_plan(_options(args).load())
+            spec = _options(args).load()
+            print_plan(spec)
+            if args.estimate:
+                from sweep.estimate import estimate
+                from sweep.spec_environment import local_gpus
+
+                for line in estimate(spec, gpus=local_gpus() if spec.resources["gpu"] else 0):
+                    print(line, flush=True)
         elif args.command == "knobs":
             print_knobs(args.method)
         elif args.command == "status":

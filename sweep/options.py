@@ -26,7 +26,8 @@ class SweepOptions:
     register: str | None = None
 
     def load(self) -> SweepSpec:
-        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds)
+        return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds,
+                         address=self.address)
 
 
 def storage_root(storage: str | None) -> str:

@@ -4,6 +4,7 @@ encoders take, and where its budget leaves a method outside its paper's regime. 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from sweep.spec import SweepSpec, row_method
 
@@ -56,15 +57,80 @@ def _savings(spec) -> list[str]:
         reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable if set(p.knobs) == {first, second}}
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
-    shared: dict[str, list[str]] = {}
-    for trial in spec.trials:
-        what = spec.method_of(trial.point.row).shared_outputs(trial.config)
-        if what and trial.point.row not in shared.get(what, []):
-            shared.setdefault(what, []).append(trial.point.row)
-    for what, rows in shared.items():
+    return lines + frozen_table_lines(spec)
+    return lines
+
+
+TABLE_BYTES_PER_NUMBER = 4
+"""float32: the frozen models' outputs end in a LayerNorm, which autocast keeps in float32 (the table is
+stored in the output's own precision, :mod:`trainers.frozen_outputs`)."""
+
+
+@dataclass(frozen=True)
+class TableSize:
+    what: str
+    texts: int | None  # None: the corpus needs the hub, not read at plan time
+    numbers_per_text: int
+    gb: float
+    shared: bool
+
+    @property
+    def bytes(self) -> int:
+        return (self.texts or 0) * self.numbers_per_text * TABLE_BYTES_PER_NUMBER
+
+    @property
+    def fits(self) -> bool:
+        return self.bytes <= int(self.gb * 1e9)  # the trial's own rule (FrozenOutputs.prepare)
+
+
+def table_sizes(spec: SweepSpec) -> dict[TableSize, list[str]]:
+    """Each distinct table of frozen-model outputs the spec's trials compute, and the rows that use it."""
+    from sweep.regime import corpus_needs_hub
+    from trainers.loop import load_examples
+
+    tables: dict[TableSize, list[str]] = {}
+    widths: dict[tuple[str, ...], int] = {}
+    for trial in spec.distinct_trials():
+        method, config = spec.method_of(trial.point.row), trial.config
+        table = method.frozen_table(config) if method.trains else None
+        if table is None:
+            continue
+        for stage in method.stages(config):
+            stage_config = {**config, **stage.overrides}
+            texts = (None if corpus_needs_hub(stage_config)
+                     else len(set(table.texts(load_examples(stage, stage_config)))))  # distinct: the table's rows
+            model = (table.what, stage_config["model"], str(stage_config["model_layers"]),
+                     str(stage_config.get("teacher")), str(stage_config.get("skip_first_layers")))
+            if model not in widths:
+                widths[model] = table.numbers_per_text()
+            size = TableSize(table.what, texts, widths[model], stage_config["frozen_outputs_gb"],
+                             stage_config["share_frozen_outputs"])
+            if trial.point.row not in tables.setdefault(size, []):
+                tables[size].append(trial.point.row)
+    return tables
+
+
+def frozen_table_lines(spec: SweepSpec) -> list[str]:
+    """Where each table of frozen outputs is computed, its size (texts x width x bytes) against
+    ``frozen_outputs_gb``; a warning for each that does not fit (its trials run the model every step)."""
+    lines = []
+    for size, rows in table_sizes(spec).items():
         names = "every row" if len(rows) == len(spec.rows) else ", ".join(repr(n) for n in rows)
-        lines.append(f"shared: {what} ({names}) are computed once per input text on each node and shared by its "
-                     "trials (share_frozen_outputs; the same numbers as computing them every step)")
+        where = ("shared: {} ({}): one batched pass over the training texts per node, read by its trials "
+                 "(share_frozen_outputs)" if size.shared else
+                 "frozen outputs: {} ({}): one batched pass over the training texts inside each trial "
+                 "(share_frozen_outputs false)").format(size.what, names)
+        if size.texts is None:
+            lines.append(f"{where}; table size unknown here (the corpus needs the hub)")
+            continue
+        verdict = "fits" if size.fits else "does not fit"
+        lines.append(f"{where}; table {size.texts} texts x {size.numbers_per_text} x {TABLE_BYTES_PER_NUMBER} B = "
+                     f"{size.bytes / 1e9:.3f} GB, {verdict} frozen_outputs_gb {size.gb:g}"
+                     + ("" if size.fits else " (per-step forwards instead)"))
+        if not size.fits:
+            print(f"warning: frozen_outputs_gb: {size.what} ({names}) take {size.bytes / 1e9:.2f} GB, more than "
+                  f"{size.gb:g}: those trials run the frozen model on every step's batch instead (batched, "
+                  "slower; raise frozen_outputs_gb to table them)", file=sys.stderr)
     return lines
 
 

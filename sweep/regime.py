@@ -16,12 +16,17 @@ from trainers.loop import load_examples, total_steps
 from trainers.method import Method
 
 
+def corpus_needs_hub(config: Mapping[str, Any]) -> bool:
+    """Whether reading the trial's training examples needs the hub (an NLI corpus, hub STS, supervision)."""
+    needs_hub = (config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
+                 or config.get("supervision", "none") != "none")
+    return needs_hub and not config.get("bt_file")
+
+
 def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
     """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
     without max_steps)."""
-    needs_hub = (config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
-                 or config.get("supervision", "none") != "none")
-    if needs_hub and not config.get("bt_file"):
+    if corpus_needs_hub(config):
         return config["max_steps"] or None
     steps = 0
     for stage in method.stages(config):

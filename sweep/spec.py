@@ -210,11 +210,13 @@ def load_spec(
     budget: Budget | None = None,
     seeds: list[int] | None = None,
     check_environment: bool = True,
+    address: str | None = None,
 ) -> SweepSpec:
     """Read and validate a spec, and resolve the config of each trial it runs; ``overrides`` (from
     ``--set``) update its base, ``seeds`` (from ``--seeds``) replace its seeds.
     ``check_environment=False`` skips asking what this machine lacks (the hub, files): for reading a
-    spec's layout (reports) only."""
+    spec's layout (reports) only. ``address`` (``--address``) names the Ray cluster the sweep joins, whose
+    GPUs are not this machine's."""
     path = Path(path)
     raw = read_spec_yaml(path)
     if seeds is not None and isinstance(raw, dict):
@@ -228,7 +230,7 @@ def load_spec(
     spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget, spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_environment:
-        problems = environment_problems(spec, overrides)
+        problems = environment_problems(spec, overrides, address)
         if problems:
             raise SpecError(problems)
     return spec

@@ -4,8 +4,10 @@ the rows it holds for."""
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any, Mapping
 
+from sweep.spec_validation import gpu_problem
 from trainers.evaluations import SUITES
 from trainers.record import Suite
 
@@ -13,7 +15,7 @@ if TYPE_CHECKING:
     from sweep.spec import SweepSpec
 
 
-def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[str]:
+def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any], address: str | None = None) -> list[str]:
     """Ask each row's method what this machine lacks for the trials the spec runs (their configs were
     resolved once, at load); seeds and samples cannot change that, so each row and grid point is asked
     once. Each problem is said once (:func:`attribute`)."""
@@ -21,7 +23,25 @@ def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any]) -> list[
     for trial in spec.distinct_trials():
         for problem in spec.method_of(trial.point.row).environment_problems(trial.config):
             holds_for(rows_with, problem, trial.point.row)
-    return attribute(spec, rows_with, overrides) + suite_problems(spec)
+    said = attribute(spec, rows_with, overrides)
+    problem = cluster_gpu_problem(spec, address)
+    return said + ([f"{spec.path}: {problem}"] if problem else []) + suite_problems(spec)
+
+
+def local_gpus() -> int:
+    """GPUs of this machine (what a local Ray gives its trials); torch is imported only when a spec asks."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def cluster_gpu_problem(spec: SweepSpec, address: str | None = None) -> str | None:
+    """A fractional (or whole) GPU per trial that ``max_concurrent_trials`` and this machine's GPUs cannot
+    honour. Not asked for a cluster the sweep joins (``--address`` or $RAY_ADDRESS): its GPUs are not known
+    here."""
+    if spec.resources["gpu"] <= 0 or address or os.environ.get("RAY_ADDRESS"):
+        return None
+    return gpu_problem(spec.resources["gpu"], spec.max_concurrent_trials, local_gpus())
 
 
 def suite_problems(spec: SweepSpec) -> list[str]:

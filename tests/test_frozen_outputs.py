@@ -10,7 +10,7 @@ import torch
 from conftest import build_tiny_bert
 from trainers import frozen_outputs
 from trainers.encoder import SentenceEncoder
-from trainers.frozen_outputs import FrozenOutputs, model_key, weights_digest
+from trainers.frozen_outputs import FrozenOutputs, model_key, table_batches, weights_digest
 from trainers.loop import run_trial
 from trainers.objectives.sct_distillation import Teacher
 from trainers.objectives.sg import SelfGuidedObjective
@@ -39,44 +39,61 @@ def fake_model(texts):
     return torch.tensor([[float(len(t)), float(sum(map(ord, t)) % 97)] for t in texts])
 
 
-def test_each_distinct_text_is_computed_once_per_node(tmp_path):
+def test_the_table_is_one_pass_of_sorted_fixed_batches_computed_once_per_node(tmp_path, monkeypatch):
     new_process()
+    monkeypatch.setattr(frozen_outputs, "TABLE_BATCH_SIZE", 2)
     key = {"outputs": "unit", "weights": "w"}
     compute, calls = counting(fake_model)
     first = FrozenOutputs(key, tmp_path, max_gb=1.0)
-    torch.testing.assert_close(first.get(TEXTS, compute, CPU), fake_model(TEXTS), rtol=0, atol=0)
-    assert calls == [["A man plays a guitar."], ["Two dogs run."], ["The market fell."]]  # each alone, once
-    first.get(TEXTS[::-1] + ["New one."], compute, CPU)
-    assert calls[3:] == [["New one."]] and (first.computed, first.reused) == (4, 5)  # a repeat in a batch is reused too
+    first.prepare(TEXTS, compute, CPU)
+    # Distinct texts, shortest first, in batches of the fixed size: no trial's batch reaches the table.
+    assert calls == [["Two dogs run.", "The market fell."], ["A man plays a guitar."]]
+    assert table_batches(TEXTS) == calls
+    torch.testing.assert_close(first.get(TEXTS[::-1], compute, CPU), fake_model(TEXTS[::-1]), rtol=0, atol=0)
+    assert (first.computed, first.reused) == (3, 4) and len(calls) == 2  # the steps run nothing
 
-    new_process()  # another trial on the node: reads the shards, runs nothing
+    new_process()  # another trial on the node: reads the table from disk, runs nothing
     second = FrozenOutputs(key, tmp_path, max_gb=1.0)
-    out = second.get(["New one."] + TEXTS, compute, CPU)
-    torch.testing.assert_close(out, fake_model(["New one."] + TEXTS), rtol=0, atol=0)
-    assert len(calls) == 4 and (second.computed, second.reused) == (0, 5)
-    assert len(list(tmp_path.glob("*/*.pt"))) == 2 and len(list(tmp_path.glob(f"*/{frozen_outputs.KEY_FILE}"))) == 1
+    second.prepare(TEXTS[::-1], compute, CPU)  # the same texts in another order: the same table
+    assert torch.equal(second.get(TEXTS, compute, CPU), first.get(TEXTS, compute, CPU))
+    assert len(calls) == 2 and second.computed == 0
+    assert len(list(tmp_path.glob(f"*/{frozen_outputs.TABLE_FILE}"))) == 1
 
-    other = FrozenOutputs({**key, "weights": "v"}, tmp_path, max_gb=1.0)  # another key shares nothing
-    other.get(TEXTS, compute, CPU)
-    assert other.computed == 3
+    FrozenOutputs({**key, "weights": "v"}, tmp_path, max_gb=1.0).prepare(TEXTS, compute, CPU)  # another key
+    FrozenOutputs(key, tmp_path, max_gb=1.0).prepare(TEXTS[:2], compute, CPU)  # other texts: another table
+    assert len(calls) == 5 and len(list(tmp_path.glob(f"*/{frozen_outputs.TABLE_FILE}"))) == 3
 
 
-def test_the_bound_evicts_other_keys_and_then_stops_storing(tmp_path):
+def test_unshared_computes_the_same_table_in_the_trial(tmp_path):
     new_process()
-    compute, _ = counting(lambda texts: fake_model(texts).repeat(1, 5000))  # 40 kB a text
-    old = FrozenOutputs({"k": "old"}, tmp_path, max_gb=1.0)
-    old.get(TEXTS, compute, CPU)
-    key_bytes = sum(p.stat().st_size for p in tmp_path.glob("*/*"))
-    # Room for about one key: writing the new key deletes the old one.
-    new = FrozenOutputs({"k": "new"}, tmp_path, max_gb=1.5 * key_bytes / 1e9)
-    new.get(TEXTS, compute, CPU)
+    compute, calls = counting(fake_model)
+    shared = FrozenOutputs({"k": 1}, tmp_path / "shared", max_gb=1.0, share=True)
+    alone = FrozenOutputs({"k": 1}, tmp_path / "alone", max_gb=1.0, share=False)
+    shared.prepare(TEXTS, compute, CPU)
+    alone.prepare(TEXTS, compute, CPU)
+    assert calls[:len(calls) // 2] == calls[len(calls) // 2:] and not (tmp_path / "alone").exists()
+    assert torch.equal(shared.get(TEXTS, compute, CPU), alone.get(TEXTS, compute, CPU))
+    assert alone.statistics("x") == {} and shared.statistics("x") == {"x_computed": 3.0, "x_reused": 4.0}
+
+
+def test_a_table_past_the_bound_falls_back_to_batched_steps_and_evicts_other_tables(tmp_path):
+    new_process()
+    compute, calls = counting(lambda texts: fake_model(texts).repeat(1, 5000))  # 40 kB a text
+    FrozenOutputs({"k": "old"}, tmp_path, max_gb=1.0).prepare(TEXTS, compute, CPU)
+    table_bytes = sum(p.stat().st_size for p in tmp_path.glob("*/*"))
+    # Room for about one table: writing the new one deletes the old one.
+    FrozenOutputs({"k": "new"}, tmp_path, max_gb=1.5 * table_bytes / 1e9).prepare(TEXTS, compute, CPU)
     kept = [json.loads(p.read_text())["k"] for p in tmp_path.glob(f"*/{frozen_outputs.KEY_FILE}")]
-    assert kept == ["new"] and len(list(tmp_path.glob("*/*.pt"))) == 1
+    assert kept == ["new"]
     new_process()
-    none = FrozenOutputs({"k": "none"}, tmp_path, max_gb=0.0)  # bound 0: nothing kept anywhere
-    none.get(TEXTS, compute, CPU)
-    none.get(TEXTS, compute, CPU)
-    assert none.computed == 6 and len(list(tmp_path.iterdir())) == 1
+    for share in (True, False):  # 3 texts x 40 kB past a 0.1 MB bound: never one text at a time, shared or not
+        calls.clear()
+        small = FrozenOutputs({"k": "small"}, tmp_path, max_gb=1e-4, share=share)
+        small.prepare(TEXTS, compute, CPU)
+        assert small.table is None and len(calls) == 1  # the first batch told the size
+        torch.testing.assert_close(small.get(TEXTS, compute, CPU), compute(TEXTS), rtol=0, atol=0)
+        assert calls[1] == TEXTS and small.computed == 4
+    assert kept == ["new"] and len(list(tmp_path.glob(f"*/{frozen_outputs.TABLE_FILE}"))) == 1
 
 
 def test_the_key_holds_the_weights_so_a_cut_or_trained_model_is_another_key(tiny_bert):
@@ -106,15 +123,23 @@ def assert_same_trial(shared, fresh) -> None:
     assert len(scores) > 10 and {n: shared_final[n] for n in scores} == {n: fresh_final[n] for n in scores}
 
 
-def test_a_frozen_output_does_not_depend_on_the_rest_of_its_batch(tiny_bert, tmp_path):
+def test_the_table_equals_a_direct_batched_forward_of_the_same_sorted_batches(tiny_bert, tmp_path, monkeypatch):
     new_process()
+    monkeypatch.setattr(frozen_outputs, "TABLE_BATCH_SIZE", 2)
+    texts = TEXTS + ["A dog.", "Someone is slicing a tomato with a very large knife."]
     config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 32, "frozen_outputs_dir": str(tmp_path)})
-    fresh = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
-    fresh.shared = None
-    alone = fresh.views([TEXTS[3]])
-    assert torch.equal(fresh.views(TEXTS)[3], alone[0])  # a longer sentence in the batch changes nothing
-    shared = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
-    assert torch.equal(shared.views(TEXTS[::-1]), fresh.views(TEXTS[::-1]))
+    objective = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
+    objective.prepare(texts)
+    direct = {t: row for batch in table_batches(texts) for t, row in zip(batch, objective.compute_views(batch))}
+    assert torch.equal(objective.views(texts), torch.stack([direct[t] for t in texts]))
+    assert objective.views(texts).dtype == torch.float32  # BERT_F's output precision, [texts, views, width]
+
+    teacher_config = get_method("sct").resolve({"model": tiny_bert, "teacher": tiny_bert, "distillation": "cd",
+                                                "frozen_outputs_dir": str(tmp_path)})
+    teacher = Teacher(teacher_config, 32, torch.Generator().manual_seed(0))
+    teacher.prepare(texts)
+    direct = {t: row for batch in table_batches(texts) for t, row in zip(batch, teacher.compute_vectors(batch))}
+    assert torch.equal(teacher.vectors(texts, fixed_texts=True), torch.stack([direct[t] for t in texts]))
 
 
 SG_TRIAL = {"method": "sg", "projection_hidden": 32, "batch_size": 8, "train_limit": 24, "epochs": 3,
@@ -129,11 +154,12 @@ def test_sg_with_shared_views_gives_the_same_trial_and_a_second_trial_runs_no_be
     compute = SelfGuidedObjective.compute_views
     monkeypatch.setattr(SelfGuidedObjective, "compute_views", lambda self, s: forwards.append(len(s)) or compute(self, s))
     fresh = history(trial, share=False)
-    assert sum(forwards) == 24 * 3 and "frozen_outputs_computed" not in fresh[1]
+    assert forwards == [24] and "frozen_outputs_computed" not in fresh[1]  # one batched pass, in the trial
+    assert not list(tmp_path.iterdir())
     forwards.clear()
     shared = history(trial, share=True)
-    assert sum(forwards) == 24 and shared[1]["frozen_outputs_computed"] == 24  # each sentence once, 3 epochs
-    assert shared[1]["frozen_outputs_reused"] == 24 * 2
+    assert forwards == [24] and shared[1]["frozen_outputs_computed"] == 24  # the same pass, kept on disk
+    assert shared[1]["frozen_outputs_reused"] == 24 * 3  # every step reads its rows, 3 epochs
     assert_same_trial(shared, fresh)
 
     new_process()  # a second trial of the sweep, another row and seed, in another process of the node
@@ -142,21 +168,38 @@ def test_sg_with_shared_views_gives_the_same_trial_and_a_second_trial_runs_no_be
     assert forwards == [] and second["frozen_outputs_computed"] == 0 and second["frozen_outputs_reused"] == 24 * 3
 
 
+SCT_TRIAL = {"method": "sct", "distillation": "cd", "queue_size": 16, "projector_expansion": 1, "batch_size": 8,
+             "train_limit": 24, "epochs": 3, "eval_every": 3}
+
+
+def recording_teacher(monkeypatch) -> tuple[list[int], dict[str, list[torch.Tensor]]]:
+    """Teacher forwards (their sizes) and, per fixed text, every teacher vector a step received."""
+    forwards: list[int] = []
+    received: dict[str, list[torch.Tensor]] = {}
+    compute, vectors = Teacher.compute_vectors, Teacher.vectors
+    monkeypatch.setattr(Teacher, "compute_vectors", lambda self, t: forwards.append(len(t)) or compute(self, t))
+
+    def recorded(self, texts, fixed_texts):
+        out = vectors(self, texts, fixed_texts)
+        for text, row in zip(texts, out):
+            received.setdefault(text, []).append(row.clone())
+        return out
+
+    monkeypatch.setattr(Teacher, "vectors", recorded)
+    return forwards, received
+
+
 def test_sct_with_a_shared_teacher_gives_the_same_trial_and_a_second_trial_runs_no_teacher(
         tiny_bert, use_tiny_sts, tmp_path_factory, monkeypatch):
     new_process()
     teacher = str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=3, hidden_size=48))
-    trial = {"method": "sct", "model": tiny_bert, "teacher": teacher, "distillation": "cd", "queue_size": 16,
-             "projector_expansion": 1, "batch_size": 8, "train_limit": 24, "epochs": 3, "eval_every": 3,
-             "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
-    forwards = []
-    compute = Teacher.compute_vectors
-    monkeypatch.setattr(Teacher, "compute_vectors", lambda self, t: forwards.append(len(t)) or compute(self, t))
+    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher, "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
+    forwards, _ = recording_teacher(monkeypatch)
     fresh = history(trial, share=False)
-    assert sum(forwards) == 2 * 24 * 3  # two views a step, every epoch
+    assert forwards == [24]  # one pass over the corpus sentences (both views encode the plain sentence)
     forwards.clear()
     shared = history(trial, share=True)
-    assert sum(forwards) == 24 and shared[1]["frozen_outputs_computed"] == 24
+    assert forwards == [24] and shared[1]["frozen_outputs_computed"] == 24
     assert_same_trial(shared, fresh)
 
     new_process()
@@ -165,13 +208,36 @@ def test_sct_with_a_shared_teacher_gives_the_same_trial_and_a_second_trial_runs_
     assert forwards == [] and second["frozen_outputs_computed"] == 0
 
 
-def test_random_rewrites_never_reach_the_shared_teacher(tiny_bert, tmp_path):
+def test_a_trial_with_another_batch_size_finds_the_same_teacher_vectors(
+        tiny_bert, use_tiny_sts, tmp_path_factory, monkeypatch):
+    new_process()
+    teacher = str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=3, hidden_size=48))
+    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher, "epochs": 1,
+             "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
+    forwards, received = recording_teacher(monkeypatch)
+    history(trial, share=True)
+    by_eight = {text: rows[0] for text, rows in received.items()}
+    for share in (True, False):
+        new_process()
+        forwards.clear()
+        received.clear()
+        history({**trial, "batch_size": 3}, share=share)
+        assert forwards == ([] if share else [24])  # shared: the batch-8 trial's table, read from disk
+        assert received.keys() == by_eight.keys()
+        assert all(torch.equal(row, by_eight[text]) for text, rows in received.items() for row in rows)
+
+
+def test_random_rewrites_never_reach_the_teacher_table(tiny_bert, tmp_path):
     new_process()
     config = get_method("sct").resolve({"model": tiny_bert, "teacher": tiny_bert, "distillation": "cd",
                                         "frozen_outputs_dir": str(tmp_path)})
     teacher = Teacher(config, 32, torch.Generator().manual_seed(0))
-    rewritten = teacher.vectors(TEXTS, fixed_texts=False)
-    torch.testing.assert_close(rewritten, teacher.compute_vectors(TEXTS))
-    assert teacher.shared.computed == teacher.shared.reused == 0 and not list(tmp_path.glob("*/*.pt"))
+    teacher.prepare(TEXTS)
+    computed = teacher.table.computed
+    rewritten = ["A man plays a violin.", "Two cats run."]
+    torch.testing.assert_close(teacher.vectors(rewritten, fixed_texts=False), teacher.compute_vectors(rewritten))
+    assert (teacher.table.computed, teacher.table.reused) == (computed, 0)  # one batch, outside the table
+    with pytest.raises(KeyError):
+        teacher.vectors(rewritten, fixed_texts=True)  # not a row: a rewrite never enters the table
     teacher.vectors(TEXTS, fixed_texts=True)
-    assert teacher.shared.computed == 3
+    assert teacher.table.reused == 4

@@ -20,6 +20,7 @@ from results.render import layout
 from sweep.cli import main
 from sweep.engine import param_space
 from sweep.spec import SpecError, load_spec
+from trainers.data import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 AUGMENTATIONS = ["none", "shuffle", "token_cutoff", "feature_cutoff", "dropout"]
@@ -170,10 +171,20 @@ def test_mirror_cells_of_symmetric_axes_are_filled_and_marked(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("name, shared", [("sct_distillation", "the teacher's vectors"), ("sg_opt_ablation", "BERT_F's views")])
-def test_the_plan_says_which_frozen_outputs_are_shared(capsys, name, shared):
+@pytest.mark.parametrize("name, shared, corpus, width", [
+    ("sct_distillation", "the teacher's vectors", "sts_all_sentences", 384),  # the teacher's pooled vector
+    ("sg_opt_ablation", "BERT_F's views", "stsb_sentences", 7 * 384),  # layers 0..6 of the bundled model
+])
+def test_the_plan_says_where_the_frozen_outputs_table_is_and_its_size(capsys, name, shared, corpus, width):
+    texts = len(set(load_corpus(corpus)))
+    size = f"table {texts} texts x {width} x 4 B = {texts * width * 4 / 1e9:.3f} GB"
     assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml")]) == 0
     out = capsys.readouterr().out
-    assert f"shared: {shared} (every row) are computed once per input text on each node" in out
-    assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml"), "--set", "share_frozen_outputs=false"]) == 0
-    assert "shared:" not in capsys.readouterr().out
+    assert f"shared: {shared} (every row): one batched pass over the training texts per node" in out
+    assert f"{size}, fits frozen_outputs_gb 8" in out
+    assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml"), "--set", "share_frozen_outputs=false",
+                 "--set", "frozen_outputs_gb=0.01"]) == 0
+    out, err = capsys.readouterr()
+    assert "shared:" not in out and f"{shared} (every row): one batched pass over the training texts inside each trial" in out
+    assert f"{size}, does not fit frozen_outputs_gb 0.01" in out
+    assert f"warning: frozen_outputs_gb: {shared} (every row) take" in err

@@ -91,14 +91,16 @@ RATE_KNOBS = KnobSet(
 
 FROZEN_OUTPUT_KNOBS = KnobSet(
     (
-        Knob("share_frozen_outputs", bool, True, "Compute each output of a frozen model (SG's BERT_F views, "
-             "SCT's distillation teacher) once per input text and share it across steps, epochs and the trials "
-             "on this node. Exact: those models have no dropout and the cache key holds everything the output "
-             "depends on. Off = recompute them every step (the papers' procedure, same numbers)."),
+        Knob("share_frozen_outputs", bool, True, "Where the table of a frozen model's outputs (SG's BERT_F views, "
+             "SCT's distillation teacher) lives: it is computed in one batched pass over the training texts "
+             "before the trial trains (sorted by length, fixed batches: the same bits in every trial). On = "
+             "on node-local disk, computed once and read by the node's other trials; off = computed inside "
+             "each trial. The same numbers either way."),
         Knob("frozen_outputs_dir", str, "", "Node-local folder of the shared frozen outputs; empty = "
              "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs."),
-        Knob("frozen_outputs_gb", float, 8.0, "Bound on the shared frozen outputs, on disk (the whole folder) "
-             "and in each trial's memory, in GB; past it outputs are computed again.", low=0.0),
+        Knob("frozen_outputs_gb", float, 8.0, "Bound on one table of frozen outputs (texts x width x bytes, "
+             "`sweep plan` prints it) and on the shared folder, in GB; a table past it is not built and the "
+             "trial runs the frozen model on each step's batch instead.", low=0.0),
     )
 )
 """Where the outputs of frozen models are shared (:mod:`trainers.frozen_outputs`), knobs of SG and SCT."""

@@ -1,30 +1,40 @@
-"""Outputs of frozen models, computed once per input and shared by the trials on a node.
+"""Outputs of frozen models: one batched pass over the training texts, the same table in every trial.
 
-A frozen model in eval mode (SG's BERT_F, SCT's distillation teacher) maps an
-input text to the same output in every step, epoch and trial. A
-:class:`FrozenOutputs` computes each output once and keeps it: in the process
-(so the next epoch, and the next trial a reused Ray worker runs, reads it from
-memory) and on node-local disk (so the other trials of the node read it).
+A frozen model in eval mode (SG's BERT_F, SCT's distillation teacher) maps a
+fixed input text to the same output in every step, epoch and trial. Before a
+trial trains, :class:`FrozenOutputs` runs the model over all the fixed texts
+of its training corpus at once (:func:`table_batches`): the distinct texts
+sorted by length (characters, then the text), cut into batches of
+:data:`TABLE_BATCH_SIZE`. Neither depends on the trial's batch size, its seed
+or its sharing, so every trial that reads the table reads the same bits: a
+batched forward's last bits depend on the other texts of its batch, and here
+those are fixed by the corpus alone. Steps then read their rows from the
+table.
 
-The cache is a pure function of its key: everything an output depends on.
-That is the frozen model's weights (a digest of every tensor, so a cut
-``model_layers`` or a trained copy is another key), its tokenizer's
-vocabulary, what the method asks of it (max length, pooling, layers kept),
-the device type, the autocast precision in effect and the number of threads.
-Each output is the frozen model run on its text alone (:func:`each_alone`),
-shared or not: a batched forward's last bits depend on the other texts of the
-batch, and training amplifies them. Inputs that change at
+``share_frozen_outputs`` only says where the table lives:
+
+- on: on node-local disk, ``<folder>/<key digest>/`` (``key.json``, ``texts.json``
+  and ``table.npy``, read memory-mapped), computed by the node's first trial
+  under a file lock while the others wait, then read by them (and kept in the
+  process for a reused Ray worker's next trial). ``folder`` is the
+  ``frozen_outputs_dir`` knob, by default ``$SWEEP_FROZEN_OUTPUTS_DIR`` or
+  ``<system temp>/sweep-frozen-outputs``; writing a table deletes the least
+  recently used other tables past ``frozen_outputs_gb``.
+- off: the same table computed inside the trial, in its memory.
+
+The table is kept in the model's output precision (float32 for BERT's
+LayerNorm output, bf16 when a model returns it). When it is larger than
+``frozen_outputs_gb`` (``sweep plan`` says so before the sweep starts), every
+trial falls back to running the model on each step's batch, shared or not;
+still exact across sharing, but not the table's bits. Inputs that change at
 random (masked-LM rewrites, synonym swaps) are never looked up here: their
-owners compute them directly.
+owners run the model on each step's batch.
 
-Disk: ``<folder>/<key digest>/`` holds ``key.json`` and shards of
-``(texts, outputs)`` written atomically (``torch.save`` then rename) and read
-memory-mapped. ``folder`` is the ``frozen_outputs_dir`` knob, by default
-``$SWEEP_FROZEN_OUTPUTS_DIR`` or ``<system temp>/sweep-frozen-outputs`` (node
-local; a trial on another node computes its own). The whole folder is bounded
-by ``frozen_outputs_gb``: the least recently written other keys are deleted
-first; past the bound new outputs stay in memory only, and past it in memory
-too they are simply computed every time (still exact).
+The key holds everything an output depends on: the frozen model's weights (a
+digest of every tensor, so a cut ``model_layers`` or a trained copy is another
+key), its tokenizer's vocabulary, what the method asks of it (max length,
+pooling, layers kept), the texts, their order and batch size, the device type,
+the autocast precision in effect and the number of threads.
 """
 
 from __future__ import annotations
@@ -34,17 +44,26 @@ import json
 import os
 import shutil
 import tempfile
-import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import torch
+from filelock import FileLock
 from torch import Tensor, nn
 
 ENVIRONMENT_FOLDER = "SWEEP_FROZEN_OUTPUTS_DIR"
 KEY_FILE = "key.json"
+TEXTS_FILE = "texts.json"
+TABLE_FILE = "table.npy"
+TABLE_BATCH_SIZE = 128
+"""Texts per forward of the table pass: fixed, so no trial's batch size reaches the table's bits."""
+TABLE_ORDER = "characters-then-text"
+"""How the table's distinct texts are sorted before they are cut into batches (part of the key)."""
+
+Compute = Callable[[list[str]], Tensor]
+# numpy has no bfloat16: its bits are stored as int16 and viewed back.
+_STORED_AS = {torch.float32: torch.float32, torch.float16: torch.float16, torch.bfloat16: torch.int16}
 
 
 def default_folder() -> Path:
@@ -72,11 +91,15 @@ def model_key(model: nn.Module, tokenizer) -> dict[str, str]:
     return {"weights": weights_digest(model), "tokenizer": tokenizer_digest(tokenizer)}
 
 
-def each_alone(compute: Callable[[list[str]], Tensor], texts: Sequence[str]) -> Tensor:
-    """``compute`` run on each text alone, stacked: a text's output never depends on which other texts
-    share its batch (their padding and the batch's size change the last bits of a batched forward, and
-    training amplifies those bits). Shared or not, a frozen output is this one value."""
-    return torch.cat([compute([text]) for text in texts])
+def table_texts(texts: Sequence[str]) -> list[str]:
+    """The table's rows: the distinct texts, shortest first (:data:`TABLE_ORDER`), so that a batch pads little."""
+    return sorted(set(texts), key=lambda text: (len(text), text))
+
+
+def table_batches(texts: Sequence[str]) -> list[list[str]]:
+    """The table pass's forwards: :func:`table_texts` cut into batches of :data:`TABLE_BATCH_SIZE`."""
+    rows = table_texts(texts)
+    return [rows[i : i + TABLE_BATCH_SIZE] for i in range(0, len(rows), TABLE_BATCH_SIZE)]
 
 
 def _autocast_state(device_type: str) -> str:
@@ -85,107 +108,132 @@ def _autocast_state(device_type: str) -> str:
     return "none"
 
 
-def _digest(key: Mapping[str, Any]) -> str:
-    return hashlib.blake2b(json.dumps(key, sort_keys=True).encode(), digest_size=16).hexdigest()
+def _digest(value: Any) -> str:
+    return hashlib.blake2b(json.dumps(value, sort_keys=True).encode(), digest_size=16).hexdigest()
 
 
-@dataclass
-class _Store:
-    """One key's outputs in this process: input text -> output tensor (on the CPU)."""
+class _Table:
+    """Text -> row of one key's outputs (rows on the CPU, in memory or memory-mapped)."""
 
-    folder: Path | None
-    values: dict[str, Tensor] = field(default_factory=dict)
-    shards_read: set[str] = field(default_factory=set)
-    bytes: int = 0
+    def __init__(self, texts: list[str], values: Tensor):
+        self.rows = {text: i for i, text in enumerate(texts)}
+        self.values = values
 
-    def read_new_shards(self) -> None:
-        """Take in the shards other trials of the node wrote since the last look."""
-        if self.folder is None or not self.folder.is_dir():
-            return
-        for path in sorted(self.folder.glob("*.pt")):
-            if path.name in self.shards_read:
-                continue
-            self.shards_read.add(path.name)
-            shard = torch.load(path, mmap=True, weights_only=True)
-            for text, value in zip(shard["texts"], shard["values"]):
-                if text not in self.values:
-                    self.values[text] = value
-                    self.bytes += value.numel() * value.element_size()
+    def lookup(self, texts: Sequence[str]) -> Tensor:
+        return self.values[torch.tensor([self.rows[t] for t in texts])]
+
+    @classmethod
+    def read(cls, folder: Path) -> "_Table":
+        texts = json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8"))
+        meta = json.loads((folder / KEY_FILE).read_text(encoding="utf-8"))
+        stored = np.load(folder / TABLE_FILE, mmap_mode="c")  # copy on write: torch wants a writable array; the file is never changed
+        return cls(texts, torch.from_numpy(stored).view(getattr(torch, meta["dtype"])))
+
+    def write(self, folder: Path, key: Mapping[str, Any]) -> None:
+        """``folder`` with the key, the texts and the table, written whole under another name, then renamed."""
+        partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        dtype = str(self.values.dtype).removeprefix("torch.")
+        (partial / KEY_FILE).write_text(json.dumps({**key, "dtype": dtype}, indent=2, sort_keys=True), "utf-8")
+        (partial / TEXTS_FILE).write_text(json.dumps(list(self.rows)), encoding="utf-8")
+        np.save(partial / TABLE_FILE, self.values.view(_STORED_AS[self.values.dtype]).numpy())
+        os.replace(partial, folder)  # readers never see half a table
 
 
-# Key digest -> store, for the life of the process: a reused Ray worker's next trial starts warm.
-_STORES: dict[str, _Store] = {}
+# Key digest -> table, for the life of the process: a reused Ray worker's next trial starts warm.
+_STORES: dict[str, _Table] = {}
+
+
+def _compute_table(texts: Sequence[str], compute: Compute, max_bytes: int) -> _Table | None:
+    """The table of ``texts`` (one batched pass, :func:`table_batches`), or None when it is larger than
+    ``max_bytes`` (known from the first batch's rows: texts x row width x bytes)."""
+    batches = table_batches(texts)
+    values: Tensor | None = None
+    start = 0
+    for batch in batches:
+        outputs = compute(batch).detach().cpu()
+        if values is None:
+            rows = sum(len(b) for b in batches)
+            if rows * outputs[0].numel() * outputs.element_size() > max_bytes:
+                return None
+            values = torch.empty((rows, *outputs.shape[1:]), dtype=outputs.dtype)
+        values[start : start + len(batch)] = outputs
+        start += len(batch)
+    return _Table([t for b in batches for t in b], values)
 
 
 class FrozenOutputs:
-    """One trial's access to the shared outputs of one frozen model; counts what it computed."""
+    """One trial's access to the table of one frozen model's outputs; counts what it computed and read."""
 
-    def __init__(self, key: Mapping[str, Any], folder: str | Path | None, max_gb: float):
+    def __init__(self, key: Mapping[str, Any], folder: str | Path | None, max_gb: float, share: bool = True):
         self.key = dict(key)
         self.root = Path(folder) if folder else default_folder()
         self.max_bytes = int(max_gb * 1e9)
+        self.share = share
+        self.table: _Table | None = None  # None before prepare(), and when the table does not fit
         self.computed = 0  # inputs this trial ran through the frozen model
-        self.reused = 0  # inputs served without a forward pass
+        self.reused = 0  # outputs read from the table
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], key: Mapping[str, Any]) -> "FrozenOutputs":
-        """The shared outputs of ``key`` where a trial's config (``frozen_outputs_*`` knobs) keeps them."""
-        return cls(key, config["frozen_outputs_dir"], config["frozen_outputs_gb"])
+        """The frozen outputs of ``key`` as a trial's config (``*frozen_outputs*`` knobs) keeps them."""
+        return cls(key, config["frozen_outputs_dir"], config["frozen_outputs_gb"], config["share_frozen_outputs"])
 
-    def _store(self, device_type: str) -> _Store:
-        key = {**self.key, "device": device_type, "autocast": _autocast_state(device_type),
-               "threads": torch.get_num_threads()}  # kernels may sum in another order with other thread counts
+    def full_key(self, texts: Sequence[str], device_type: str) -> dict[str, Any]:
+        return {**self.key, "texts": _digest(table_texts(texts)), "order": TABLE_ORDER,
+                "table_batch_size": TABLE_BATCH_SIZE, "device": device_type,
+                "autocast": _autocast_state(device_type),
+                "threads": torch.get_num_threads()}  # kernels may sum in another order with other thread counts
+
+    def prepare(self, texts: Sequence[str], compute: Compute, device: torch.device) -> None:
+        """Make the table of ``texts`` (the fixed texts of the trial's corpus) ready: read it where the
+        node has it, else compute it in one batched pass (and keep it on disk when shared)."""
+        key = self.full_key(texts, device.type)
         digest = _digest(key)
-        if digest not in _STORES:
-            folder = self.root / digest
-            _STORES[digest] = _Store(folder)
-            if self.max_bytes:
-                folder.mkdir(parents=True, exist_ok=True)
-                (folder / KEY_FILE).write_text(json.dumps(key, indent=2, sort_keys=True), encoding="utf-8")
-        return _STORES[digest]
+        n = len(set(texts))
+        if not self.share:
+            self.table = _compute_table(texts, compute, self.max_bytes)
+            self.computed += n if self.table is not None else 0
+            return
+        if digest in _STORES:
+            self.table = _STORES[digest]
+            return
+        folder = self.root / digest
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / f"{digest}.lock")):  # the node's other trials wait, then read it
+            if (folder / TABLE_FILE).is_file():
+                self.table = _Table.read(folder)
+                os.utime(folder)  # recently used: evicted last
+            else:
+                self.table = _compute_table(texts, compute, self.max_bytes)
+                if self.table is None:
+                    return
+                self.computed += n
+                size = self.table.values.numel() * self.table.values.element_size()
+                if self._make_room(folder, size):
+                    try:
+                        self.table.write(folder, key)
+                    except OSError:  # a full disk: this trial keeps its table in memory
+                        pass
+        _STORES[digest] = self.table
 
-    def get(self, texts: Sequence[str], compute: Callable[[list[str]], Tensor], device: torch.device) -> Tensor:
-        """The outputs for ``texts`` (row i for text i) on ``device``; ``compute`` runs the frozen model,
-        on each distinct text no trial of this node has computed yet alone (:func:`each_alone`)."""
-        store = self._store(device.type)
-        missing = [t for t in dict.fromkeys(texts) if t not in store.values]
-        if missing:
-            store.read_new_shards()
-            missing = [t for t in missing if t not in store.values]
-        computed: dict[str, Tensor] = {}
-        if missing:
-            outputs = each_alone(compute, missing).detach()
-            computed = dict(zip(missing, outputs))
-            self._keep(store, missing, outputs.cpu())
-        self.computed += len(missing)
-        self.reused += len(texts) - len(missing)
-        rows = [computed[t] if t in computed else store.values[t].to(device) for t in texts]
-        return torch.stack(rows)
-
-    def _keep(self, store: _Store, texts: list[str], outputs: Tensor) -> None:
-        size = outputs.numel() * outputs.element_size()
-        if store.bytes + size > self.max_bytes:
-            return  # past the bound: computed again when next needed
-        store.values.update(zip(texts, outputs))
-        store.bytes += size
-        if store.folder is not None and self._make_room(store.folder, size):
-            name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.pt"
-            partial = store.folder / f".{name}.partial"
-            try:
-                torch.save({"texts": list(texts), "values": outputs.contiguous()}, partial)
-                os.replace(partial, store.folder / name)  # readers never see half a shard
-            except OSError:  # the folder was evicted meanwhile: the outputs stay in memory
-                return
-            store.shards_read.add(name)
+    def get(self, texts: Sequence[str], compute: Compute, device: torch.device) -> Tensor:
+        """The outputs for ``texts`` (row i for text i) on ``device``: rows of the table, or, when the
+        table did not fit, ``compute`` run on ``texts`` as one batch."""
+        if self.table is None:
+            self.computed += len(texts)
+            return compute(list(texts)).detach()
+        rows = self.table.lookup(texts)
+        self.reused += len(texts)
+        return rows.to(device)
 
     def _make_room(self, keep: Path, size: int) -> bool:
-        """Whether ``size`` more bytes fit under the bound, deleting the least recently written other keys."""
-        if not keep.is_dir():
-            return False
-        folders = [f for f in self.root.iterdir() if f.is_dir()]
+        """Whether ``size`` more bytes fit under the bound, deleting the least recently used other tables."""
+        folders = [f for f in self.root.iterdir() if f.is_dir() and f != keep and not f.name.startswith(".")]
         used = {f: sum(p.stat().st_size for p in f.iterdir() if p.is_file()) for f in folders}
         total = sum(used.values())
-        for folder in sorted((f for f in folders if f != keep), key=lambda f: f.stat().st_mtime):
+        for folder in sorted(folders, key=lambda f: f.stat().st_mtime):
             if total + size <= self.max_bytes:
                 break
             shutil.rmtree(folder, ignore_errors=True)
@@ -193,6 +241,9 @@ class FrozenOutputs:
         return total + size <= self.max_bytes
 
     def statistics(self, name: str) -> dict[str, float]:
-        """``<name>_computed`` and ``<name>_reused``: inputs run through the frozen model, and served
-        without a forward pass, in this trial."""
+        """``<name>_computed`` and ``<name>_reused``: inputs run through the frozen model, and outputs read
+        from the table, in this trial; none when the table is not shared (the run's tag
+        ``sweep.shared_frozen_outputs`` follows these figures)."""
+        if not self.share:
+            return {}
         return {f"{name}_computed": float(self.computed), f"{name}_reused": float(self.reused)}

@@ -191,6 +191,8 @@ def train(
         timer = _Timer(**resume.timer)
         position = _Position(**resume.position)
         set_rng_states(resume.rng)
+    with _autocast(config, device):  # the frozen outputs' table, under the precision of the steps that read it
+        objective.prepare(examples)
     losses: list[float] = []
 
     while position.stage_step < steps and not selection.should_stop:

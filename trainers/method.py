@@ -59,6 +59,19 @@ class Stage:
 Stages = Callable[[Config], tuple[Stage, ...]]
 
 
+@dataclass(frozen=True)
+class FrozenTable:
+    """What a config's frozen model (SG's BERT_F, SCT's teacher) computes once per fixed training text,
+    before training (:mod:`trainers.frozen_outputs`): declared here so that ``sweep plan`` can size it.
+
+    ``texts`` gives the fixed texts of the training examples the model is asked about (the table's rows);
+    ``numbers_per_text`` reads the frozen model's config (transformers, no torch) for one row's size."""
+
+    what: str
+    texts: Callable[[Sequence[Any]], list[str]]
+    numbers_per_text: Callable[[], int]
+
+
 def single_stage(objective: str, examples: Examples = corpus_examples) -> Stages:
     """The stages of a method that trains one objective (``"module:Class"``) on one set of examples."""
     stage = Stage("train", objective, examples)
@@ -77,8 +90,8 @@ class Method:
     trial starts. ``regime`` says, as warnings, where a config trained for
     ``steps`` steps leaves the paper's regime (SCT's instance queues that such a
     run cannot fill). ``exchangeable`` lists knob pairs whose values can swap without changing the
-    experiment (what a spec's ``symmetric`` axes need). ``shared_outputs`` names
-    the frozen-model outputs a config shares across trials (None: none).
+    experiment (what a spec's ``symmetric`` axes need). ``frozen_table`` declares the
+    table of frozen-model outputs a config computes before training (None: none).
     """
 
     name: str
@@ -89,7 +102,7 @@ class Method:
     check: Callable[[Config], list[str]] = lambda config: []
     regime: Callable[[Config, int], list[str]] = lambda config, steps: []
     exchangeable: tuple[Exchangeable, ...] = ()
-    shared_outputs: Callable[[Config], str | None] = lambda config: None
+    frozen_table: Callable[[Config], FrozenTable | None] = lambda config: None
 
     @property
     def trains(self) -> bool:

@@ -33,6 +33,10 @@ class Objective(nn.Module):
         """The scalar training loss of one batch of corpus examples."""
         raise NotImplementedError
 
+    def prepare(self, examples: Sequence[Any]) -> None:
+        """Called once before the stage trains (and again on resume), with its training examples, under
+        the training precision: where a frozen model's outputs are tabled (:mod:`trainers.frozen_outputs`)."""
+
     def after_step(self) -> None:
         """Called after each optimizer step (queue updates, momentum encoders)."""
 

@@ -31,10 +31,11 @@ fills its own two queues; the student's pooled vector, mapped into the
 teacher's space (a Linear + tanh when the widths differ, as in the authors'
 code), is trained with ``distillation`` (L_CD, L_MSE, L_ConGen or L_CKD) plus
 L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT. The
-teacher is frozen and in eval mode, so its vector of a fixed text is computed
-once and shared across steps, epochs and the trials of a node
-(``share_frozen_outputs``, :mod:`trainers.frozen_outputs`); random rewrites
-(mlm, synonym) are encoded every time.
+teacher is frozen and in eval mode, so its vectors of the fixed texts of both
+views are computed in one batched pass before training and read by every step,
+shared by the trials of a node with ``share_frozen_outputs``
+(:mod:`trainers.frozen_outputs`); random rewrites (mlm, synonym) are encoded
+in every step, as one batch.
 """
 
 from __future__ import annotations
@@ -47,12 +48,16 @@ from trainers.common_knobs import AUGMENTATIONS, BT_FILE_KNOBS, FROZEN_OUTPUT_KN
 from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.knobs import Knob, KnobSet
 from trainers.method import Config, Method, single_stage
-from trainers.methods.sct_distillation import DISTILLATION_KNOBS, distillation_problems
+from trainers.methods.sct_distillation import (
+    DISTILLATION_KNOBS,
+    REWRITE_VIEWS,
+    TEXT_VIEWS,
+    distillation_problems,
+    teacher_table,
+)
 from trainers.pretrained import mlm_problem
 from trainers.wordnet import wordnet_problem
 
-TEXT_VIEWS = ("bt1", "bt2")
-REWRITE_VIEWS = ("mlm", "synonym")
 VIEWS = AUGMENTATIONS + ("dropout_mask",) + TEXT_VIEWS + REWRITE_VIEWS
 
 
@@ -160,7 +165,5 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.sct:SCTObjective", sct_examples),
     check=sct_problems,
     regime=queue_fill_warnings,
-    shared_outputs=lambda config: (
-        "the teacher's vectors" if config["share_frozen_outputs"] and config["distillation"] != "none" else None
-    ),
+    frozen_table=teacher_table,
 )

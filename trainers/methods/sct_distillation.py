@@ -7,10 +7,18 @@ plus L_SCT unless ``self_supervised`` is off; the teacher itself is
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from trainers.common_knobs import POOLINGS
+from trainers.data import BT_COLUMNS
 from trainers.knobs import Knob, KnobSet
-from trainers.method import Config
-from trainers.pretrained import model_problem
+from trainers.method import Config, FrozenTable
+from trainers.pretrained import model_config, model_problem
+
+TEXT_VIEWS = ("bt1", "bt2")
+"""Views that are a column of the back-translation file."""
+REWRITE_VIEWS = ("mlm", "synonym")
+"""Views that rewrite the sentence at random in every step: never in the teacher's table."""
 
 DISTILLATION_LOSSES = ("cd", "mse", "congen", "ckd")
 """The distillation losses of :mod:`trainers.losses.distillation`, by their names in the knob."""
@@ -41,3 +49,23 @@ def distillation_problems(config: Config) -> list[str]:
         return [f"teacher: distillation {config['distillation']!r} needs a teacher model (id or folder)"]
     problem = model_problem(config["teacher"])
     return [f"teacher: {problem}"] if problem else []
+
+
+def view_texts(example: Any, view: str) -> str:
+    """The text a fixed (not rewritten) view of ``example`` starts from: its back-translation column for
+    a text view, else the sentence (the example itself, or the first column of a back-translation row)."""
+    if view in TEXT_VIEWS:
+        return example[BT_COLUMNS.index(view)]
+    return example if isinstance(example, str) else example[0]
+
+
+def teacher_table(config: Config) -> FrozenTable | None:
+    """The teacher's vectors of the texts of both views that are not rewritten at random (None without one)."""
+    if config["distillation"] == "none":
+        return None
+    fixed = [view for view in (config["view1"], config["view2"]) if view not in REWRITE_VIEWS]
+    return FrozenTable(
+        "the teacher's vectors",
+        lambda examples: list(dict.fromkeys(view_texts(e, v) for v in fixed for e in examples)),
+        lambda: model_config(config["teacher"]).hidden_size,
+    )

@@ -7,21 +7,33 @@ views (Section 3). After training only BERT_T is kept, and its [CLS] is the
 sentence vector. Defaults are the paper's (Table 8).
 
 BERT_F runs without dropout (the authors' code puts it in eval mode), so a
-sentence's views are a fixed function of the sentence: with
-``share_frozen_outputs`` (on by default) they are computed once per sentence
-and shared across steps, epochs and the trials of a node
-(:mod:`trainers.frozen_outputs`), which gives the same numbers as computing
-them every step.
+sentence's views are a fixed function of the sentence: they are computed for
+the whole corpus in one batched pass before training, a table of
+sentences x views x width (pooled layers, not token states: 7 x 384 float32 =
+10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for BERT-base), and
+read by every step (:mod:`trainers.frozen_outputs`); with
+``share_frozen_outputs`` (on by default) the trials of a node share one table.
 """
 
 from __future__ import annotations
 
 from trainers.common_knobs import FROZEN_OUTPUT_KNOBS
 from trainers.knobs import Knob, KnobSet
-from trainers.method import Method, single_stage
+from trainers.method import Config, FrozenTable, Method, single_stage
+from trainers.pretrained import model_config
 
 VIEW_POOLINGS = ("max", "mean")
 """Poolings p of BERT_F's layers into views (:func:`trainers.encoder.pool_layer`)."""
+
+
+def views_table(config: Config) -> FrozenTable:
+    """BERT_F's views of each corpus sentence: layers skip_first_layers..L pooled, each of the model's width."""
+    def numbers_per_text() -> int:
+        shape = model_config(config["model"])
+        layers = config["model_layers"] or shape.num_hidden_layers
+        return (layers + 1 - config["skip_first_layers"]) * shape.hidden_size
+
+    return FrozenTable("BERT_F's views", lambda sentences: list(sentences), numbers_per_text)
 
 
 METHOD = Method(
@@ -53,5 +65,5 @@ METHOD = Method(
         "train_corpus": "stsb_sentences",
     },
     stages=single_stage("trainers.objectives.sg:SelfGuidedObjective"),
-    shared_outputs=lambda config: "BERT_F's views" if config["share_frozen_outputs"] else None,
+    frozen_table=views_table,
 )

@@ -12,11 +12,10 @@ from torch import Tensor, nn
 
 from trainers.augmentations import augmentation_rates, augmented_hidden_states
 from trainers.common_knobs import AUGMENTATIONS
-from trainers.data import BT_COLUMNS
 from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
 from trainers.method import Config
-from trainers.methods.sct import REWRITE_VIEWS, TEXT_VIEWS
+from trainers.methods.sct_distillation import REWRITE_VIEWS, teacher_table, view_texts
 from trainers.objective import Objective
 from trainers.objectives.sct_distillation import Teacher
 from trainers.queues import InstanceQueue
@@ -69,10 +68,14 @@ class SCTObjective(Objective):
     def set_extra_state(self, state: dict[str, Tensor]) -> None:
         self.rewrite_generator.set_state(state["rewrite_generator"])
 
+    def prepare(self, examples: Sequence[Any]) -> None:
+        if self.teacher is not None:
+            self.teacher.prepare(teacher_table(self.config).texts(examples))
+
     def _texts(self, batch: Sequence[Any], view: str) -> list[str]:
-        if view in TEXT_VIEWS:
-            return [example[BT_COLUMNS.index(view)] for example in batch]
-        sentences = [example if isinstance(example, str) else example[0] for example in batch]
+        if view not in REWRITE_VIEWS:
+            return [view_texts(example, view) for example in batch]
+        sentences = [view_texts(example, "sentence") for example in batch]
         if view == "mlm":
             return self.mlm(sentences, self.rewrite_generator, self.config["max_seq_length"])
         if view == "synonym":
@@ -139,8 +142,7 @@ class SCTObjective(Objective):
         return self.queue_list[0].extended(reference[0]), self.queue_list[1].extended(reference[1])
 
     def statistics(self) -> dict[str, float]:
-        shared = self.teacher.shared if self.teacher is not None else None
-        return shared.statistics(Metric.FROZEN_OUTPUTS) if shared else {}
+        return self.teacher.table.statistics(Metric.FROZEN_OUTPUTS) if self.teacher is not None else {}
 
     @torch.no_grad()
     def after_step(self) -> None:

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.encoder import SentenceEncoder
-from trainers.frozen_outputs import FrozenOutputs, each_alone, model_key
+from trainers.frozen_outputs import FrozenOutputs, model_key
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.method import Config
 from trainers.queues import InstanceQueue
@@ -24,12 +24,10 @@ class Teacher(nn.Module):
         super().__init__()
         self.encoder = SentenceEncoder.from_pretrained(config["teacher"], config["teacher_pooling"])
         self.encoder.eval().requires_grad_(False)
-        self.shared = None
-        if config["share_frozen_outputs"]:
-            key = {"outputs": "sct-teacher", **model_key(self.encoder.model, self.encoder.tokenizer),
-                   "pooling": self.encoder.pooling, "layer": self.encoder.layer,
-                   "max_length": config["max_seq_length"], "normalized": True}
-            self.shared = FrozenOutputs.from_config(config, key)
+        key = {"outputs": "sct-teacher", **model_key(self.encoder.model, self.encoder.tokenizer),
+               "pooling": self.encoder.pooling, "layer": self.encoder.layer,
+               "max_length": config["max_seq_length"], "normalized": True}
+        self.table = FrozenOutputs.from_config(config, key)
         width = self.encoder.model.config.hidden_size
         same = width == student_width
         self.to_teacher = nn.Identity() if same else nn.Sequential(nn.Linear(student_width, width), nn.Tanh())
@@ -45,14 +43,16 @@ class Teacher(nn.Module):
     def compute_vectors(self, texts: Sequence[str]) -> Tensor:
         return F.normalize(self.encoder(self.encoder.tokenize(texts, self.max_length)), dim=1)
 
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Tabulate the vectors of the fixed texts of the training corpus (one batched pass)."""
+        self.table.prepare(texts, self.compute_vectors, self.encoder.device)
+
     def vectors(self, texts: Sequence[str], fixed_texts: bool) -> Tensor:
-        """The teacher's vectors of ``texts``; shared across steps and trials when the texts are fixed
-        (not a random rewrite) and ``share_frozen_outputs`` is on."""
+        """The teacher's vectors of ``texts``: rows of the table when the texts are fixed, else (a random
+        rewrite) the teacher run on them as one batch."""
         if not fixed_texts:
             return self.compute_vectors(texts)
-        if self.shared is None:
-            return each_alone(self.compute_vectors, texts)
-        return self.shared.get(texts, self.compute_vectors, self.encoder.device)
+        return self.table.get(texts, self.compute_vectors, self.encoder.device)
 
     def loss(self, config: Config, student: tuple[Tensor, Tensor], teacher: tuple[Tensor, Tensor]) -> Tensor:
         online = tuple(F.normalize(self.to_teacher(z), dim=1) for z in student)

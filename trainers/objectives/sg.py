@@ -9,9 +9,10 @@ import torch
 from torch import Tensor, nn
 
 from trainers.encoder import SentenceEncoder, pool_layer
-from trainers.frozen_outputs import FrozenOutputs, each_alone, model_key
+from trainers.frozen_outputs import FrozenOutputs, model_key
 from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
 from trainers.method import Config
+from trainers.methods.sg import views_table
 from trainers.objective import Objective
 from trainers.record import Metric
 
@@ -42,11 +43,10 @@ class SelfGuidedObjective(Objective):
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
             )
-        self.shared = None
-        if config["share_frozen_outputs"]:
-            key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
-                   "view_pooling": self.view_pooling, "first_layer": self.first_layer}
-            self.shared = FrozenOutputs.from_config(config, key)
+        key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
+               "view_pooling": self.view_pooling, "first_layer": self.first_layer}
+        self.table = FrozenOutputs.from_config(config, key)
+        self.table_texts = views_table(config).texts
 
     def train(self, mode: bool = True) -> "SelfGuidedObjective":
         super().train(mode)
@@ -64,13 +64,16 @@ class SelfGuidedObjective(Objective):
         mask = features["attention_mask"]
         return torch.stack([pool_layer(layer, mask, self.view_pooling) for layer in states[self.first_layer :]], dim=1)
 
+    def prepare(self, examples: Sequence[str]) -> None:
+        """Tabulate BERT_F's views of every corpus sentence (one batched pass)."""
+        self.table.prepare(self.table_texts(examples), self.compute_views, self.encoder.device)
+
     def views(self, sentences: Sequence[str]) -> Tensor:
-        if self.shared is None:
-            return each_alone(self.compute_views, sentences)
-        return self.shared.get(sentences, self.compute_views, self.encoder.device)
+        """h of ``sentences``: rows of the table (BERT_F run on the step's batch when it did not fit)."""
+        return self.table.get(sentences, self.compute_views, self.encoder.device)
 
     def statistics(self) -> dict[str, float]:
-        return self.shared.statistics(Metric.FROZEN_OUTPUTS) if self.shared else {}
+        return self.table.statistics(Metric.FROZEN_OUTPUTS)
 
     def loss(self, batch: Sequence[str]) -> Tensor:
         features = self.encoder.tokenize(batch, self.max_length)

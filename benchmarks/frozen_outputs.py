@@ -1,0 +1,159 @@
+"""The teacher's vectors one text at a time against one batched table pass, measured in one run.
+
+    python -m benchmarks.frozen_outputs
+
+``sct_distillation.yaml`` at the SCT budget of :mod:`benchmarks.sweep_cost` (rows SCT-distillation and
+L_CD, 512 sentences, batch 128: 4 steps an epoch, 3 epochs; the bundled 6-layer model teaches its
+first 2 layers), three ways, the trials of the three sides interleaved:
+
+- per-text: the reference the library had before the table, kept here only: each fixed text's teacher
+  vector computed on that text alone, the first time a step asks for it, and kept for the trial's later
+  epochs (as the earlier shared path did within a trial);
+- batched table, shared (``share_frozen_outputs: true``): one batched pass, kept on node-local disk, so
+  the second trial reads it;
+- batched table, unshared: the same pass inside each trial.
+
+It reports each side's wall time, first epoch's time (from the trial's start, model loading included, to
+the end of its 4th step), steps per second from epoch 2 on, and the largest difference of a logged loss
+and of a test score between the two table sides (0: bitwise equal). Figures go to benchmarks/results.md.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import Tensor
+
+from benchmarks.results_file import write_section
+from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS
+from sweep.spec import load_spec, trial_config
+from trainers import frozen_outputs
+from trainers.loop import run_trial
+from trainers.objectives.sct import SCTObjective
+from trainers.objectives.sct_distillation import Teacher
+
+
+@dataclass
+class Side:
+    seconds: float = 0.0
+    first_epochs: list[float] = field(default_factory=list)
+    later_steps: list[float] = field(default_factory=list)
+    losses: list[list[float]] = field(default_factory=list)
+    finals: list[dict[str, Any]] = field(default_factory=list)
+
+
+@contextmanager
+def per_text_teacher() -> Iterator[None]:
+    """The reference: each fixed text's teacher vector from a forward of that text alone, kept for the trial."""
+    prepare, vectors = Teacher.prepare, Teacher.vectors
+    kept: dict[str, Tensor] = {}
+
+    def each_alone(self: Teacher, texts, fixed_texts: bool) -> Tensor:
+        if not fixed_texts:
+            return self.compute_vectors(texts)
+        for text in dict.fromkeys(texts):
+            if text not in kept:
+                kept[text] = self.compute_vectors([text])[0]
+        return torch.stack([kept[text] for text in texts])
+
+    Teacher.prepare = lambda self, texts: None
+    Teacher.vectors = each_alone
+    try:
+        yield
+    finally:
+        Teacher.prepare, Teacher.vectors = prepare, vectors
+
+
+def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> None:
+    stamps: list[float] = []
+    after_step = SCTObjective.after_step
+
+    def stamped(self) -> None:  # the end of each step
+        after_step(self)
+        stamps.append(time.perf_counter())
+
+    SCTObjective.after_step = stamped
+    frozen_outputs._STORES.clear()  # a fresh worker process: only the node's disk is shared
+    reports: list[dict[str, Any]] = []
+    started = time.perf_counter()
+    try:
+        final = run_trial(config, reports.append)
+    finally:
+        SCTObjective.after_step = after_step
+    side.seconds += time.perf_counter() - started
+    side.first_epochs.append(stamps[steps_per_epoch - 1] - started)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    side.later_steps += gaps[steps_per_epoch - 1 :]  # gap i ends step i + 2: the steps of epoch 2 on
+    side.losses.append([r["loss"] for r in reports[:-1]])
+    side.finals.append(final)
+
+
+def largest_differences(a: Side, b: Side) -> tuple[float, float]:
+    loss = max(abs(x - y) for p, q in zip(a.losses, b.losses) for x, y in zip(p, q))
+    score = max(abs(p[k] - q[k]) for p, q in zip(a.finals, b.finals) for k in p
+                if k.startswith("test_") and k != "test_seconds")
+    return loss, score
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> None:
+    torch.set_num_threads(os.cpu_count() or 1)
+    spec = load_spec(SPECS / "sct_distillation.yaml", overrides=SCT_BUDGET, seeds=[42])
+    steps_per_epoch = SCT_BUDGET["train_limit"] // trial_config(spec, SCT_ROWS[0], 42, {})["batch_size"]
+    per_text, shared, unshared = Side(), Side(), Side()
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as alone:
+        for row in SCT_ROWS:
+            config = trial_config(spec, row, 42, {})
+            with per_text_teacher():
+                timed_trial({**config, "frozen_outputs_dir": alone}, steps_per_epoch, per_text)
+            timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch, shared)
+            timed_trial({**config, "share_frozen_outputs": False}, steps_per_epoch, unshared)
+    loss, score = largest_differences(shared, unshared)
+    equal = loss == 0 and score == 0
+    first = sum(per_text.first_epochs) / sum(unshared.first_epochs)
+
+    def row(name: str, side: Side) -> str:
+        steps = len(side.later_steps) / sum(side.later_steps)
+        return (f"| {name} | {side.seconds:.1f} | {' + '.join(f'{s:.1f}' for s in side.first_epochs)} | "
+                f"{steps:.3f} |")
+
+    body = "\n".join([
+        f"Command: `python -m benchmarks.frozen_outputs` (commit {commit()}, {time.strftime('%Y-%m-%d')}, "
+        f"{torch.get_num_threads()} torch threads, CPU, on a machine shared with other jobs: ratios are within "
+        "this run, the sides interleaved trial by trial). `sct_distillation.yaml`, rows "
+        f"{', '.join(SCT_ROWS)}, budget {SCT_BUDGET} (batch 128: {steps_per_epoch} steps an epoch), teacher the "
+        "bundled 6-layer model, student its first 2 layers; the teacher's table holds the 512 training "
+        f"sentences, in batches of {frozen_outputs.TABLE_BATCH_SIZE} sorted by length.",
+        "",
+        "| teacher vectors | wall seconds (2 trials) | first epoch, s (each trial, loading included) | steps/s, epoch 2 on |",
+        "| --- | ---: | ---: | ---: |",
+        row("per-text (each text alone, kept for the trial; the earlier library path)", per_text),
+        row("batched table, shared (`share_frozen_outputs: true`)", shared),
+        row("batched table, unshared (computed in each trial)", unshared),
+        "",
+        f"First epoch, per-text against the unshared table (both compute the teacher once per trial): "
+        f"**{first:.2f}x**. Largest difference between the shared and unshared tables: logged loss {loss:.1e}, "
+        f"test score {score:.1e} Spearman points.",
+    ])
+    write_section("Frozen outputs: batched table against per-text", body)
+    print(body)
+    print(f"batched table: {first:.2f}x faster than per-text in the first epoch; shared and unshared bitwise "
+          f"equal: {'yes' if equal else 'no'}")
+
+
+if __name__ == "__main__":
+    main()

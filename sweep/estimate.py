@@ -1,0 +1,163 @@
+"""``python -m sweep plan SPEC --estimate``: how long the whole sweep will take on this machine.
+
+Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is
+timed once here: loading it, the frozen-output table pass per training example (SG, SCT distillation),
+:data:`TIMED_STEPS` training steps through the real loop, and one STS-B dev evaluation. Every trial is
+then costed from its own planned steps (the loop's count: corpus, batch size, epochs, max_steps) and
+evaluations, plus its final test, which is timed as the dev evaluation scaled by the pairs of the seven
+test sets. Early stopping is ignored, so the estimate is an upper bound for a spec with ``patience``.
+The trials are packed onto the slots the spec's ``resources`` and ``max_concurrent_trials`` leave on
+this machine, longest first (as a queue of equal workers would run them), and the longest slot is the
+sweep's wall time. Trials that share a slot's CPU cores with others run slower than timed alone: the
+estimate does not model that contention.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from sweep.spec import SweepSpec
+
+TIMED_STEPS = 4
+"""Training steps timed per distinct method and model (the first one's warm-up included)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds measured for one distinct method and model."""
+
+    setup: float  # loading the model, the evaluation sets and the objective
+    table_per_example: float  # the frozen-output table pass, per training example (0: no table)
+    step: float  # one training step
+    dev: float  # one STS-B dev evaluation
+    test: float  # the final evaluation on the seven test sets
+
+
+def trial_seconds(timing: Timing, steps: int, eval_every: int, examples: int) -> float:
+    """One trial's expected seconds: setup, table, ``steps`` steps, an evaluation every ``eval_every`` steps
+    and after the last, and the final test (a trial that trains nothing: setup, one dev, the test)."""
+    if steps == 0:
+        return timing.setup + timing.dev + timing.test
+    evaluations = math.ceil(steps / eval_every)
+    return (timing.setup + timing.table_per_example * examples + steps * timing.step + evaluations * timing.dev
+            + timing.test)
+
+
+def wall_seconds(durations: Sequence[float], slots: int) -> float:
+    """The sweep's wall time: trials packed longest first onto ``slots`` workers, each taking the next
+    trial when it is free; the last to finish."""
+    loads = [0.0] * max(1, slots)
+    for duration in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += duration
+    return max(loads)
+
+
+def slots(resources: Mapping[str, float], max_concurrent_trials: int, cpus: int, gpus: int) -> int:
+    """Trials that run at once: max_concurrent_trials, capped by the CPUs (and GPUs) each trial reserves."""
+    fit = math.floor(cpus / resources["cpu"]) if resources["cpu"] else max_concurrent_trials
+    if resources["gpu"]:
+        per_gpu = math.floor(1 / resources["gpu"] + 1e-9) if resources["gpu"] <= 1 else 1 / resources["gpu"]
+        fit = min(fit, math.floor(per_gpu * gpus))
+    return max(1, min(max_concurrent_trials, fit))
+
+
+def timing_key(config: Mapping[str, Any]) -> tuple:
+    """What decides a trial's step and evaluation times (its seed and loss knobs barely move them)."""
+    return (config["method"], config["model"], config["model_layers"], config.get("teacher", ""),
+            config.get("batch_size"), config.get("max_seq_length"), config["eval_max_pairs"], config["device"])
+
+
+def measure(config: Mapping[str, Any]) -> Timing:
+    """Time one trial's parts on this machine (see the module's docstring)."""
+    import torch
+
+    from trainers.data import TEST_SETS, evaluation_names, load_sts
+    from trainers.encoder import SentenceEncoder, pick_device
+    from trainers.evaluation import STSEvaluator
+    from trainers.loop import _autocast, _encode_fn, load_examples, train
+    from trainers.record import Metric
+    from trainers.registry import get_method
+
+    method = get_method(config["method"])
+    started = time.perf_counter()
+    device = pick_device(config["device"])
+    encoder = SentenceEncoder.from_config(config).to(device)
+    evaluator = STSEvaluator(load_sts(config["sts_source"], evaluation_names()), config["eval_max_pairs"])
+    test_pairs = sum(len(evaluator.sets[f"{name}-test"].head(config["eval_max_pairs"])) for name in TEST_SETS)
+    dev_pairs = len(evaluator.sets["stsb-dev"].head(config["eval_max_pairs"]))
+    if not method.trains:
+        setup = time.perf_counter() - started
+        dev_started = time.perf_counter()
+        evaluator.dev(_encode_fn(encoder, config))
+        dev = time.perf_counter() - dev_started
+        return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs)
+    with tempfile.TemporaryDirectory() as folder:
+        # A shared table in a folder of its own: prepared here (timed), then found in-process by the loop.
+        timed = {**config, "max_steps": TIMED_STEPS, "eval_every": TIMED_STEPS, "checkpoint_every": 0,
+                 "train_limit": max(TIMED_STEPS * config["batch_size"], 256),
+                 **({"share_frozen_outputs": True, "frozen_outputs_dir": folder}
+                    if "share_frozen_outputs" in config else {})}
+        stage = method.stages(timed)[0]
+        stage_config = {**timed, **stage.overrides}
+        objective = stage.build(stage_config, encoder).to(device)
+        examples = load_examples(stage, stage_config)
+        setup = time.perf_counter() - started
+        table_started = time.perf_counter()
+        with _autocast(stage_config, device):
+            objective.prepare(examples)
+        table = (time.perf_counter() - table_started) / len(examples)
+        train_started = time.perf_counter()
+        final = train(objective, examples, stage_config, evaluator, lambda report: None)
+        elapsed = time.perf_counter() - train_started
+    torch.set_grad_enabled(True)
+    step = final[Metric.TRAIN_SECONDS] / final[Metric.STEPS]
+    dev = elapsed - final[Metric.TRAIN_SECONDS]  # the one evaluation at the last step
+    return Timing(setup, table, step, dev, dev * test_pairs / dev_pairs)
+
+
+def machine_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] | None = None,
+             cpus: int | None = None, gpus: int = 0) -> list[str]:
+    """The lines ``--estimate`` prints: each timing (by ``measure_fn``, :func:`measure` by default), and the
+    sweep's expected wall time on ``cpus`` CPUs (this machine's by default) and ``gpus`` GPUs."""
+    measure_fn = measure_fn or measure
+    import torch
+
+    from sweep.regime import planned_steps
+    from trainers.loop import load_examples
+
+    torch.set_num_threads(max(1, int(spec.resources["cpu"])))  # as each trial's worker runs (sweep.engine)
+    timings: dict[tuple, Timing] = {}
+    counted: dict = {}
+    durations: list[float] = []
+    lines = []
+    for trial in spec.trials:
+        method, config = spec.method_of(trial.point.row), trial.config
+        key = timing_key(config)
+        if key not in timings:
+            timings[key] = measure_fn(config)
+            t = timings[key]
+            lines.append(f"timed {config['method']} {config['model']} (layers {config['model_layers'] or 'all'}, "
+                         f"batch {config.get('batch_size', '-')}): setup {t.setup:.1f} s, table "
+                         f"{1000 * t.table_per_example:.1f} ms/example, step {t.step:.3f} s, dev {t.dev:.1f} s, "
+                         f"test {t.test:.1f} s")
+        steps = (planned_steps(method, config, counted) or 0) if method.trains else 0
+        examples = 0
+        if method.trains and method.frozen_table(config) is not None:
+            examples = sum(len(load_examples(stage, {**config, **stage.overrides})) for stage in method.stages(config))
+        durations += [trial_seconds(timings[key], steps, config.get("eval_every", 1), examples)] * spec.num_samples
+    used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
+    wall = wall_seconds(durations, used)
+    lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
+                 f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {dict(spec.resources)}, "
+                 f"{cpus or machine_cpus()} CPUs here): about {wall / 60:.1f} minutes of wall time "
+                 "(early stopping ignored: an upper bound; trials sharing CPU cores may run slower)")
+    return lines
