@@ -210,6 +210,21 @@ def test_back_translation_views_read_their_columns(tiny_bert, tmp_path):
     assert objective._texts(rows, "bt1") == ["A cat was sitting."] and objective._texts(rows, "bt2") == ["The cat sat down."]
 
 
+def test_back_translation_views_train_on_the_rows_of_bt_file(tmp_path):
+    """The training examples of a back-translation setting are the rows of the ``bt_file`` given, and
+    those of another setting the corpus sentences (the control: no file is read)."""
+    path = tmp_path / "bt.tsv"
+    path.write_text("sentence\tbt1\tbt2\nA cat sat.\tA cat was sitting.\tThe cat sat down.\n"
+                    "Dogs run.\tDogs are running.\tThe dogs run.\n", encoding="utf-8")
+    method = get_method("sct")
+    config = method.resolve({"view1": "bt1", "view2": "bt2", "bt_file": str(path)})
+    (stage,) = method.stages(config)
+    assert list(stage.examples(config)) == [("A cat sat.", "A cat was sitting.", "The cat sat down."),
+                                            ("Dogs run.", "Dogs are running.", "The dogs run.")]
+    corpus = method.resolve({"train_corpus": str(path)})  # no back-translation view: the file's lines
+    assert list(stage.examples(corpus))[0] == "sentence\tbt1\tbt2"
+
+
 def test_sct_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
     final = run_trial({"method": "sct", "model": tiny_bert, "max_steps": 3, "batch_size": 8, "train_limit": 40,
                        "eval_every": 3, "queue_size": 32})
