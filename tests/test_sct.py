@@ -185,6 +185,22 @@ def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value
     assert_knob_changes_the_loss(second_loss, knob, value, default_of(knob))
 
 
+@pytest.mark.parametrize("momentum", [0.999, 0.5])  # 0.999: the default, the control
+def test_the_momentum_reference_moves_by_its_momentum(tiny_bert, momentum):
+    """After a step, each weight of the momentum reference is m x its old value + (1 - m) x the online
+    encoder's new one (SCT Section 3's moving average), computed here from the weights themselves."""
+    objective = build(tiny_bert, reference="momentum", momentum=momentum)
+    optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=0.5)
+    before = {name: p.detach().clone() for name, p in objective.reference.named_parameters()}
+    loss_of(objective).backward()
+    optimizer.step()
+    objective.after_step()
+    online = dict(objective.encoder.named_parameters())
+    assert any(not torch.equal(online[name], before[name]) for name in before)  # the step moved the encoder
+    for name, weight in objective.reference.named_parameters():
+        torch.testing.assert_close(weight, momentum * before[name] + (1 - momentum) * online[name].detach())
+
+
 def test_student_and_its_reference_keep_the_first_layers(tiny_bert):
     objective = build(tiny_bert, model_layers=1, reference="frozen")
     assert len(objective.encoder.model.encoder.layer) == 1 and len(objective.reference.model.encoder.layer) == 1
