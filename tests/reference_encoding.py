@@ -48,11 +48,18 @@ def sts_pairs(path: Path, pairs: int) -> tuple[list[str], list[str], list[float]
     return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [float(r["score"]) for r in rows]
 
 
-def reference_spearman(model_folder: str | Path, pooling: str, layer: int, path: Path, pairs: int) -> float:
-    """Spearman x 100 between the gold scores and the cosine similarities of the first ``pairs`` pairs."""
+def reference_cosines(model_folder: str | Path, pooling: str, layer: int, path: Path,
+                      pairs: int) -> tuple[list[float], list[float]]:
+    """The cosine similarities of the first ``pairs`` pairs of an STS TSV, and their gold scores; each
+    distinct sentence is encoded once."""
     first, second, gold = sts_pairs(path, pairs)
     unique = sorted(set(first) | set(second))
     vectors = dict(zip(unique, reference_vectors(model_folder, pooling, layer, unique)))
     cosines = [torch.nn.functional.cosine_similarity(vectors[a].double(), vectors[b].double(), dim=0).item()
                for a, b in zip(first, second)]
+    return cosines, gold
+
+
+def spearman_x100(cosines: Sequence[float], gold: Sequence[float]) -> float:
+    """Spearman x 100 between cosine similarities and gold scores, as the STS evaluations report it."""
     return 100 * float(spearmanr(cosines, gold).statistic)
