@@ -185,6 +185,22 @@ def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value
     assert_knob_changes_the_loss(second_loss, knob, value, default_of(knob))
 
 
+@pytest.mark.parametrize("momentum", [0.999, 0.5])  # 0.999: the default, the control
+def test_the_momentum_reference_moves_by_its_momentum(tiny_bert, momentum):
+    """After a step, each weight of the momentum reference is m x its old value + (1 - m) x the online
+    encoder's new one (SCT Section 3's moving average), computed here from the weights themselves."""
+    objective = build(tiny_bert, reference="momentum", momentum=momentum)
+    optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=0.5)
+    before = {name: p.detach().clone() for name, p in objective.reference.named_parameters()}
+    loss_of(objective).backward()
+    optimizer.step()
+    objective.after_step()
+    online = dict(objective.encoder.named_parameters())
+    assert any(not torch.equal(online[name], before[name]) for name in before)  # the step moved the encoder
+    for name, weight in objective.reference.named_parameters():
+        torch.testing.assert_close(weight, momentum * before[name] + (1 - momentum) * online[name].detach())
+
+
 def test_student_and_its_reference_keep_the_first_layers(tiny_bert):
     objective = build(tiny_bert, model_layers=1, reference="frozen")
     assert len(objective.encoder.model.encoder.layer) == 1 and len(objective.reference.model.encoder.layer) == 1
@@ -208,6 +224,21 @@ def test_back_translation_views_read_their_columns(tiny_bert, tmp_path):
     objective = build(tiny_bert, view1="bt1", view2="bt2", bt_file=str(path))
     rows = read_backtranslations(path)
     assert objective._texts(rows, "bt1") == ["A cat was sitting."] and objective._texts(rows, "bt2") == ["The cat sat down."]
+
+
+def test_back_translation_views_train_on_the_rows_of_bt_file(tmp_path):
+    """The training examples of a back-translation setting are the rows of the ``bt_file`` given, and
+    those of another setting the corpus sentences (the control: no file is read)."""
+    path = tmp_path / "bt.tsv"
+    path.write_text("sentence\tbt1\tbt2\nA cat sat.\tA cat was sitting.\tThe cat sat down.\n"
+                    "Dogs run.\tDogs are running.\tThe dogs run.\n", encoding="utf-8")
+    method = get_method("sct")
+    config = method.resolve({"view1": "bt1", "view2": "bt2", "bt_file": str(path)})
+    (stage,) = method.stages(config)
+    assert list(stage.examples(config)) == [("A cat sat.", "A cat was sitting.", "The cat sat down."),
+                                            ("Dogs run.", "Dogs are running.", "The dogs run.")]
+    corpus = method.resolve({"train_corpus": str(path)})  # no back-translation view: the file's lines
+    assert list(stage.examples(corpus))[0] == "sentence\tbt1\tbt2"
 
 
 def test_sct_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):

@@ -1,0 +1,86 @@
+"""A probe inside the trial workers of a real Ray sweep: what each trial restored and what it reported.
+
+A test swaps :func:`sweep.engine.run_sweep_trial` for :func:`probed_sweep_trial` in the driver and adds
+:data:`PROBE_FILE_ENV` to the environment the workers get (:func:`install`). In each worker the probe
+wraps two methods, without changing what they do, and appends one JSON line per event to that file:
+
+- ``restored``: after an objective loaded a checkpoint's trained state, a digest of the encoder weights
+  it now holds;
+- ``report``: every report of the trial (step, learning rate, test metrics or not) and the checkpoint it
+  had restored from, as :class:`sweep.engine.RaySession` names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+import sweep.engine as engine
+
+PROBE_FILE_ENV = "SWEEP_TEST_PROBE_FILE"
+RUN_SWEEP_TRIAL = engine.run_sweep_trial
+"""The real trainable, which the probe runs."""
+
+
+def digest(tensors: Mapping[str, torch.Tensor]) -> str:
+    """A digest of named tensors (names, dtypes, shapes and bytes), in name order."""
+    hasher = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        hasher.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return hasher.hexdigest()
+
+
+def _record(event: dict[str, Any]) -> None:
+    from ray import tune
+
+    line = json.dumps({**event, "trial": tune.get_context().get_trial_id(), "pid": os.getpid()}) + "\n"
+    with open(os.environ[PROBE_FILE_ENV], "a", encoding="utf-8") as handle:
+        handle.write(line)
+
+
+def _wrap_once() -> None:
+    from trainers.objective import Objective
+
+    if getattr(Objective.load_trained_state, "probed", False):
+        return  # a reused worker process
+    load, report = Objective.load_trained_state, engine.RaySession.report
+
+    def load_and_record(self, state):
+        load(self, state)
+        _record({"event": "restored", "digest": digest(self.encoder.model.state_dict())})
+
+    def report_and_record(self, metrics, checkpoint=None):
+        _record({"event": "report", "step": metrics.get("step"), "lr": metrics.get("lr"),
+                 "final": "test_avg_spearman" in metrics, "restored_from": self.worker.get("restored_from")})
+        report(self, metrics, checkpoint)
+
+    load_and_record.probed = True
+    Objective.load_trained_state = load_and_record
+    engine.RaySession.report = report_and_record
+
+
+def probed_sweep_trial(params: dict[str, Any], spec, finished) -> None:
+    """The sweep's trainable, with the probe in place."""
+    _wrap_once()
+    RUN_SWEEP_TRIAL(params, spec, finished)
+
+
+def install(monkeypatch, probe_file: Path) -> None:
+    """In the driver: trials run through the probe, and their workers know where to write."""
+    monkeypatch.setenv(PROBE_FILE_ENV, str(probe_file))
+    monkeypatch.setattr(engine, "FORWARDED_ENV", (*engine.FORWARDED_ENV, PROBE_FILE_ENV))
+    monkeypatch.setattr(engine, "run_sweep_trial", probed_sweep_trial)
+
+
+def events(probe_file: Path) -> list[dict[str, Any]]:
+    """Every event the workers recorded, in the order each trial wrote them."""
+    if not probe_file.is_file():
+        return []
+    return [json.loads(line) for line in probe_file.read_text(encoding="utf-8").splitlines()]
