@@ -27,7 +27,8 @@ from sweep.export import save_sentence_transformer
 from trainers.checkpoint import rng_states, write_training_state
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder
-from trainers.loop import make_optimizer, make_schedule, total_steps
+from trainers.loop import make_optimizer, make_schedule
+from trainers.steps import total_steps
 from trainers.record import SelectionState, TrainingState
 from trainers.registry import get_method
 

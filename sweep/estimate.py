@@ -79,7 +79,8 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.data import TEST_SETS, evaluation_names, load_sts
     from trainers.encoder import SentenceEncoder, pick_device
     from trainers.evaluation import STSEvaluator
-    from trainers.loop import _autocast, _encode_fn, load_examples, train
+    from trainers.loop import _autocast, _encode_fn, train
+    from trainers.steps import load_examples
     from trainers.record import Metric
     from trainers.registry import get_method
 
@@ -132,7 +133,7 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     import torch
 
     from sweep.regime import planned_steps
-    from trainers.loop import load_examples
+    from trainers.steps import load_examples
 
     torch.set_num_threads(max(1, int(spec.resources["cpu"])))  # as each trial's worker runs (sweep.engine)
     timings: dict[tuple, Timing] = {}

@@ -3,8 +3,12 @@ encoders take, and where its budget leaves a method outside its paper's regime. 
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from sweep.spec import SweepSpec, row_method
 
@@ -86,7 +90,7 @@ class TableSize:
 def table_sizes(spec: SweepSpec) -> dict[TableSize, list[str]]:
     """Each distinct table of frozen-model outputs the spec's trials compute, and the rows that use it."""
     from sweep.regime import corpus_needs_hub
-    from trainers.loop import load_examples
+    from trainers.steps import load_examples
 
     tables: dict[TableSize, list[str]] = {}
     widths: dict[tuple[str, ...], int] = {}
@@ -135,7 +139,30 @@ def frozen_table_lines(spec: SweepSpec) -> list[str]:
 
 
 def encoder_bytes(model: str, layers: int) -> int:
-    """Bytes of an encoder's float32 weights (what a kept trial stores), counted on the meta device."""
+    """Bytes of an encoder's float32 weights (what a kept trial stores): counted from the tensor shapes in
+    its ``model.safetensors`` header where its folder has one (no torch, so ``sweep plan`` answers at
+    once), else on the meta device."""
+    from trainers.pretrained import resolve_model_path
+
+    weights = Path(resolve_model_path(model)) / "model.safetensors"
+    return _safetensors_bytes(weights, layers) if weights.is_file() else _meta_bytes(model, layers)
+
+
+def _safetensors_bytes(weights: Path, layers: int) -> int:
+    """4 bytes a number of every tensor in a safetensors file (an 8-byte length, then a JSON header of
+    names and shapes), without the transformer layers from ``layers`` on when the model is cut."""
+    with weights.open("rb") as file:
+        header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
+    total = 0
+    for name, tensor in header.items():
+        layer = re.search(r"\.layers?\.(\d+)\.", name)
+        if name == "__metadata__" or (layers and layer and int(layer.group(1)) >= layers):
+            continue
+        total += 4 * math.prod(tensor["shape"])
+    return total
+
+
+def _meta_bytes(model: str, layers: int) -> int:
     import torch
     from transformers import AutoConfig, AutoModel
 

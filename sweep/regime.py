@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from sweep.spec import SweepSpec
 from sweep.spec_environment import attribute, holds_for
-from trainers.loop import load_examples, total_steps
+from trainers.steps import load_examples, total_steps
 from trainers.method import Method
 
 

@@ -61,3 +61,15 @@ def test_the_commands_a_person_waits_for_import_no_torch_nor_ray():
             "sweep.cli.build_parser()\n"
             "sweep.cli.print_knobs('sg')")
     assert heavy_modules_after(code) == []
+
+
+def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray():
+    """`sweep plan` reads models' configs and weights' shapes as JSON (trainers.pretrained, sweep.plan):
+    the whole plan, environment checks and regime warnings included, answers without torch. Specs whose
+    data this machine lacks (a hub corpus, a BT file, an evaluation suite's folder) stop at their check."""
+    code = ("import contextlib, io, glob\n"
+            "from sweep.cli import main\n"
+            f"for path in sorted(glob.glob({str(SPECS / '*.yaml')!r})):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+            "        main(['plan', path])\n")
+    assert heavy_modules_after(code) == []

@@ -7,7 +7,8 @@ import torch
 import trainers.loop as loop
 from trainers.evaluation import STSEvaluator
 from trainers.knobs import ConfigError
-from trainers.loop import NonFiniteLossError, batches, run_trial, total_steps
+from trainers.loop import NonFiniteLossError, batches, run_trial
+from trainers.steps import total_steps
 
 
 @pytest.fixture

@@ -42,6 +42,7 @@ from trainers.method import Config, Method, Stage
 from trainers.objective import Objective
 from trainers.record import FinalRecord, Metric, Report, SelectionState, Suite, TrainingState, TrialConfig
 from trainers.registry import get_method
+from trainers.steps import load_examples, total_steps
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -111,13 +112,6 @@ def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps:
     if config["lr_schedule"] == "constant":
         return get_constant_schedule_with_warmup(optimizer, warmup)
     return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
-
-
-def total_steps(config: Config, n_examples: int) -> int:
-    full, rest = divmod(n_examples, config["batch_size"])
-    per_epoch = full + (rest > 1 or (rest == 1 and full == 0))  # as batches() cuts an epoch
-    steps = per_epoch * config["epochs"]
-    return min(steps, config["max_steps"]) if config["max_steps"] else steps
 
 
 def _autocast(config: Config, device: torch.device):
@@ -279,11 +273,6 @@ def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
     if "train_precision" in config:
         used[Report.TRAIN_PRECISION] = precision.resolve(config["train_precision"], device)
     return used
-
-
-def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
-    examples = stage.examples(config)
-    return examples[: config["train_limit"]] if config["train_limit"] else examples
 
 
 def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,

@@ -8,11 +8,9 @@ read a model's config import transformers, when they run.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from transformers import PretrainedConfig
 
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 """The default ``model`` knob: the model folder shipped inside the installed
@@ -28,11 +26,39 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
-def model_config(model: str) -> PretrainedConfig:
-    """The Hugging Face config of ``model`` (its layers, its architectures); ``model`` must be readable here."""
-    from transformers import AutoConfig
+@dataclass(frozen=True)
+class ModelShape:
+    """What the checks and the plan read of a model's config."""
 
-    return AutoConfig.from_pretrained(resolve_model_path(model))
+    num_hidden_layers: int
+    hidden_size: int
+    architectures: tuple[str, ...]
+
+
+def model_config(model: str) -> ModelShape:
+    """The shape of ``model`` (its layers, width, architectures); ``model`` must be readable here. Read from
+    its ``config.json`` as JSON where a local folder or the hub cache has one (no torch, so ``sweep plan``
+    answers at once), else through transformers' ``AutoConfig``."""
+    fields = _config_json(model)
+    if fields is None or not {"num_hidden_layers", "hidden_size"} <= fields.keys():
+        from transformers import AutoConfig
+
+        fields = AutoConfig.from_pretrained(resolve_model_path(model)).to_dict()
+    return ModelShape(fields["num_hidden_layers"], fields["hidden_size"], tuple(fields.get("architectures") or ()))
+
+
+def _config_json(model: str) -> dict | None:
+    folder = Path(resolve_model_path(model))
+    if folder.is_dir():
+        path = folder / "config.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except ValueError:  # not a hub id
+        return None
+    return json.loads(Path(cached).read_text()) if isinstance(cached, str) else None
 
 
 def model_problem(model: str) -> str | None:
@@ -67,7 +93,7 @@ def mlm_problem(model: str) -> str | None:
     problem = model_problem(model)
     if problem:
         return problem
-    architectures = model_config(model).architectures or []
+    architectures = list(model_config(model).architectures)
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
         return f"mlm_model {model!r} has no masked-LM head (its architectures: {architectures})"
     return None
