@@ -109,7 +109,8 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
     else:
         print(f"{ended} trials finished, {len(failed)} failed")
     for result in failed:
-        print(f"  failed: {result.config.get('row', '')!r} seed {result.config.get('seed')}: {type(result.error).__name__}")
+        config = result.config or {}  # None when the trial's worker died before it started
+        print(f"  failed: {config.get('row', '')!r} seed {config.get('seed')}: {type(result.error).__name__}")
     print()
     print(finish_sweep(spec, options.tracking_uri), end="")
     if outcome.stopped_by:
