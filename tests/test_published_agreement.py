@@ -12,7 +12,7 @@ import pytest
 from trainers.data import STSSet, load_sts
 from trainers.encoder import SentenceEncoder
 from trainers.evaluation import evaluate_sets
-from trainers.precision import autocast
+from trainers.precision import autocast, cpu_runs_bf16_fast
 from trainers.pretrained import BUNDLED_MODEL
 
 # cosine_spearman x 100 from embeddings-benchmark/results,
@@ -43,7 +43,11 @@ def concatenate(name: str, parts: list[STSSet]) -> STSSet:
 @pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_bundled_model_matches_published_mteb_scores(precision):
-    """In float32 and under bf16 autocast (``eval_precision``; ``auto`` picks bf16 on fast hardware)."""
+    """In float32 and under bf16 autocast (``eval_precision``; ``auto`` picks bf16 on fast hardware).
+    bf16 is checked where the CPU runs it natively: emulated (no AMX, no AVX-512 bf16) the seven sets
+    take longer than the test's time limit, and ``auto`` never picks it there."""
+    if precision == "bf16" and not cpu_runs_bf16_fast():
+        pytest.skip("this CPU emulates bf16 (no AMX, no AVX-512 bf16): too slow for the real model's seven sets")
     encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL, pooling="mean")
     sets = load_sts("local")
     sets["sickr_full"] = concatenate("sickr_full", [sets[f"sickr-{s}"] for s in ("train", "dev", "test")])
