@@ -171,6 +171,17 @@ def test_each_knob_changes_the_loss(tiny_bert, knob, value):
     assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, **o)).item(), knob, value, default_of(knob))
 
 
+@pytest.mark.parametrize("knob, view, value", [
+    ("token_cutoff_rate", "token_cutoff", 0.15),  # control: the default rate on both sides
+    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6), ("span_cutoff_rate", "span_cutoff", 0.6),
+])
+def test_each_rate_changes_its_view(tiny_bert, knob, view, value):
+    """SCT's embedding-level views take their rates from the same knobs as ConSERT's (feature_cutoff_rate is
+    in the test above): a rate the view ignored would leave the loss unchanged."""
+    assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, view1=view, **o)).item(), knob, value,
+                                 default_of(knob))
+
+
 @pytest.mark.parametrize("knob, value", [("queue_update", True),  # control: the defaults on both sides
                                          ("queue_update", False), ("reference", "momentum")])
 def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value):
