@@ -22,7 +22,6 @@ import warnings
 from typing import Mapping, Sequence
 
 import numpy as np
-from scipy.stats import ttest_1samp, ttest_ind
 
 from results.table import Cell, Table
 
@@ -43,6 +42,8 @@ def welch_p(values: Sequence[float], reference: Sequence[float], reference_exact
     if reference_exact and len(a) >= 2 and len(b) == 1:
         if np.ptp(a) == 0:
             return 1.0 if a[0] == b[0] else math.nan
+        from scipy.stats import ttest_1samp  # here: scipy.stats takes ~1 s to import, and most tables test nothing
+
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return float(ttest_1samp(a, b[0]).pvalue)
@@ -50,6 +51,8 @@ def welch_p(values: Sequence[float], reference: Sequence[float], reference_exact
         return math.nan
     if np.ptp(a) == 0 and np.ptp(b) == 0:
         return 1.0 if a[0] == b[0] else math.nan
+    from scipy.stats import ttest_ind
+
     with warnings.catch_warnings():
         # Nearly identical seeds make scipy warn of precision loss; p is then near 1, as it should be.
         warnings.simplefilter("ignore", RuntimeWarning)
