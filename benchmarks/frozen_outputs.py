@@ -25,28 +25,16 @@ import subprocess
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Iterator
 
 import torch
 from torch import Tensor
 
 from benchmarks.results_file import write_section
-from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS
+from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS, Side, timed_trial
 from sweep.spec import load_spec, trial_config
 from trainers import frozen_outputs
-from trainers.loop import run_trial
-from trainers.objectives.sct import SCTObjective
 from trainers.objectives.sct_distillation import Teacher
-
-
-@dataclass
-class Side:
-    seconds: float = 0.0
-    first_epochs: list[float] = field(default_factory=list)
-    later_steps: list[float] = field(default_factory=list)
-    losses: list[list[float]] = field(default_factory=list)
-    finals: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
@@ -69,30 +57,6 @@ def per_text_teacher() -> Iterator[None]:
         yield
     finally:
         Teacher.prepare, Teacher.vectors = prepare, vectors
-
-
-def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> None:
-    stamps: list[float] = []
-    after_step = SCTObjective.after_step
-
-    def stamped(self) -> None:  # the end of each step
-        after_step(self)
-        stamps.append(time.perf_counter())
-
-    SCTObjective.after_step = stamped
-    frozen_outputs._STORES.clear()  # a fresh worker process: only the node's disk is shared
-    reports: list[dict[str, Any]] = []
-    started = time.perf_counter()
-    try:
-        final = run_trial(config, reports.append)
-    finally:
-        SCTObjective.after_step = after_step
-    side.seconds += time.perf_counter() - started
-    side.first_epochs.append(stamps[steps_per_epoch - 1] - started)
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    side.later_steps += gaps[steps_per_epoch - 1 :]  # gap i ends step i + 2: the steps of epoch 2 on
-    side.losses.append([r["loss"] for r in reports[:-1]])
-    side.finals.append(final)
 
 
 def largest_differences(a: Side, b: Side) -> tuple[float, float]:

@@ -55,9 +55,11 @@ def trial_counts() -> str:
 
 @dataclass
 class Side:
-    """One side of a comparison: its trials' wall seconds, step times after epoch 1, reports."""
+    """One side of a comparison: its trials' wall seconds, first epochs' seconds, step times after epoch 1,
+    reports."""
 
     seconds: float = 0.0
+    first_epochs: list[float] = field(default_factory=list)
     later_steps: list[float] = field(default_factory=list)
     losses: list[list[float]] = field(default_factory=list)
     finals: list[dict[str, Any]] = field(default_factory=list)
@@ -86,6 +88,7 @@ def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> Non
         else:
             objective.after_step = own
     side.seconds += time.perf_counter() - started
+    side.first_epochs.append(stamps[steps_per_epoch - 1] - started)
     gaps = [b - a for a, b in zip(stamps, stamps[1:])]
     side.later_steps += gaps[steps_per_epoch - 1 :]  # gap i ends step i + 2: the steps of epoch 2 on
     side.losses.append([r["loss"] for r in reports[:-1]])
