@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.results_file import write_section
+from benchmarks.results_file import commit_of, write_section
 
 HEAVY = ("torch", "transformers", "ray", "mlflow")
 PROJECT = Path(__file__).resolve().parent.parent
@@ -103,12 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{median:.2f} | {median / floor:.0f} | {heavy}")
         target = f"< {TARGETS_S[label]}" if label in TARGETS_S else "–"
         lines.append(f"| `{label}` | {target} | {' | '.join(cells)} |")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=PROJECT).stdout.strip()
+    commit = commit_of(PROJECT)
     before = ""
     if args.before:
-        before_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                       cwd=args.before).stdout.strip()
+        before_commit = commit_of(args.before)
         before = f" Before: commit {before_commit}; after: commit {commit}."
     load = (f"{os.cpu_count()} CPUs, load average {load_at_start:.1f} at the start and {os.getloadavg()[0]:.1f} at "
             f"the end, {time.strftime('%Y-%m-%d')}")

@@ -21,7 +21,6 @@ and of a test score between the two table sides (0: bitwise equal). Figures go t
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ from typing import Iterator
 import torch
 from torch import Tensor
 
-from benchmarks.results_file import write_section
+from benchmarks.results_file import commit_of, write_section
 from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS, Side, timed_trial
 from sweep.spec import load_spec, trial_config
 from trainers import frozen_outputs
@@ -66,14 +65,6 @@ def largest_differences(a: Side, b: Side) -> tuple[float, float]:
     return loss, score
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(os.cpu_count() or 1)
     spec = load_spec(SPECS / "sct_distillation.yaml", overrides=SCT_BUDGET, seeds=[42])
@@ -96,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{steps:.3f} |")
 
     body = "\n".join([
-        f"Command: `python -m benchmarks.frozen_outputs` (commit {commit()}, {time.strftime('%Y-%m-%d')}, "
+        f"Command: `python -m benchmarks.frozen_outputs` (commit {commit_of()}, {time.strftime('%Y-%m-%d')}, "
         f"{torch.get_num_threads()} torch threads, CPU, on a machine shared with other jobs: ratios are within "
         "this run, the sides interleaved trial by trial). `sct_distillation.yaml`, rows "
         f"{', '.join(SCT_ROWS)}, budget {SCT_BUDGET} (batch 128: {steps_per_epoch} steps an epoch), teacher the "

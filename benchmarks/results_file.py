@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results.md"
@@ -19,3 +20,12 @@ def write_section(heading: str, body: str, path: Path = RESULTS) -> None:
     else:
         text = text.rstrip() + "\n\n" + section
     path.write_text(text, encoding="utf-8")
+
+
+def commit_of(checkout: Path | str = Path(__file__).resolve().parent.parent) -> str:
+    """The short commit a checkout is at (by default this project's), for the line under a figure."""
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=checkout).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
