@@ -1,13 +1,14 @@
 """A probe inside the trial workers of a real Ray sweep: what each trial restored and what it reported.
 
-A test swaps :func:`sweep.engine.run_sweep_trial` for :func:`probed_sweep_trial` in the driver and adds
+A test swaps the driver's trainable (:func:`sweep.trial.run_sweep_trial`, as :mod:`sweep.engine` names it) for
+:func:`probed_sweep_trial` and adds
 :data:`PROBE_FILE_ENV` to the environment the workers get (:func:`install`). In each worker the probe
 wraps two methods, without changing what they do, and appends one JSON line per event to that file:
 
 - ``restored``: after an objective loaded a checkpoint's trained state, a digest of the encoder weights
   it now holds;
 - ``report``: every report of the trial (step, learning rate, test metrics or not) and the checkpoint it
-  had restored from, as :class:`sweep.engine.RaySession` names it.
+  had restored from, as :class:`sweep.trial.RaySession` names it.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from typing import Any, Mapping
 import torch
 
 import sweep.engine as engine
+import sweep.trial as trial
 
 PROBE_FILE_ENV = "SWEEP_TEST_PROBE_FILE"
-RUN_SWEEP_TRIAL = engine.run_sweep_trial
+RUN_SWEEP_TRIAL = trial.run_sweep_trial
 """The real trainable, which the probe runs."""
 
 
@@ -50,7 +52,7 @@ def _wrap_once() -> None:
 
     if getattr(Objective.load_trained_state, "probed", False):
         return  # a reused worker process
-    load, report = Objective.load_trained_state, engine.RaySession.report
+    load, report = Objective.load_trained_state, trial.RaySession.report
 
     def load_and_record(self, state):
         load(self, state)
@@ -63,7 +65,7 @@ def _wrap_once() -> None:
 
     load_and_record.probed = True
     Objective.load_trained_state = load_and_record
-    engine.RaySession.report = report_and_record
+    trial.RaySession.report = report_and_record
 
 
 def probed_sweep_trial(params: dict[str, Any], spec, finished) -> None:

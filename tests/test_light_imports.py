@@ -73,3 +73,13 @@ def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray():
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
             "        main(['plan', path])\n")
     assert heavy_modules_after(code) == []
+
+
+def test_a_trial_worker_imports_neither_mlflow_nor_the_drivers_view():
+    """A Ray worker unpickles the trainable, :func:`sweep.trial.run_sweep_trial`, and imports its module:
+    the trainers and Ray Tune, not the driver's MLflow tracker, progress view or reports (MLflow alone
+    takes seconds to import)."""
+    probe = ("import sys, sweep.trial\n"
+             "print(sorted(m for m in ('mlflow', 'sweep.engine', 'sweep.tracking', 'reports') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -1,0 +1,93 @@
+"""The worker's side of a sweep: one trial inside Ray Tune.
+
+Kept apart from :mod:`sweep.engine` (the driver) so that a trial worker imports Ray Tune and the trainers
+only, not the driver's MLflow tracker, progress view and reports: a worker starts that much sooner.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import ray
+from ray import tune
+
+from sweep.spec import SweepSpec
+from trainers.checkpoint import TrialSession
+from trainers.record import Report
+
+
+class RaySession(TrialSession):
+    """A trial inside Ray Tune: reports and checkpoints go to ``tune.report``, and the checkpoints to
+    resume from are ``tune.get_checkpoint()`` (set by Ray after a failure, a resumed sweep or a PBT
+    exploit), then the older ones Ray keeps beside it, so that an unreadable newest checkpoint falls
+    back to the previous one as it does outside Ray. ``worker`` (node id, process id) goes with every
+    report, for the tracker's tags; ``restored_from`` names the checkpoint the trial last opened."""
+
+    keeps_checkpoints = True
+    CHECKPOINT_PREFIX = "checkpoint_"
+    """Ray names a trial's checkpoints ``checkpoint_NNNNNN`` by their index."""
+
+    def __init__(self, worker: Mapping[str, Any]):
+        super().__init__()
+        self.worker = dict(worker)
+
+    def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
+        tune.report({**metrics, **self.worker}, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+
+    def checkpoints(self) -> Iterator[Path]:
+        """Ray's checkpoint, then the older ones in its folder (the trial's own, or its PBT donor's),
+        newest first. A remote checkpoint is downloaded only when the reader gets to it."""
+        latest = tune.get_checkpoint()
+        if latest is None:
+            return
+        for checkpoint in (latest, *self._older_than(latest)):
+            self.worker[Report.RESTORED_FROM] = checkpoint.path
+            with checkpoint.as_directory() as directory:
+                yield Path(directory)
+
+    @classmethod
+    def _index(cls, name: str) -> int | None:
+        """The index of a checkpoint folder named ``checkpoint_NNNNNN`` (None for any other name)."""
+        digits = name[len(cls.CHECKPOINT_PREFIX):] if name.startswith(cls.CHECKPOINT_PREFIX) else ""
+        return int(digits) if digits.isdigit() else None
+
+    @classmethod
+    def _older_than(cls, latest: tune.Checkpoint) -> list[tune.Checkpoint]:
+        """The checkpoints beside ``latest`` with a lower index, newest first, on its filesystem (a local
+        folder or a URI's). Newer ones are left alone: Ray's state did not name them."""
+        import pyarrow.fs
+
+        folder, _, name = latest.path.rstrip("/").rpartition("/")
+        index = cls._index(name)
+        if index is None or not folder:
+            return []
+        entries = latest.filesystem.get_file_info(pyarrow.fs.FileSelector(folder, allow_not_found=True))
+        older = [
+            (found, entry.path) for entry in entries
+            if entry.type == pyarrow.fs.FileType.Directory
+            and (found := cls._index(entry.base_name)) is not None and found < index
+        ]
+        return [tune.Checkpoint(path, latest.filesystem) for _, path in sorted(older, reverse=True)]
+
+
+def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]) -> None:
+    """The Ray Tune function trainable: one trial of ``spec``.
+
+    ``finished`` holds the final metrics of trials MLflow already records as
+    finished; such a trial (re-queued by Ray after a driver crash) reports
+    them again instead of training again.
+    """
+    import torch
+
+    from trainers.loop import run_trial
+
+    trial_id = tune.get_context().get_trial_id()
+    if trial_id in finished:
+        tune.report(dict(finished[trial_id]))
+        return
+
+    torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
+    worker = {Report.NODE_ID: ray.get_runtime_context().get_node_id(), Report.WORKER_PID: os.getpid()}
+    run_trial(spec.config_of(params), RaySession(worker))
