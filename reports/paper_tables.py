@@ -33,6 +33,8 @@ PAPER_MODELS = {
     "prajjwal1/bert-small": "bert-small",
     "sentence-transformers/bert-base-nli-mean-tokens": "sbert-base",
     "sentence-transformers/bert-large-nli-mean-tokens": "sbert-large",
+    "bert-base-multilingual-cased": "mbert",
+    "bert-base-multilingual-uncased": "mbert",
 }
 """Our ``model`` knob value -> the papers' model key: when every trial of a
 table ran one of these, the paper's rows for that model are compared with;

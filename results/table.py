@@ -52,6 +52,11 @@ COLUMNS = {
     "SICK-E": Column(Metric.suite(Suite.NLI, "sicke", Suite.ACCURACY)),
     "SNLI": Column(Metric.suite(Suite.NLI, "snli", Suite.ACCURACY)),
     "NLI Avg": Column(Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)),
+    # SG-BERT Tables 2 and 3 (multilingual STS) print Pearson.
+    "STS14 es": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts14_es", Suite.PEARSON)),
+    "STS17 ar-ar": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_ar_ar", Suite.PEARSON)),
+    "STS17 es-es": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_es_es", Suite.PEARSON)),
+    "STS17 en-en": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_en_en", Suite.PEARSON)),
 }
 """The papers' column names -> our metrics, in one place. STS12-16 are the
 'all' aggregation (every subset's pairs together), as the papers report.

@@ -1,4 +1,4 @@
-"""``python -m sweep {plan,run,resume,status,knobs}``."""
+"""``python -m sweep {plan,run,resume,status,export,evaluate,knobs}``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--trial", help="A trial id, as `sweep status NAME` shows.")
     export.add_argument("--out", required=True, help="A new folder to write.")
     export.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="Evaluate the kept best encoders of a finished sweep on another suite (no training); "
+                         "the metrics go into each trial's MLflow run.")
+    evaluate.add_argument("name")
+    evaluate.add_argument("--suite", required=True,
+                          help="A suite as a spec's evaluations entry: senteval, nli, reranking, multilingual_sts, "
+                               "or e.g. '{senteval: {classifier: logreg}}' (docs/evaluations.md).")
+    evaluate.add_argument("--row", help="Only the trials of this row (default: every finished trial).")
+    evaluate.add_argument("--seed", type=int, help="Only the trials of this seed.")
+    evaluate.add_argument("--trial", help="Only this trial id, as `sweep status NAME` shows.")
+    evaluate.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
@@ -152,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.export import export_command
 
             export_command(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
+        elif args.command == "evaluate":
+            from sweep.evaluate import evaluate_command
+
+            evaluate_command(args.name, args.suite, args.tracking_uri, args.row, args.seed, args.trial)
         elif args.command == "resume":
             from sweep.engine import resume_options, run
 

@@ -79,7 +79,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.data import TEST_SETS, evaluation_names, load_sts
     from trainers.encoder import SentenceEncoder, pick_device
     from trainers.evaluation import STSEvaluator
-    from trainers.loop import _autocast, _encode_fn, train
+    from trainers.loop import _autocast, encode_fn, train
     from trainers.steps import load_examples
     from trainers.record import Metric
     from trainers.registry import get_method
@@ -94,7 +94,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     if not method.trains:
         setup = time.perf_counter() - started
         dev_started = time.perf_counter()
-        evaluator.dev(_encode_fn(encoder, config))
+        evaluator.dev(encode_fn(encoder, config))
         dev = time.perf_counter() - dev_started
         return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs)
     with tempfile.TemporaryDirectory() as folder:

@@ -19,17 +19,17 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import Mapping
-
-import torch
+from typing import TYPE_CHECKING, Mapping
 
 from results.names import UsageError
 from results.reader import DEFAULT_METRIC
 from results.schema import FINISHED
 from trainers.data import TEST_SETS
-from trainers.encoder import SentenceEncoder
 from sweep.status import trial_runs
 from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
+
+if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
+    from trainers.encoder import SentenceEncoder
 
 MODEL_CARD = "README.md"
 
@@ -49,6 +49,8 @@ def open_checkpoint(uri: str):
 
 def load_trial_encoder(directory: Path) -> tuple[SentenceEncoder, FinalRecord]:
     """The best encoder in a downloaded checkpoint, and the trial's record (config, metrics)."""
+    from trainers.encoder import SentenceEncoder
+
     if FinalRecord.exists(directory):
         record = FinalRecord.read(directory)
         config = record.config
@@ -72,6 +74,7 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
     weights), then mean- or cls/max-pool them: the same vectors, since mean
     pooling is linear.
     """
+    import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
 
@@ -146,20 +149,32 @@ this project: `SentenceEncoder.from_exported("THIS_FOLDER")`.
 """
 
 
+def encoder_problem(run) -> str | None:
+    """Why ``run``'s best encoder cannot be read back (None when it can): no checkpoint, or not kept."""
+    trial = run.data.tags.get(Tag.TRIAL_ID)
+    if not run.data.tags.get(Tag.CHECKPOINT):
+        return f"trial {trial} has no checkpoint (it failed before its first, or ran before checkpoints were kept)"
+    if run.data.tags.get(Tag.MODEL) == ModelState.DELETED:
+        return f"trial {trial}'s encoder was not kept (keep_models)"
+    return None
+
+
+def trial_encoder(run) -> tuple[SentenceEncoder, FinalRecord]:
+    """``run``'s best encoder and record, read from its checkpoint (raises ExportError when it is gone)."""
+    problem = encoder_problem(run)
+    if problem:
+        raise ExportError(problem)
+    with tempfile.TemporaryDirectory() as download:
+        open_checkpoint(run.data.tags[Tag.CHECKPOINT]).to_directory(download)
+        return load_trial_encoder(Path(download))
+
+
 def export_trial(run, out: Path) -> Path:
     """Write ``run``'s best encoder to ``out`` (a new or empty folder) and return it."""
-    uri = run.data.tags.get(Tag.CHECKPOINT)
-    if not uri:
-        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)} has no checkpoint (it failed before its "
-                          "first, or ran before checkpoints were kept)")
-    if run.data.tags.get(Tag.MODEL) == ModelState.DELETED:
-        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)}'s encoder was not kept (keep_models)")
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty; give a new folder")
-    with tempfile.TemporaryDirectory() as download:
-        open_checkpoint(uri).to_directory(download)
-        encoder, record = load_trial_encoder(Path(download))
+    encoder, record = trial_encoder(run)
     out.mkdir(parents=True, exist_ok=True)
     save_sentence_transformer(encoder, out, record.config["eval_max_length"])
     tags = run.data.tags
@@ -171,9 +186,9 @@ def export_trial(run, out: Path) -> Path:
     return out
 
 
-def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed: int | None = None,
-               trial_id: str | None = None):
-    """The trial asked for, or the best of those that match by ``metric``; a one-line error names what exists."""
+def matching_runs(runs: list, row: str | None = None, seed: int | None = None, trial_id: str | None = None) -> list:
+    """The runs of ``runs`` with this row, seed and trial id (None matches any); a one-line error names
+    what exists when none does."""
     def tag(run, name: str) -> str:
         return run.data.tags.get(name, "")
 
@@ -188,6 +203,13 @@ def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed:
         seeds = sorted({tag(r, Tag.SEED) for r in runs}, key=lambda s: int(s) if s.isdigit() else 0)
         raise ExportError(f"no finished trial with {asked}; rows: {rows}, seeds: {seeds}, "
                           f"trials: {sorted(tag(r, Tag.TRIAL_ID) for r in runs)}")
+    return matching
+
+
+def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed: int | None = None,
+               trial_id: str | None = None):
+    """The trial asked for, or the best of those that match by ``metric``; a one-line error names what exists."""
+    matching = matching_runs(runs, row, seed, trial_id)
     scored = [run for run in matching if metric in run.data.metrics]
     if not scored:
         return matching[0]
@@ -195,10 +217,15 @@ def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed:
     return pick(scored, key=lambda run: run.data.metrics[metric])
 
 
+def finished_runs(name: str, tracking_uri: str) -> list:
+    """The finished trial runs of sweep ``name`` (a refusal naming what exists when the sweep is unknown)."""
+    _, runs = trial_runs(name, tracking_uri)
+    return [run for run in runs if run.info.status == FINISHED]
+
+
 def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None):
     """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
-    _, runs = trial_runs(name, tracking_uri)
-    finished = [run for run in runs if run.info.status == FINISHED]
+    finished = finished_runs(name, tracking_uri)
     tags = finished[0].data.tags if finished else {}
     metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
     return select_run(finished, metric, mode, row, seed, trial)

@@ -39,6 +39,8 @@ def print_plan(spec: SweepSpec) -> None:
             mirror = f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run" if spec.is_mirror(axes) else ""
             print(f"{row.name:<{width}}{method:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
     print(disk_estimate(spec))
+    for line in gpu_size_lines(spec):
+        print(line)
     print(
         f"grid: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
         f" x {spec.num_samples} samples = {spec.trial_count} trials"
@@ -62,6 +64,36 @@ def _savings(spec) -> list[str]:
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
     return lines + frozen_table_lines(spec)
+    return lines
+
+
+GPU_SIZE_PARAMETERS = 50_000_000
+"""From this many parameters on, a model is GPU-size: BERT-base (110M), mBERT (178M) and BERT-large (335M)
+are; the bundled MiniLM (23M) and SCT's BERT-Tiny ... BERT-Medium (4M ... 41M) are not."""
+TRAINING_BYTES_PER_PARAMETER = 16
+"""fp32 weights, their gradients and Adam's two moments."""
+
+
+def gpu_size_lines(spec: SweepSpec) -> list[str]:
+    """One line for each GPU-size model the spec's trials use: its size, the memory training it holds
+    before activations, and how to time and place it."""
+    from trainers.pretrained import model_config
+
+    trains: dict[tuple[str, int], bool] = {}
+    for trial in spec.distinct_trials():
+        key = (trial.config["model"], trial.config["model_layers"])
+        trains[key] = trains.get(key, False) or spec.method_of(trial.point.row).trains
+    lines = []
+    for (model, layers), trained in trains.items():
+        parameters = model_config(model).parameters(layers)
+        if parameters < GPU_SIZE_PARAMETERS:
+            continue
+        memory = (f"training holds {parameters * TRAINING_BYTES_PER_PARAMETER / 1e9:.1f} GB (fp32 weights, "
+                  "gradients, Adam) before activations" if trained else
+                  f"its untuned trials hold {parameters * 4 / 1e9:.1f} GB of fp32 weights")
+        lines.append(f"GPU-size model: {model} has about {parameters / 1e6:.0f}M parameters; {memory}; time its "
+                     f"trials here with `python -m sweep plan {spec.path} --estimate`, and give them a GPU "
+                     "with resources: {cpu: 4, gpu: 1} (docs/gpu.md)")
     return lines
 
 

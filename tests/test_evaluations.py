@@ -156,6 +156,12 @@ def test_multilingual_sts_spearman(tmp_path):
     assert metrics["test_multilingual_sts_sts17_es_es_spearman"] == pytest.approx(100.0)
     assert metrics["test_multilingual_sts_sts14_es_spearman"] == pytest.approx(-100.0)
     assert metrics["test_multilingual_sts_avg_spearman"] == pytest.approx(50.0)
+    # Pearson (SG-BERT Tables 2 and 3 print it) of the same cosines, computed here by NumPy.
+    cosines = [-1.0, -np.sqrt(0.5), 0.0, np.sqrt(0.5), 1.0]
+    pearson = 100 * np.corrcoef(cosines, [s for _, _, s in rising])[0, 1]
+    assert metrics["test_multilingual_sts_sts17_ar_ar_pearson"] == pytest.approx(pearson)
+    assert metrics["test_multilingual_sts_sts14_es_pearson"] == pytest.approx(-pearson)
+    assert metrics["test_multilingual_sts_avg_pearson"] == pytest.approx(pearson / 2)
 
 
 def test_evaluations_are_parsed_once_with_their_options():

@@ -166,7 +166,7 @@ def train(
     session = session if isinstance(session, TrialSession) else TrialSession(session)
     encoder = objective.encoder
     device = encoder.device
-    encode = _encode_fn(encoder, config)
+    encode = encode_fn(encoder, config)
     parameters = [p for p in objective.parameters() if p.requires_grad]
     optimizer = make_optimizer(config, parameters)
     steps = total_steps(config, len(examples))
@@ -257,7 +257,9 @@ def train(
     }
 
 
-def _encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[str]], torch.Tensor]:
+def encode_fn(encoder: SentenceEncoder, config: Config) -> Callable[[Sequence[str]], torch.Tensor]:
+    """Sentences -> the trial's sentence vectors, as every evaluation encodes them (its pooling, batch size,
+    length and ``eval_precision``): STS, the other suites, and ``sweep evaluate`` of a kept encoder."""
     used = precision.resolve(config["eval_precision"], encoder.device)
 
     def encode(sentences: Sequence[str]) -> torch.Tensor:
@@ -330,11 +332,11 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
         final = train_stages(method, config, encoder, evaluator, session, restored)
     else:
         final = {Metric.STEP: 0, Metric.STEPS: 0, Metric.BEST_STEP: 0}
-        final[Metric.BEST_DEV] = evaluator.dev(_encode_fn(encoder, config))[Metric.DEV]
+        final[Metric.BEST_DEV] = evaluator.dev(encode_fn(encoder, config))[Metric.DEV]
     testing_started = time.perf_counter()
-    final.update({Metric.test(k): v for k, v in evaluator.test(_encode_fn(encoder, config)).items()})
+    final.update({Metric.test(k): v for k, v in evaluator.test(encode_fn(encoder, config)).items()})
     final[Metric.TEST_SECONDS] = time.perf_counter() - testing_started  # inference time (SG-BERT Table 6)
-    final.update(evaluate_suites(config.get(Suite.KEY, ()), _encode_fn(encoder, config), config["seed"]))
+    final.update(evaluate_suites(config.get(Suite.KEY, ()), encode_fn(encoder, config), config["seed"]))
     final[Metric.WALL_SECONDS] = time.perf_counter() - started
     final.update(_precisions_used(config, device))
     checkpoint = None

@@ -33,6 +33,16 @@ class ModelShape:
     num_hidden_layers: int
     hidden_size: int
     architectures: tuple[str, ...]
+    vocab_size: int = 0
+    intermediate_size: int = 0  # the feed-forward's width (0: BERT's 4 x hidden_size)
+
+    def parameters(self, layers: int = 0) -> int:
+        """About how many parameters the encoder has, its first ``layers`` layers when given (``model_layers``):
+        BERT's layout, the token embeddings and per layer attention's four H x H and the feed-forward's two
+        H x I matrices (biases, norms, position embeddings and the pooler, 1-3%, left out)."""
+        width, inner = self.hidden_size, self.intermediate_size or 4 * self.hidden_size
+        kept = min(layers, self.num_hidden_layers) if layers else self.num_hidden_layers
+        return self.vocab_size * width + kept * (4 * width * width + 2 * width * inner)
 
 
 def model_config(model: str) -> ModelShape:
@@ -44,7 +54,8 @@ def model_config(model: str) -> ModelShape:
         from transformers import AutoConfig
 
         fields = AutoConfig.from_pretrained(resolve_model_path(model)).to_dict()
-    return ModelShape(fields["num_hidden_layers"], fields["hidden_size"], tuple(fields.get("architectures") or ()))
+    return ModelShape(fields["num_hidden_layers"], fields["hidden_size"], tuple(fields.get("architectures") or ()),
+                      fields.get("vocab_size", 0), fields.get("intermediate_size", 0))
 
 
 def _config_json(model: str) -> dict | None:

@@ -62,6 +62,7 @@ class Tag:
     CHECKPOINT_STEP = "sweep.checkpoint_step"
     MODEL = "sweep.model"  # "kept", "deleted" or "untrained" (keep_models)
     MODEL_URI = "sweep.model_uri"  # the MLflow model logged from it
+    EVALUATED_LATER = "sweep.evaluated_later"  # suites `sweep evaluate` ran on its kept encoder (JSON list)
     # On the parent run.
     OPTIONS = "sweep.options"
     FAILED_TRIALS = "sweep.failed_trials"
@@ -169,6 +170,7 @@ class Suite:
     ACCURACY = "accuracy"
     MAP = "map"
     SPEARMAN = "spearman"
+    PEARSON = "pearson"
     AVG = "avg"
 
 

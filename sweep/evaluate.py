@@ -1,0 +1,105 @@
+"""``python -m sweep evaluate NAME --suite SUITE``: the kept best encoders of a finished sweep on another
+evaluation suite, without training again.
+
+Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.export.trial_encoder`, as
+``sweep export`` reads it), encoded as every evaluation of the trial encodes
+(:func:`trainers.loop.encode_fn`) and evaluated by the suite's own entry point
+(:func:`trainers.evaluations.evaluate_suites`, the end-of-trial path). The metrics go into the trial's
+existing MLflow run, at the step of its final report, so ``reports.collect`` and the tables read them as
+any trial metric; the run's tag ``sweep.evaluated_later`` lists the suites added this way.
+
+Every refusal comes before anything is evaluated, with exit 2 (docs/specs.md, "Exit codes"): a suite
+that is unknown, has a bad option, or whose data this machine lacks; a sweep, row, seed or trial that
+matches nothing; a chosen trial whose encoder was not kept. Torch is imported only to evaluate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import yaml
+
+from results.names import UsageError
+from results.reader import existing_store_uri
+from sweep.export import encoder_problem, finished_runs, matching_runs
+from sweep.store import open_client
+from trainers.evaluations import SUITES, parse_evaluations
+from trainers.record import Metric, Suite, Tag
+
+
+def parse_suite(text: str) -> dict[str, Any]:
+    """``--suite``'s value, a suite entry as a spec writes one (``senteval`` or ``{senteval: {kfold: 5}}``)
+    -> ``{"suite": name, **options}``; a refusal names the suites and options there are."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    chosen, problems = parse_evaluations([value])
+    if problems:
+        raise UsageError("; ".join(f"--suite{' ' + key[len('[0].'):] if key.startswith('[0].') else ''}: {message}"
+                                   for key, message in problems))
+    others = [entry for entry in chosen if entry["suite"] != Suite.STS]
+    if not others:
+        raise UsageError(f"--suite: sts is every trial's own evaluation (already logged); expected one of "
+                         f"{[name for name in SUITES if name != Suite.STS]}")
+    return others[0]
+
+
+def chosen_runs(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None) -> list:
+    """Every finished trial of sweep ``name`` that matches, each with its encoder kept (or refused)."""
+    runs = matching_runs(finished_runs(name, tracking_uri), row, seed, trial)
+    problems = [problem for run in runs if (problem := encoder_problem(run))]
+    if problems:
+        kept = [run.data.tags.get(Tag.TRIAL_ID) for run in runs if encoder_problem(run) is None]
+        raise UsageError(f"{'; '.join(problems)}: nothing evaluated; trials whose encoder was kept: {kept} "
+                         "(choose them with --trial, --row or --seed)")
+    return runs
+
+
+def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
+    """The suite's metrics of ``run``'s kept best encoder, as its sweep would have computed them."""
+    from sweep.export import trial_encoder
+    from trainers.encoder import pick_device
+    from trainers.evaluations import evaluate_suites
+    from trainers.loop import encode_fn
+
+    encoder, record = trial_encoder(run)
+    config = record.config
+    encoder.to(pick_device(config["device"]))
+    return evaluate_suites([suite], encode_fn(encoder, config), config["seed"])
+
+
+def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float]) -> None:
+    """Log ``metrics`` into ``run`` at the step of its final report (a later value of the same metric
+    then wins, as in any MLflow run), and add ``suite`` to its ``sweep.evaluated_later`` tag."""
+    from mlflow.entities import Metric as MlflowMetric
+    from mlflow.entities import RunTag
+
+    step = int(run.data.metrics.get(Metric.STEPS, 0))
+    now = int(time.time() * 1000)
+    earlier = json.loads(run.data.tags.get(Tag.EVALUATED_LATER, "[]"))
+    added = [entry for entry in earlier if entry["suite"] != suite["suite"]] + [suite]
+    client.log_batch(run.info.run_id, metrics=[MlflowMetric(k, float(v), now, step) for k, v in metrics.items()],
+                     tags=[RunTag(Tag.EVALUATED_LATER, json.dumps(added, sort_keys=True))])
+
+
+def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | None, seed: int | None,
+                     trial: str | None) -> None:
+    suite = parse_suite(suite_text)
+    runs = chosen_runs(name, tracking_uri, row, seed, trial)
+    problem = SUITES[suite["suite"]].data_problem()
+    if problem:
+        raise UsageError(f"--suite {suite['suite']}: {problem}")
+    client = open_client(existing_store_uri(tracking_uri))
+    for run in runs:
+        metrics = evaluate_run(run, suite)
+        log_into_run(client, run, suite, metrics)
+        tags = run.data.tags
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if f"_{Suite.AVG}_" in k)
+        print(f"trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}): {shown}, "
+              f"logged into MLflow run {run.info.run_id}", flush=True)
+    print(f"{len(runs)} trials of {name} evaluated on {suite['suite']}; `python -m reports.collect` then "
+          "`python -m reports.tables` show them")
+
