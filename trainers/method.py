@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
 from trainers.knobs import Exchangeable, KnobSet
-from trainers.pretrained import layers_problem, model_problem
+from trainers.pretrained import layers_problem, model_family_problem, model_problem
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -139,7 +139,7 @@ class Method:
             if problem:
                 found.append(f"train_corpus: {problem}")
         problem = model_problem(config["model"])
-        if problem:
+        if problem or (problem := model_family_problem(config["model"])):
             found.append(f"model: {problem}")
         elif problem := layers_problem(config["model"], config["model_layers"]):
             found.append(f"model_layers: {problem}")
