@@ -31,6 +31,10 @@ PAPER_MODELS = {
     "prajjwal1/bert-tiny": "bert-tiny",
     "prajjwal1/bert-mini": "bert-mini",
     "prajjwal1/bert-small": "bert-small",
+    "roberta-base": "roberta-base",
+    "FacebookAI/roberta-base": "roberta-base",
+    "roberta-large": "roberta-large",
+    "FacebookAI/roberta-large": "roberta-large",
     "sentence-transformers/bert-base-nli-mean-tokens": "sbert-base",
     "sentence-transformers/bert-large-nli-mean-tokens": "sbert-large",
 }
