@@ -136,6 +136,7 @@ METHODS = {
     "sg-opt": {"method": "sg", "loss": "opt3", "projection_hidden": 16},
     "consert-shuffle-token-cutoff": {"method": "consert", "aug1": "shuffle", "aug2": "token_cutoff"},
     "consert-feature-cutoff-dropout": {"method": "consert", "aug1": "feature_cutoff", "aug2": "dropout"},
+    "consert-span-cutoff-none": {"method": "consert", "aug1": "span_cutoff", "aug2": "none"},
     "sct": {"method": "sct", "queue_size": 10, "projector_expansion": 2},
     "sct-distillation": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "distillation": "cd"},
 }
