@@ -124,8 +124,8 @@ def test_an_unsupported_family_is_refused_before_a_sweep(tmp_path):
                                                       "hidden_size": 32}))
     method = get_method("simcse")
     problems = method.environment_problems(method.resolve({"model": str(tmp_path)}))
-    assert "model: model_type 'distilbert' is not a supported encoder family (supported: bert, roberta, " \
-           "xlm-roberta; a family is described once in trainers.pretrained.FAMILIES)" in problems
+    assert "model: model_type 'distilbert' is not a supported encoder family (supported: bert, roberta; a " \
+           "family is described once in trainers.pretrained.FAMILIES)" in problems
 
 
 ONE_STEP = {"batch_size": 4, "train_limit": 8, "max_steps": 1, "eval_every": 1, "learning_rate": 1e-3,

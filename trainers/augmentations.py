@@ -145,7 +145,8 @@ def augmented_hidden_states(
     """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer
     (``shuffle`` passes permuted position ids instead)."""
     if augmentation == "shuffle":
-        positions = shuffled_position_ids(features["attention_mask"], encoder.family, encoder.model.config.pad_token_id)
+        mask, pad_token_id = features["attention_mask"], encoder.model.config.pad_token_id
+        positions = shuffled_position_ids(mask, encoder.family, pad_token_id)
         return encoder.hidden_states(features, position_ids=positions)
     transform = EMBEDDING_AUGMENTATIONS[augmentation]
     mask = features["attention_mask"]

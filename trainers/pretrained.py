@@ -50,7 +50,6 @@ class ModelFamily:
 FAMILIES = {
     "bert": ModelFamily("bert", positions_after_padding=False),
     "roberta": ModelFamily("roberta", positions_after_padding=True),
-    "xlm-roberta": ModelFamily("xlm-roberta", positions_after_padding=True),
 }
 """Model families by their config's ``model_type``."""
 

@@ -47,7 +47,7 @@ def sg_examples(config: Config) -> Sequence[Any]:
     return corpus_or_backtranslations(config, reads_bt_file(config))
 
 
-def fixed_texts(config: Config, examples: Sequence[Any]) -> list[str]:
+def bert_f_texts(config: Config, examples: Sequence[Any]) -> list[str]:
     """The texts BERT_F reads: the sentences, and (``bt_into`` fixed, fixed_join) their back-translations,
     or only those (fixed)."""
     if not reads_bt_file(config):
@@ -67,7 +67,7 @@ def views_table(config: Config) -> FrozenTable:
         layers = config["model_layers"] or shape.num_hidden_layers
         return (layers + 1 - config["skip_first_layers"]) * shape.hidden_size
 
-    return FrozenTable("BERT_F's views", lambda examples: fixed_texts(config, examples), numbers_per_text)
+    return FrozenTable("BERT_F's views", lambda examples: bert_f_texts(config, examples), numbers_per_text)
 
 
 def sg_problems(config: Config) -> list[str]:
@@ -102,7 +102,8 @@ METHOD = Method(
                  "this is our choice. 'fixed' (default: the framework's two inputs filled, the second BERT_T read "
                  "as BERT_F): BERT_F's l+1 views of the back-translation replace the original's; 'tuned' (as "
                  "printed, BERT_F keeps the original): BERT_T's [CLS] of the back-translation is one more guide "
-                 "beside the original's l+1 views; 'fixed_join': BERT_F's views of both, 2(l+1) guides.", choices=BT_INTO),
+                 "beside the original's l+1 views; 'fixed_join': BERT_F's views of both, 2(l+1) guides.",
+                 choices=BT_INTO),
         )
     )
     + FROZEN_OUTPUT_KNOBS
