@@ -31,7 +31,7 @@ from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
 from trainers.losses.self_guided import parameter_distance, sg_opt3_loss
 from trainers.precision import cpu_runs_bf16_fast
-from trainers.pretrained import BUNDLED_MODEL
+from trainers.pretrained import BUNDLED_MODEL, FAMILIES
 from trainers.registry import get_method
 
 WARMUP = 3
@@ -116,7 +116,8 @@ def plain_consert(steps: int) -> float:
     def step(batch: list[str]) -> torch.Tensor:
         features = tokenizer(batch, padding=True, truncation=True, max_length=64, return_tensors="pt")
         mask = features["attention_mask"]
-        first = masked_mean(model(**features, position_ids=shuffled_position_ids(mask)).last_hidden_state, mask)
+        positions = shuffled_position_ids(mask, FAMILIES["bert"], 0)
+        first = masked_mean(model(**features, position_ids=positions).last_hidden_state, mask)
         hook = model.embeddings.register_forward_hook(feature_cutoff)
         second = masked_mean(model(**features).last_hidden_state, mask)
         hook.remove()
@@ -143,7 +144,8 @@ def plain_sct(steps: int) -> float:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             if view == "shuffle":
-                out = network(**features, position_ids=shuffled_position_ids(features["attention_mask"]))
+                positions = shuffled_position_ids(features["attention_mask"], FAMILIES["bert"], 0)
+                out = network(**features, position_ids=positions)
             else:
                 hook = network.embeddings.register_forward_hook(feature_cutoff)
                 out = network(**features)

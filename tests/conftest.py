@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny randomly initialised BERT saved as a Hugging Face folder.
+"""Shared fixtures: a tiny randomly initialised BERT (and RoBERTa) saved as a Hugging Face folder.
 
 Tests pass its path as the ``model`` knob, exactly as a user passes any model,
 so the whole code path (from_pretrained, tokenizer, pooling) is exercised in
@@ -41,6 +41,48 @@ def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidd
     (BertForMaskedLM if masked_lm else BertModel)(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+ROBERTA_SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+"""RoBERTa's special tokens, ids 0..4 in this order as in roberta-base (<pad> = 1: positions count from 2)."""
+
+
+def build_tiny_roberta(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidden_size: int = 32,
+                       merges_limit: int | None = None) -> Path:
+    """A random RoBERTa with its own byte-level BPE tokenizer (vocab.json + merges.txt), trained on the
+    first 2,000 STS-B train pairs; ``merges_limit`` keeps only the first merges (another tokenizer with the
+    same vocabulary)."""
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
+
+    from trainers.data import SHIPPED_STS_DIR
+
+    lines = (SHIPPED_STS_DIR / "stsb-train.tsv").read_text(encoding="utf-8").splitlines()[1:2001]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator([s for line in lines for s in line.split("\t")[:2]], vocab_size=1000,
+                            special_tokens=list(ROBERTA_SPECIAL_TOKENS), show_progress=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe.save_model(str(folder))  # vocab.json, merges.txt: what RoBERTa's tokenizer reads
+    if merges_limit is not None:
+        merges = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
+        (folder / "merges.txt").write_text("\n".join(merges[: merges_limit + 1]) + "\n", encoding="utf-8")
+    tokenizer = RobertaTokenizer.from_pretrained(folder, model_max_length=512)
+    torch.manual_seed(seed)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, num_hidden_layers=layers, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=514, type_vocab_size=1, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    RobertaModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta(tmp_path_factory) -> str:
+    """Path of a 2-layer, 32-dim random RoBERTa with a 1,000-token byte-level BPE tokenizer."""
+    return str(build_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta")))
 
 
 @pytest.fixture(scope="session")

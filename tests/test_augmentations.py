@@ -12,6 +12,7 @@ from trainers.augmentations import (
     token_cutoff,
 )
 from trainers.encoder import SentenceEncoder
+from trainers.pretrained import FAMILIES
 
 MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
 
@@ -62,7 +63,7 @@ def test_span_cutoff_erases_one_contiguous_span(embeddings):
 
 def test_shuffle_permutes_real_positions_only():
     torch.manual_seed(3)
-    positions = shuffled_position_ids(MASK)
+    positions = shuffled_position_ids(MASK, FAMILIES["bert"], 0)
     for i, length in enumerate([10, 14, 7]):
         assert sorted(positions[i, :length].tolist()) == list(range(length))  # same multiset
         assert positions[i, length:].tolist() == list(range(length, 14))

@@ -15,10 +15,10 @@ from trainers.pretrained import BUNDLED_MODEL, ModelShape, model_config
 
 # Published parameter counts (Hugging Face model cards) and the config fields of each model.
 PUBLISHED = {
-    "bert-base-uncased": (110e6, ModelShape(12, 768, (), 30522, 3072)),
-    "bert-base-multilingual-cased": (178e6, ModelShape(12, 768, (), 119547, 3072)),
-    "bert-large-uncased": (336e6, ModelShape(24, 1024, (), 30522, 4096)),
-    "prajjwal1/bert-small": (29e6, ModelShape(4, 512, (), 30522, 2048)),
+    "bert-base-uncased": (110e6, ModelShape(12, 768, (), "bert", 30522, 3072)),
+    "bert-base-multilingual-cased": (178e6, ModelShape(12, 768, (), "bert", 119547, 3072)),
+    "bert-large-uncased": (336e6, ModelShape(24, 1024, (), "bert", 30522, 4096)),
+    "prajjwal1/bert-small": (29e6, ModelShape(4, 512, (), "bert", 30522, 2048)),
 }
 
 

@@ -4,7 +4,14 @@ import pytest
 import torch
 from torch import nn
 
-from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
+from trainers.losses.self_guided import (
+    parameter_distance,
+    sg_base_loss,
+    sg_opt1_loss,
+    sg_opt2_loss,
+    sg_opt3_loss,
+    sg_opt_bt_loss,
+)
 
 
 def phi(u, v, tau):
@@ -88,3 +95,48 @@ def test_parameter_distance_is_the_sum_of_squared_differences():
     expected = sum(((a - b) ** 2).sum().item() for a, b in zip(tuned.parameters(), fixed.parameters()))
     assert parameter_distance(tuned, fixed).item() == pytest.approx(expected)
     assert parameter_distance(fixed, fixed).item() == 0.0
+
+
+def slow_opt_bt(c, views, bt, tau, bt_into):
+    """L^opt3 over each sentence's guides, listed one by one: the original's views and/or the back-translation's
+    (BERT_F's views of it, or BERT_T's vector of it); every other sentence's guides are the negatives."""
+    b = len(c)
+    guides = []
+    for i in range(b):
+        if bt_into == "fixed":
+            guides.append(list(bt[i]))
+        elif bt_into == "tuned":
+            guides.append(list(views[i]) + [bt[i]])
+        else:
+            guides.append(list(views[i]) + list(bt[i]))
+    total, count = 0, 0
+    for i in range(b):
+        others = sum(phi(c[i], g, tau) for m in range(b) if m != i for g in guides[m])
+        for g in guides[i]:
+            positive = phi(c[i], g, tau)
+            total, count = total - torch.log(positive / (positive + others)), count + 1
+    return total / count
+
+
+@pytest.mark.parametrize("bt_into", ["fixed", "tuned", "fixed_join"])
+def test_bt_loss_and_gradient_match_the_equation(bt_into):
+    torch.manual_seed(0)
+    c = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    views = torch.randn(5, 4, 6, dtype=torch.float64, requires_grad=True)
+    bt = torch.randn(*((5, 6) if bt_into == "tuned" else (5, 4, 6)), dtype=torch.float64, requires_grad=True)
+    inputs = (c, bt) if bt_into == "fixed" else (c, views, bt)
+    fast = sg_opt_bt_loss(c, None if bt_into == "fixed" else views, bt, 0.1, bt_into)
+    slow = slow_opt_bt(c, views, bt, 0.1, bt_into)
+    torch.testing.assert_close(fast, slow)
+    for a, b in zip(torch.autograd.grad(fast, inputs), torch.autograd.grad(slow, inputs)):
+        torch.testing.assert_close(a, b)
+
+
+def test_bt_losses_differ_from_sg_opt_and_from_each_other():
+    torch.manual_seed(2)
+    c, views = torch.randn(4, 6), torch.randn(4, 3, 6)
+    bt_views, bt_vector = torch.randn(4, 3, 6), torch.randn(4, 6)
+    values = [float(sg_opt3_loss(c, views, 0.1)), float(sg_opt_bt_loss(c, None, bt_views, 0.1, "fixed")),
+              float(sg_opt_bt_loss(c, views, bt_vector, 0.1, "tuned")),
+              float(sg_opt_bt_loss(c, views, bt_views, 0.1, "fixed_join"))]
+    assert len({round(v, 6) for v in values}) == 4

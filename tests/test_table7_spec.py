@@ -1,25 +1,49 @@
-"""SG-BERT Table 7's spec: its BT row is SimCSE with a back-translated positive, refused without the file."""
+"""SG-BERT Table 7's spec: its BT row is SimCSE with a back-translated positive, its BT + SG-OPT row SG-OPT with
+the back-translation joined; both are refused without the file, and run with one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from sweep.cli import main as sweep_main
 from sweep.spec import load_spec
+from trainers.backtranslate import write_file
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "sg_bt.yaml"
 
 
-def test_the_bt_row_is_refused_without_its_file(capsys):
+def without_bt(config: dict) -> dict:
+    return {k: v for k, v in config.items() if not k.startswith("bt_")}
+
+
+def test_the_bt_rows_are_refused_without_their_file(capsys):
     assert sweep_main(["plan", str(SPEC)]) == 2
     err = capsys.readouterr().err
     assert f"{SPEC}: rows['Contrastive (BT)']: bt_file: positive 'bt1' needs a TSV" in err and "Traceback" not in err
+    assert f"{SPEC}: rows['Contrastive (BT + SG-OPT)']: bt_file: bt_view 'bt1' needs a TSV" in err
 
 
-def test_the_rows_are_simcse_with_bt_positives_and_sg_opt():
+def test_the_rows_are_simcse_with_bt_positives_sg_opt_and_both():
     trials = {t.point.row: t.config for t in load_spec(SPEC, check_environment=False).distinct_trials()}
-    bt, sg = trials["Contrastive (BT)"], trials["Contrastive (SG-OPT)"]
+    bt, sg, both = trials["Contrastive (BT)"], trials["Contrastive (SG-OPT)"], trials["Contrastive (BT + SG-OPT)"]
     assert (bt["method"], bt["positive"], bt["bt_file"], bt["pooling"]) == ("simcse", "bt1", "data/bt_stsb.tsv", "cls")
     assert (bt["temperature"], bt["batch_size"], bt["learning_rate"]) == (sg["temperature"], sg["batch_size"],
                                                                           sg["learning_rate"])
-    assert (sg["method"], sg["loss"]) == ("sg", "opt3")
+    assert (sg["method"], sg["loss"], sg["bt_view"]) == ("sg", "opt3", "none")
+    assert (both["method"], both["loss"], both["bt_view"], both["bt_into"], both["bt_file"]) == (
+        "sg", "opt3", "bt1", "fixed", "data/bt_stsb.tsv")
+    assert without_bt(both) == without_bt(sg)  # SG-OPT's settings, the back-translation joined
+
+
+def test_with_a_bt_file_every_row_plans(tmp_path, capsys):
+    rows = [("A man plays a guitar.", "A man is playing guitar.", "A guy plays the guitar.")] * 40
+    bt_file = write_file(rows, tmp_path / "bt.tsv")
+    spec = yaml.safe_load(SPEC.read_text())
+    for row in spec["rows"]:
+        if "bt_file" in row["set"]:
+            row["set"]["bt_file"] = str(bt_file)
+    path = tmp_path / "sg_bt.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert sweep_main(["plan", str(path)]) == 0, capsys.readouterr().err

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from trainers.common_knobs import RATE_KNOBS
+from trainers.pretrained import ModelFamily
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -84,13 +85,19 @@ def no_augmentation(embeddings: Tensor, attention_mask: Tensor, rate: float) -> 
     return embeddings
 
 
-def shuffled_position_ids(attention_mask: Tensor) -> Tensor:
-    """Position ids with each sentence's real tokens permuted (token shuffle);
-    padding keeps its positions, token ids are untouched."""
+def shuffled_position_ids(attention_mask: Tensor, family: ModelFamily, pad_token_id: int) -> Tensor:
+    """Position ids with each sentence's real tokens permuted (token shuffle); token ids are untouched.
+
+    The positions are those the model gives itself when it is given none (``family``): BERT's count from 0
+    over every token; RoBERTa's count from pad_token_id + 1 over the real tokens and give padding
+    pad_token_id. Padding keeps its position either way."""
     batch, width = attention_mask.shape
-    positions = torch.arange(width, device=attention_mask.device).repeat(batch, 1)
+    first = family.first_position(pad_token_id)
+    positions = torch.arange(first, first + width, device=attention_mask.device).repeat(batch, 1)
+    if family.positions_after_padding:
+        positions[attention_mask == 0] = pad_token_id
     for i, length in enumerate(_lengths(attention_mask)):
-        positions[i, :length] = torch.randperm(length, device=attention_mask.device)
+        positions[i, :length] = first + torch.randperm(length, device=attention_mask.device)
     return positions
 
 
@@ -138,7 +145,9 @@ def augmented_hidden_states(
     """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer
     (``shuffle`` passes permuted position ids instead)."""
     if augmentation == "shuffle":
-        return encoder.hidden_states(features, position_ids=shuffled_position_ids(features["attention_mask"]))
+        mask, pad_token_id = features["attention_mask"], encoder.model.config.pad_token_id
+        positions = shuffled_position_ids(mask, encoder.family, pad_token_id)
+        return encoder.hidden_states(features, position_ids=positions)
     transform = EMBEDDING_AUGMENTATIONS[augmentation]
     mask = features["attention_mask"]
     return hidden_states_with_embedding_transform(encoder, features, lambda output: transform(output, mask, rate))

@@ -112,4 +112,5 @@ BT_FILE_KNOBS = KnobSet(
              "`python -m trainers.backtranslate` writes it."),
     )
 )
-"""The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive)."""
+"""The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive,
+SG's bt_view)."""

@@ -25,7 +25,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.utils import logging as hf_logging
 
 from trainers.common_knobs import POOLINGS
-from trainers.pretrained import resolve_model_path
+from trainers.pretrained import ModelFamily, model_family, resolve_model_path
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
 
@@ -165,6 +165,10 @@ class SentenceEncoder(nn.Module):
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def family(self) -> ModelFamily:
+        return model_family(self.model.config.model_type)
 
     @property
     def num_layers(self) -> int:

@@ -32,8 +32,8 @@ owners run the model on each step's batch.
 
 The key holds everything an output depends on: the frozen model's weights (a
 digest of every tensor, so a cut ``model_layers`` or a trained copy is another
-key), its tokenizer's vocabulary, what the method asks of it (max length,
-pooling, layers kept), the texts, their order and batch size, the device type,
+key), its tokenizer (vocabulary, a BPE's merges), what the method asks of it
+(max length, pooling, layers kept), the texts, their order and batch size, the device type,
 the autocast precision in effect and the number of threads.
 """
 
@@ -80,9 +80,17 @@ def weights_digest(model: nn.Module) -> str:
 
 
 def tokenizer_digest(tokenizer) -> str:
-    """A digest of the tokenizer's class, lower-casing and vocabulary."""
+    """A digest of the tokenizer's class, lower-casing, vocabulary and, for a fast tokenizer, its whole
+    pipeline (normaliser, pre-tokeniser, model: a BPE's merges (RoBERTa's) as well as its vocabulary,
+    post-processor), less the truncation and padding that each call sets."""
     vocabulary = sorted(tokenizer.get_vocab().items())
-    text = json.dumps([type(tokenizer).__name__, getattr(tokenizer, "do_lower_case", None), vocabulary])
+    pipeline = None
+    if getattr(tokenizer, "backend_tokenizer", None) is not None:
+        pipeline = json.loads(tokenizer.backend_tokenizer.to_str())
+        pipeline.pop("truncation", None)
+        pipeline.pop("padding", None)
+    text = json.dumps([type(tokenizer).__name__, getattr(tokenizer, "do_lower_case", None), vocabulary, pipeline],
+                      sort_keys=True)
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 

@@ -13,12 +13,21 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
-from trainers.data import corpus_problem, evaluation_names, hub_reachable, load_corpus, sts_problems
+from trainers.data import (
+    BT_COLUMNS,
+    corpus_problem,
+    evaluation_names,
+    hub_reachable,
+    load_corpus,
+    read_backtranslations,
+    sts_problems,
+)
 from trainers.knobs import Exchangeable, KnobSet
-from trainers.pretrained import layers_problem, model_problem
+from trainers.pretrained import layers_problem, model_family_problem, model_problem
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -31,6 +40,27 @@ Examples = Callable[[Config], Sequence[Any]]
 def corpus_examples(config: Config) -> list[str]:
     """Default training examples: the sentences of the ``train_corpus`` knob."""
     return load_corpus(config["train_corpus"], config["sts_source"])
+
+
+def corpus_or_backtranslations(config: Config, reads_bt_file: bool) -> Sequence[Any]:
+    """A method's training examples when a knob of it may read ``bt_file`` (SimCSE's and SG's back-translated
+    positives): the file's (sentence, bt1, bt2) rows when it does, else the corpus sentences."""
+    return read_backtranslations(config["bt_file"]) if reads_bt_file else corpus_examples(config)
+
+
+def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[str]:
+    """What :func:`corpus_or_backtranslations` needs: ``reader`` names the knob value that reads ``bt_file``
+    (e.g. "positive 'bt1'"), None when none does; ``unused`` says, when a bt_file is given that nothing reads,
+    which knob would read it."""
+    if reader is None:
+        if config["bt_file"]:
+            return [f"bt_file: given, but {unused}"]
+        problem = corpus_problem(config["train_corpus"], config["sts_source"])
+        return [f"train_corpus: {problem}"] if problem else []
+    if not config["bt_file"] or not Path(config["bt_file"]).is_file():
+        return [f"bt_file: {reader} needs a TSV ({', '.join(BT_COLUMNS)}) that `python -m trainers.backtranslate` "
+                f"writes; got {config['bt_file']!r}"]
+    return []
 
 
 @dataclass(frozen=True)
@@ -139,7 +169,7 @@ class Method:
             if problem:
                 found.append(f"train_corpus: {problem}")
         problem = model_problem(config["model"])
-        if problem:
+        if problem or (problem := model_family_problem(config["model"])):
             found.append(f"model: {problem}")
         elif problem := layers_problem(config["model"], config["model_layers"]):
             found.append(f"model_layers: {problem}")

@@ -27,12 +27,55 @@ def resolve_model_path(model: str) -> str:
 
 
 @dataclass(frozen=True)
+class ModelFamily:
+    """How an encoder family differs where the methods reach inside the model (the one place that says so).
+
+    Everything else the methods need is the same across the families below and read from the model and its
+    tokenizer: the sentence token is the tokenizer's first (BERT's [CLS], RoBERTa's ``<s>``: ``cls`` pooling and
+    SG's c_i take position 0), token types are whatever the tokenizer returns (RoBERTa's none), the embedding
+    module is ``model.embeddings`` and the layers ``model.encoder.layer`` (ConSERT's augmentations, SG's frozen
+    layer 0 and layer views, ``model_layers``).
+    """
+
+    name: str
+    positions_after_padding: bool
+    """Position ids: False = 0, 1, ... over every token (BERT); True = pad_token_id + 1, ... over the real tokens
+    and pad_token_id on padding (RoBERTa, fairseq's convention), what the model computes when given none and
+    what ConSERT's token shuffle must permute."""
+
+    def first_position(self, pad_token_id: int) -> int:
+        return pad_token_id + 1 if self.positions_after_padding else 0
+
+
+FAMILIES = {
+    "bert": ModelFamily("bert", positions_after_padding=False),
+    "roberta": ModelFamily("roberta", positions_after_padding=True),
+}
+"""Model families by their config's ``model_type``."""
+
+
+def model_family(model_type: str) -> ModelFamily:
+    if model_type not in FAMILIES:
+        raise ValueError(family_problem(model_type))
+    return FAMILIES[model_type]
+
+
+def family_problem(model_type: str) -> str | None:
+    """Why the methods cannot run on a model of ``model_type`` (None if they can)."""
+    if model_type in FAMILIES:
+        return None
+    return (f"model_type {model_type!r} is not a supported encoder family (supported: {', '.join(FAMILIES)}; "
+            "a family is described once in trainers.pretrained.FAMILIES)")
+
+
+@dataclass(frozen=True)
 class ModelShape:
     """What the checks and the plan read of a model's config."""
 
     num_hidden_layers: int
     hidden_size: int
     architectures: tuple[str, ...]
+    model_type: str
     vocab_size: int = 0
     intermediate_size: int = 0  # the feed-forward's width (0: BERT's 4 x hidden_size)
 
@@ -50,12 +93,12 @@ def model_config(model: str) -> ModelShape:
     its ``config.json`` as JSON where a local folder or the hub cache has one (no torch, so ``sweep plan``
     answers at once), else through transformers' ``AutoConfig``."""
     fields = _config_json(model)
-    if fields is None or not {"num_hidden_layers", "hidden_size"} <= fields.keys():
+    if fields is None or not {"num_hidden_layers", "hidden_size", "model_type"} <= fields.keys():
         from transformers import AutoConfig
 
         fields = AutoConfig.from_pretrained(resolve_model_path(model)).to_dict()
     return ModelShape(fields["num_hidden_layers"], fields["hidden_size"], tuple(fields.get("architectures") or ()),
-                      fields.get("vocab_size", 0), fields.get("intermediate_size", 0))
+                      fields["model_type"], fields.get("vocab_size", 0), fields.get("intermediate_size", 0))
 
 
 def _config_json(model: str) -> dict | None:
@@ -87,6 +130,11 @@ def model_problem(model: str) -> str | None:
     if isinstance(cached, str) or hub_reachable():
         return None
     return f"{model!r} is not a local folder, not in the Hugging Face cache, and the hub cannot be reached"
+
+
+def model_family_problem(model: str) -> str | None:
+    """Why the methods cannot run on ``model``'s family (None if they can); ``model`` must be readable here."""
+    return family_problem(model_config(model).model_type)
 
 
 def layers_problem(model: str, layers: int) -> str | None:

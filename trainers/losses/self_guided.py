@@ -52,6 +52,36 @@ def sg_opt3_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
     return F.softplus(negatives - positives).mean()
 
 
+def sg_opt_bt_loss(
+    c: Tensor, views: Tensor | None, back_translation: Tensor, temperature: float, bt_into: str
+) -> Tensor:
+    """L^opt without the regulariser (Section 3.2, L^opt3_{i,k} averaged over i and k) with each sentence's
+    back-translation joined as a positive: SG-BERT's "BT + SG-OPT" (Section 6, Table 7: "inserting the
+    original sentence into BERT_T and its back-translation into BERT_T when running our framework").
+
+    The paper leaves open which network reads the back-translation, so ``bt_into`` chooses; in every case the
+    back-translation gives positives of the same kind as the views h_{i,k} (all through f), and
+    :func:`sg_opt3_loss` runs over the guides, so that sentence m's guides are sentence i's negatives:
+
+    - ``fixed`` (the framework's two inputs filled, the second BERT_T read as BERT_F): BERT_F reads the
+      back-translation instead of the original; its l+1 views (``back_translation``, ``[b, l+1, d]``) are the
+      guides, ``views`` is not used (None);
+    - ``tuned`` (as printed, BERT_F keeps the original): BERT_T also reads the back-translation; its [CLS]
+      vector c'_i (``back_translation``, ``[b, d]``, with gradient) is one more guide h_{i,l+1} beside the
+      l+1 views (``views``, ``[b, l+1, d]``) of the original;
+    - ``fixed_join``: BERT_F reads both; the 2(l+1) views of the original and of its back-translation guide c_i.
+    """
+    if bt_into == "tuned":
+        guides = torch.cat([views, back_translation[:, None]], dim=1)
+    elif bt_into == "fixed":
+        guides = back_translation
+    elif bt_into == "fixed_join":
+        guides = torch.cat([views, back_translation], dim=1)
+    else:
+        raise ValueError(f"unknown bt_into {bt_into!r} (the knob of trainers.methods.sg lists the choices)")
+    return sg_opt3_loss(c, guides, temperature)
+
+
 def parameter_distance(tuned: nn.Module, fixed: nn.Module) -> Tensor:
     """L^reg = ||BERT_F - BERT_T||_2^2: the sum of squared differences of all parameters."""
     fixed_parameters = dict(fixed.named_parameters())

@@ -13,27 +13,71 @@ sentences x views x width (pooled layers, not token states: 7 x 384 float32 =
 10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for BERT-base), and
 read by every step (:mod:`trainers.frozen_outputs`); with
 ``share_frozen_outputs`` (on by default) the trials of a node share one table.
+
+``bt_view: bt1`` (or ``bt2``) with ``bt_file`` joins each sentence's back-translation to SG-OPT: SG-BERT's
+"BT + SG-OPT" (Section 6, Table 7). The training examples are then the file's rows. The paper's one
+sentence on it ("inserting the original sentence into BERT_T and its back-translation into BERT_T")
+leaves open which network reads the back-translation: ``bt_into`` chooses
+(:func:`trainers.losses.self_guided.sg_opt_bt_loss`).
 """
 
 from __future__ import annotations
 
-from trainers.common_knobs import FROZEN_OUTPUT_KNOBS
+from typing import Any, Sequence
+
+from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS
+from trainers.data import BT_COLUMNS
 from trainers.knobs import Knob, KnobSet
-from trainers.method import Config, FrozenTable, Method, single_stage
+from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 from trainers.pretrained import model_config
 
 VIEW_POOLINGS = ("max", "mean")
 """Poolings p of BERT_F's layers into views (:func:`trainers.encoder.pool_layer`)."""
+BT_VIEWS = ("none", "bt1", "bt2")
+BT_INTO = ("fixed", "tuned", "fixed_join")
+"""Where the back-translation enters (:func:`trainers.losses.self_guided.sg_opt_bt_loss`)."""
+
+
+def reads_bt_file(config: Config) -> bool:
+    return config["bt_view"] != "none"
+
+
+def sg_examples(config: Config) -> Sequence[Any]:
+    """(sentence, bt1, bt2) rows when a back-translation joins SG-OPT, else the corpus sentences."""
+    return corpus_or_backtranslations(config, reads_bt_file(config))
+
+
+def bert_f_texts(config: Config, examples: Sequence[Any]) -> list[str]:
+    """The texts BERT_F reads: the sentences, and (``bt_into`` fixed, fixed_join) their back-translations,
+    or only those (fixed)."""
+    if not reads_bt_file(config):
+        return list(examples)
+    column = BT_COLUMNS.index(config["bt_view"])
+    translations = [row[column] for row in examples]
+    if config["bt_into"] == "fixed":
+        return translations
+    originals = [row[0] for row in examples]
+    return originals + translations if config["bt_into"] == "fixed_join" else originals
 
 
 def views_table(config: Config) -> FrozenTable:
-    """BERT_F's views of each corpus sentence: layers skip_first_layers..L pooled, each of the model's width."""
+    """BERT_F's views of each text it reads: layers skip_first_layers..L pooled, each of the model's width."""
     def numbers_per_text() -> int:
         shape = model_config(config["model"])
         layers = config["model_layers"] or shape.num_hidden_layers
         return (layers + 1 - config["skip_first_layers"]) * shape.hidden_size
 
-    return FrozenTable("BERT_F's views", lambda sentences: list(sentences), numbers_per_text)
+    return FrozenTable("BERT_F's views", lambda examples: bert_f_texts(config, examples), numbers_per_text)
+
+
+def sg_problems(config: Config) -> list[str]:
+    """The back-translation file (or the corpus), and the loss a back-translation joins."""
+    reader = f"bt_view {config['bt_view']!r}" if reads_bt_file(config) else None
+    problems = bt_file_problems(config, reader, "bt_view is 'none' (set bt_view to bt1 or bt2)")
+    if reads_bt_file(config) and config["loss"] != "opt3":
+        problems.append(f"bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7); "
+                        f"got loss {config['loss']!r}")
+    return problems
 
 
 METHOD = Method(
@@ -50,9 +94,20 @@ METHOD = Method(
             Knob("projection_head", bool, True, "Pass c and h through the projection head f before the loss."),
             Knob("projection_hidden", int, 4096, "Width of both layers of f.", low=1),
             Knob("skip_first_layers", int, 0, "Drop views of layers 0..N-1 (the paper's SentEval variant).", low=0),
+            Knob("bt_view", str, "none", "Join each sentence's back-translation (bt1 or bt2 of bt_file) to SG-OPT as "
+                 "a positive: SG-BERT's 'BT + SG-OPT' (Table 7); needs loss opt3, and the training examples are "
+                 "bt_file's rows. 'none': SG/SG-OPT alone on train_corpus.", choices=BT_VIEWS),
+            Knob("bt_into", str, "fixed", "Which network reads the back-translation of bt_view. The paper leaves it "
+                 "open (Section 6: 'the original sentence into BERT_T and its back-translation into BERT_T'), so "
+                 "this is our choice. 'fixed' (default: the framework's two inputs filled, the second BERT_T read "
+                 "as BERT_F): BERT_F's l+1 views of the back-translation replace the original's; 'tuned' (as "
+                 "printed, BERT_F keeps the original): BERT_T's [CLS] of the back-translation is one more guide "
+                 "beside the original's l+1 views; 'fixed_join': BERT_F's views of both, 2(l+1) guides.",
+                 choices=BT_INTO),
         )
     )
-    + FROZEN_OUTPUT_KNOBS,
+    + FROZEN_OUTPUT_KNOBS
+    + BT_FILE_KNOBS,
     defaults={
         "pooling": "cls",
         "batch_size": 16,
@@ -64,6 +119,7 @@ METHOD = Method(
         "max_seq_length": 128,
         "train_corpus": "stsb_sentences",
     },
-    stages=single_stage("trainers.objectives.sg:SelfGuidedObjective"),
+    stages=single_stage("trainers.objectives.sg:SelfGuidedObjective", sg_examples),
+    check=sg_problems,
     frozen_table=views_table,
 )

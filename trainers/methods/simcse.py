@@ -14,35 +14,24 @@ rows, not ``train_corpus``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Sequence
 
 from trainers.common_knobs import BT_FILE_KNOBS
-from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.knobs import Knob, KnobSet
-from trainers.method import Config, Method, single_stage
+from trainers.method import Config, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 
 BT_POSITIVES = ("bt1", "bt2")
 
 
 def simcse_examples(config: Config) -> Sequence[Any]:
     """(sentence, bt1, bt2) rows for a back-translated positive, else the corpus sentences."""
-    if config["positive"] in BT_POSITIVES:
-        return read_backtranslations(config["bt_file"])
-    return load_corpus(config["train_corpus"], config["sts_source"])
+    return corpus_or_backtranslations(config, config["positive"] in BT_POSITIVES)
 
 
 def simcse_problems(config: Config) -> list[str]:
     """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
-    if config["positive"] not in BT_POSITIVES:
-        if config["bt_file"]:
-            return ["bt_file: given, but positive is 'dropout' (set positive to bt1 or bt2)"]
-        problem = corpus_problem(config["train_corpus"], config["sts_source"])
-        return [f"train_corpus: {problem}"] if problem else []
-    if not config["bt_file"] or not Path(config["bt_file"]).is_file():
-        return [f"bt_file: positive {config['positive']!r} needs a TSV ({', '.join(BT_COLUMNS)}) that "
-                f"`python -m trainers.backtranslate` writes; got {config['bt_file']!r}"]
-    return []
+    reader = f"positive {config['positive']!r}" if config["positive"] in BT_POSITIVES else None
+    return bt_file_problems(config, reader, "positive is 'dropout' (set positive to bt1 or bt2)")
 
 
 METHOD = Method(

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 from torch import Tensor, nn
 
+from trainers.data import BT_COLUMNS
 from trainers.encoder import SentenceEncoder, pool_layer
 from trainers.frozen_outputs import FrozenOutputs, model_key
-from trainers.losses.self_guided import parameter_distance, sg_base_loss, sg_opt1_loss, sg_opt2_loss, sg_opt3_loss
+from trainers.losses.self_guided import (
+    parameter_distance,
+    sg_base_loss,
+    sg_opt1_loss,
+    sg_opt2_loss,
+    sg_opt3_loss,
+    sg_opt_bt_loss,
+)
 from trainers.method import Config
 from trainers.methods.sg import views_table
 from trainers.objective import Objective
@@ -39,6 +47,9 @@ class SelfGuidedObjective(Objective):
         self.max_length = config["max_seq_length"]
         self.first_layer = config["skip_first_layers"]
         self.view_pooling = config["view_pooling"]
+        # Column of a back-translation row joined as a positive (None: SG/SG-OPT alone), and where it enters.
+        self.bt_column = BT_COLUMNS.index(config["bt_view"]) if config["bt_view"] in BT_COLUMNS else None
+        self.bt_into = config["bt_into"]
         if not 0 <= self.first_layer <= encoder.num_layers:
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
@@ -75,18 +86,37 @@ class SelfGuidedObjective(Objective):
     def statistics(self) -> dict[str, float]:
         return self.table.statistics(Metric.FROZEN_OUTPUTS)
 
-    def loss(self, batch: Sequence[str]) -> Tensor:
-        features = self.encoder.tokenize(batch, self.max_length)
-        sentence_vectors = self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0]
-        c = self.head(sentence_vectors)
-        h = self.views(batch)
-        if self.loss_name == "opt3":
-            contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        if self.bt_column is not None:
+            contrastive = self.back_translation_loss(batch)
         else:
-            # sigma: one layer per sentence, uniformly (the authors' sampler).
-            layer = torch.randint(h.shape[1], (len(batch),))
-            picked = h[torch.arange(len(batch)), layer.to(h.device)]
-            contrastive = SINGLE_VIEW_LOSSES[self.loss_name](c, self.head(picked), self.temperature)
+            features = self.encoder.tokenize(batch, self.max_length)
+            sentence_vectors = self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0]
+            c = self.head(sentence_vectors)
+            h = self.views(batch)
+            if self.loss_name == "opt3":
+                contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
+            else:
+                # sigma: one layer per sentence, uniformly (the authors' sampler).
+                layer = torch.randint(h.shape[1], (len(batch),))
+                picked = h[torch.arange(len(batch)), layer.to(h.device)]
+                contrastive = SINGLE_VIEW_LOSSES[self.loss_name](c, self.head(picked), self.temperature)
         if self.reg_lambda == 0:
             return contrastive
         return contrastive + self.reg_lambda * parameter_distance(self.encoder.model, self.fixed)
+
+    def back_translation_loss(self, rows: Sequence[Any]) -> Tensor:
+        """SG-OPT with each (sentence, bt1, bt2) row's back-translation joined where ``bt_into`` says."""
+        sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
+        # BERT_T reads the sentences, and with bt_into 'tuned' their back-translations, in one pass.
+        tuned = sentences + translations if self.bt_into == "tuned" else sentences
+        features = self.encoder.tokenize(tuned, self.max_length)
+        vectors = self.head(self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0])
+        c = vectors[: len(sentences)]
+        if self.bt_into == "tuned":
+            views, joined = self.head(self.views(sentences)), vectors[len(sentences) :]
+        elif self.bt_into == "fixed":
+            views, joined = None, self.head(self.views(translations))
+        else:
+            views, joined = self.head(self.views(sentences)), self.head(self.views(translations))
+        return sg_opt_bt_loss(c, views, joined, self.temperature, self.bt_into)

@@ -1,0 +1,115 @@
+"""SG-OPT with back-translated positives (SG-BERT Table 7, "BT + SG-OPT"): each ``bt_into`` gives the loss
+written out independently from the paper, on a tiny back-translation file."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+from tests.test_sg import BATCH, HEAD_SEED, TEST_DEFAULTS, build, objective_loss
+from tests.test_sg_losses import slow_opt_bt
+from trainers.backtranslate import write_file
+from trainers.loop import run_trial
+from trainers.registry import get_method
+
+ROWS = [(s, f"{s[:-1]} indeed.", f"Well, {s[0].lower()}{s[1:]}") for s in BATCH]
+"""(sentence, bt1, bt2): stand-ins for two round trips through a pivot language."""
+
+
+@pytest.fixture
+def bt_file(tmp_path):
+    return str(write_file(ROWS * 3, tmp_path / "bt.tsv"))  # 12 rows, as `python -m trainers.backtranslate` writes
+
+
+def expected_bt_loss(tiny_bert: str, bt_view: str = "bt1", bt_into: str = "fixed") -> float:
+    """The loss at initialisation (BERT_T = BERT_F, no dropout, L_reg = 0), written out from Sections 3 and 6
+    independently of the objective: each text encoded alone (no padding); c_i = the original's last-layer
+    [CLS]; BERT_F's views = its layers 0..l max-pooled; the back-translation's views (fixed, fixed_join) or
+    its BERT_T [CLS] (tuned) join as guides; all through f, then L^opt3 by loops, in float64."""
+    knobs = get_method("sg").resolve({"model": tiny_bert, **TEST_DEFAULTS})
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+
+    def states(text: str):
+        ids = tokenizer([text], truncation=True, max_length=knobs["max_seq_length"], return_tensors="pt")
+        return model(**ids, output_hidden_states=True).hidden_states
+
+    column = ("sentence", "bt1", "bt2").index(bt_view)
+    with torch.no_grad():
+        c = torch.stack([states(row[0])[-1][0, 0] for row in ROWS])
+        views = torch.stack([torch.stack([layer[0].max(0).values for layer in states(row[0])]) for row in ROWS])
+        bt_views = torch.stack([torch.stack([layer[0].max(0).values for layer in states(row[column])])
+                                for row in ROWS])
+        bt_cls = torch.stack([states(row[column])[-1][0, 0] for row in ROWS])
+        torch.manual_seed(HEAD_SEED)
+        width, hidden = c.shape[1], knobs["projection_hidden"]
+        head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+        c, views, bt_views, bt_cls = (head(x).double() for x in (c, views, bt_views, bt_cls))
+    return float(slow_opt_bt(c, views, bt_cls if bt_into == "tuned" else bt_views, knobs["temperature"], bt_into))
+
+
+BT_KNOB_CASES = [("bt_into", "fixed"), ("bt_into", "tuned"), ("bt_into", "fixed_join"), ("bt_view", "bt2")]
+
+
+@pytest.mark.parametrize("knob, value", BT_KNOB_CASES)
+def test_each_bt_knob_gives_the_loss_of_its_value(tiny_bert, knob, value):
+    """The objective's loss on (sentence, bt1, bt2) rows equals the reference's for the knob's value, and that
+    value's reference differs from the default's (bt_view bt1, bt_into fixed; the first case is the control)."""
+    knobs = {"bt_view": "bt1", "bt_into": "fixed", knob: value}
+    expected = expected_bt_loss(tiny_bert, knobs["bt_view"], knobs["bt_into"])
+    objective = build(tiny_bert, **knobs)
+    objective.eval()
+    torch.manual_seed(0)
+    assert objective.loss(ROWS).item() == pytest.approx(expected, rel=1e-5)
+    if (knob, value) != ("bt_into", "fixed"):
+        assert expected != pytest.approx(expected_bt_loss(tiny_bert), rel=1e-3)
+
+
+def test_joining_a_back_translation_changes_sg_opt(tiny_bert):
+    plain = objective_loss(build(tiny_bert)).item()
+    assert plain != pytest.approx(expected_bt_loss(tiny_bert), rel=1e-3)
+
+
+@pytest.mark.parametrize("bt_into, tabled", [("fixed", [1]), ("tuned", [0]), ("fixed_join", [0, 1])])
+def test_bert_f_tables_the_texts_it_reads(tiny_bert, monkeypatch, bt_into, tabled):
+    objective = build(tiny_bert, bt_view="bt1", bt_into=bt_into)
+    objective.prepare(ROWS)
+    assert sorted(objective.table.table.rows) == sorted({row[c] for row in ROWS for c in tabled})
+    monkeypatch.setattr(objective, "compute_views", lambda texts: pytest.fail(f"views of {texts} recomputed"))
+    objective.loss(ROWS).backward()
+
+
+def test_a_bt_sg_opt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny_sts):
+    reports = []
+    final = run_trial({"method": "sg", "model": tiny_bert, "projection_hidden": 16, "bt_view": "bt1",
+                       "bt_file": bt_file, "batch_size": 4, "eval_every": 2, "eval_max_pairs": 20}, reports.append)
+    assert final["steps"] == 3  # one epoch of the file's 12 rows, not of the corpus
+
+
+@pytest.mark.parametrize("knobs, problem", [
+    ({"bt_view": "bt1"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
+                         "`python -m trainers.backtranslate` writes; got ''"),
+    ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV"),
+    ({"bt_file": "FILE"}, "bt_file: given, but bt_view is 'none' (set bt_view to bt1 or bt2)"),
+    ({"bt_view": "bt2", "bt_file": "FILE", "loss": "sg"},
+     "bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7); got loss 'sg'"),
+])
+def test_bt_problems_are_named_before_a_sweep(tiny_bert, bt_file, knobs, problem):
+    method = get_method("sg")
+    config = method.resolve({"model": tiny_bert, **{k: bt_file if v == "FILE" else v for k, v in knobs.items()}})
+    problems = method.check(config)
+    assert len(problems) == 1 and problems[0].startswith(problem)
+
+
+def test_a_bt_sg_opt_trial_resumes_exactly(tiny_bert, bt_file, use_tiny_sts, tmp_path):
+    from tests.test_checkpoint import BASE, comparable, interrupted_and_resumed
+
+    config = {**BASE, "model": tiny_bert, "method": "sg", "projection_hidden": 16, "bt_view": "bt2",
+              "bt_into": "tuned", "bt_file": bt_file, "eval_max_pairs": 20, "epochs": 2}  # 2 x 3 steps
+    reference: list[dict] = []
+    expected = run_trial(config, reference.append)
+    reports, final = interrupted_and_resumed(config, 3, tmp_path / "checkpoints")
+    assert final["resumed_from_step"] == 3
+    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
+    assert comparable(final) == comparable(expected)
