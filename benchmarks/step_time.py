@@ -26,7 +26,7 @@ from benchmarks.results_file import write_section
 from trainers.augmentations import shuffled_position_ids
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder, masked_max, masked_mean
-from trainers.loop import make_optimizer, train
+from trainers.loop import train
 from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
 from trainers.losses.self_guided import parameter_distance, sg_opt3_loss

@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 from reports.cli import run_command  # noqa: E402
 from reports.table_specs import PAPER_NUMBERS, load_yaml  # noqa: E402
-from results.figures import PAPER_COLOUR, save  # noqa: E402
+from results.figures import save  # noqa: E402
 from results.names import UsageError  # noqa: E402
 from results.render import latex_escape, latex_tabular  # noqa: E402
 from trainers.common_knobs import POOLINGS  # noqa: E402

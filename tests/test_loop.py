@@ -4,7 +4,6 @@ import time
 import pytest
 import torch
 
-import trainers.loop as loop
 from trainers.evaluation import STSEvaluator
 from trainers.knobs import ConfigError
 from trainers.loop import NonFiniteLossError, batches, run_trial

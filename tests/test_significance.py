@@ -53,7 +53,7 @@ def test_hand_computed_p_value_on_a_small_frame():
 
     table = sweep_table(trials({"reference": [1, 2, 3], "other": [4, 5, 6]}))
     assert table.p_values["other"] == pytest.approx(expected, rel=1e-9)
-    assert f"| other | " in to_markdown(table) and f"{expected:.3f} *" in to_markdown(table)
+    assert "| other | " in to_markdown(table) and f"{expected:.3f} *" in to_markdown(table)
 
 
 def test_identical_seeds_are_not_significant_and_separated_rows_are():

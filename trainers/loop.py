@@ -38,7 +38,7 @@ from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import STSEvaluator
 from trainers.evaluations import evaluate_suites
-from trainers.method import Config, Method, Stage
+from trainers.method import Config, Method
 from trainers.objective import Objective
 from trainers.record import FinalRecord, Metric, Report, SelectionState, Suite, TrainingState, TrialConfig
 from trainers.registry import get_method

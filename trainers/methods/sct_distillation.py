@@ -7,7 +7,7 @@ plus L_SCT unless ``self_supervised`` is off; the teacher itself is
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from trainers.common_knobs import POOLINGS
 from trainers.data import BT_COLUMNS
