@@ -56,6 +56,17 @@ def interrupted_and_resumed(config: dict, stop_at: int, folder) -> tuple[list[di
     return before + after, final
 
 
+def assert_resumes_exactly(config: dict, folder, stop_at: int = 3) -> None:
+    """A trial stopped after its checkpoint at ``stop_at`` and resumed reports what the uninterrupted trial
+    reports: the same losses, learning rates and dev scores at every step, and the same final test metrics."""
+    reference: list[dict] = []
+    expected = run_trial(config, reference.append)
+    reports, final = interrupted_and_resumed(config, stop_at, folder)
+    assert final["resumed_from_step"] == stop_at
+    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
+    assert comparable(final) == comparable(expected)
+
+
 @pytest.fixture
 def fake_nli(monkeypatch):
     monkeypatch.setattr(consert, "load_nli_pairs", lambda: list(NLI))
@@ -100,11 +111,7 @@ def test_resumed_trial_equals_the_uninterrupted_one(case, tiny_bert, use_tiny_st
 def test_distillation_and_mlm_views_resume_exactly(tiny_bert, tiny_teacher, tiny_masked_lm, use_tiny_sts, tmp_path):
     config = {**BASE, "model": tiny_bert, "method": "sct", "queue_size": 10, "projector_expansion": 2,
               "distillation": "cd", "teacher": tiny_teacher, "view1": "mlm", "mlm_model": tiny_masked_lm}
-    reference: list[dict] = []
-    expected = run_trial(config, reference.append)
-    reports, final = interrupted_and_resumed(config, 3, tmp_path / "checkpoints")
-    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
-    assert comparable(final) == comparable(expected)
+    assert_resumes_exactly(config, tmp_path / "checkpoints")
 
 
 def test_checkpoint_leaves_out_what_the_config_rebuilds(tiny_bert, tiny_teacher, use_tiny_sts, tmp_path):

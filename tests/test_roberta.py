@@ -13,7 +13,7 @@ import torch
 
 import trainers.augmentations as augmentations
 from tests.conftest import build_tiny_roberta
-from tests.test_checkpoint import BASE, comparable, interrupted_and_resumed
+from tests.test_checkpoint import BASE, assert_resumes_exactly
 from trainers.augmentations import augmented_hidden_states, shuffled_position_ids
 from trainers.checkpoint import LocalSession
 from trainers.encoder import SentenceEncoder
@@ -175,12 +175,7 @@ RESUMED = {
 @pytest.mark.parametrize("case", list(RESUMED))
 def test_a_resumed_roberta_trial_equals_the_uninterrupted_one(case, tiny_roberta, use_tiny_sts, tmp_path):
     config = {**BASE, "model": tiny_roberta, "eval_max_pairs": 20, **RESUMED[case]}
-    reference: list[dict] = []
-    expected = run_trial(config, reference.append)
-    reports, final = interrupted_and_resumed(config, 3, tmp_path / "checkpoints")
-    assert final["resumed_from_step"] == 3
-    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
-    assert comparable(final) == comparable(expected)
+    assert_resumes_exactly(config, tmp_path / "checkpoints")
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])

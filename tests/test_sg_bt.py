@@ -103,13 +103,8 @@ def test_bt_problems_are_named_before_a_sweep(tiny_bert, bt_file, knobs, problem
 
 
 def test_a_bt_sg_opt_trial_resumes_exactly(tiny_bert, bt_file, use_tiny_sts, tmp_path):
-    from tests.test_checkpoint import BASE, comparable, interrupted_and_resumed
+    from tests.test_checkpoint import BASE, assert_resumes_exactly
 
     config = {**BASE, "model": tiny_bert, "method": "sg", "projection_hidden": 16, "bt_view": "bt2",
               "bt_into": "tuned", "bt_file": bt_file, "eval_max_pairs": 20, "epochs": 2}  # 2 x 3 steps
-    reference: list[dict] = []
-    expected = run_trial(config, reference.append)
-    reports, final = interrupted_and_resumed(config, 3, tmp_path / "checkpoints")
-    assert final["resumed_from_step"] == 3
-    assert [comparable(r) for r in reports[:-1]] == [comparable(r) for r in reference[:-1]]
-    assert comparable(final) == comparable(expected)
+    assert_resumes_exactly(config, tmp_path / "checkpoints")
