@@ -1,4 +1,4 @@
-"""``python -m sweep {plan,run,resume,status,knobs}``."""
+"""``python -m sweep {plan,run,resume,status,export,glue,knobs}``."""
 
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--trial", help="A trial id, as `sweep status NAME` shows.")
     export.add_argument("--out", required=True, help="A new folder to write.")
     export.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+
+    glue = commands.add_parser("glue", help="Fine-tune each row's encoder on GLUE tasks (a spec with a 'glue' key; "
+                                            "SG-BERT Table 10): the first 10%% of validation selects, the rest reports.")
+    _add_spec_arguments(glue)
+    glue.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
@@ -146,12 +151,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             options = _options(args)
             spec = options.load()
+            if spec.glue is not None:
+                raise SpecError([f"{spec.path}: glue: a GLUE fine-tuning spec: run it with "
+                                 f"`python -m sweep glue {args.spec}` (docs/glue.md)"])
             warn(spec)
             return _summarise(run(options, spec, args.verbose), spec, options)
         elif args.command == "export":
             from sweep.export import export_command
 
             export_command(args.name, args.tracking_uri, args.out, args.row, args.seed, args.trial)
+        elif args.command == "glue":
+            from sweep.glue import run_glue
+
+            return run_glue(_options(args))
         elif args.command == "resume":
             from sweep.engine import resume_options, run
 
