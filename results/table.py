@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.record import Metric, Suite
+from trainers.record import Glue, Metric, Suite
 
 DASH = "–"
 """A cell, figure or value that is missing."""
@@ -52,6 +52,13 @@ COLUMNS = {
     "SICK-E": Column(Metric.suite(Suite.NLI, "sicke", Suite.ACCURACY)),
     "SNLI": Column(Metric.suite(Suite.NLI, "snli", Suite.ACCURACY)),
     "NLI Avg": Column(Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)),
+    # GLUE fine-tuning (python -m sweep glue), SG-BERT Table 10: the last 90% of each validation set.
+    "GLUE QNLI": Column(Glue.test("qnli", Glue.ACCURACY)),
+    "GLUE SST2": Column(Glue.test("sst2", Glue.ACCURACY)),
+    "GLUE CoLA": Column(Glue.test("cola", Glue.MATTHEWS)),
+    "GLUE MRPC": Column(Glue.test("mrpc", Glue.F1)),
+    "GLUE MRPC Acc": Column(Glue.test("mrpc", Glue.ACCURACY)),
+    "GLUE RTE": Column(Glue.test("rte", Glue.ACCURACY)),
 }
 """The papers' column names -> our metrics, in one place. STS12-16 are the
 'all' aggregation (every subset's pairs together), as the papers report.
