@@ -161,12 +161,14 @@ def test_fine_tuning_learns_and_keeps_the_state_best_on_the_first_tenth(tmp_path
 
 def test_fine_tuning_a_pair_task_reports_its_statistics(tmp_path, tiny_bert):
     data = load_local(glue_folder(tmp_path / "glue", n_train=64, n_dev=40), ["mrpc"])["mrpc"]
-    options, _ = parse_glue({**FAST, "max_seq_length": 24, "eval_every": 0, "max_steps": 6})
+    options, _ = parse_glue({**FAST, "max_seq_length": 24, "eval_every": 0, "max_steps": 6, "train_limit": 32})
     tuned = fine_tune(get_method("none").resolve({"model": tiny_bert}), "mrpc", data, options, seed=2)
     assert set(tuned.metrics) == {Glue.test("mrpc", Glue.F1), Glue.test("mrpc", Glue.ACCURACY),
                                   Glue.selection("mrpc", Glue.F1), Glue.selection("mrpc", Glue.ACCURACY),
                                   Glue.best_step("mrpc")}
-    assert [step for step, _ in tuned.curve] == [4, 6]  # eval_every 0: each epoch's end (4 batches), and the last step
+    # The first 32 examples (train_limit) make epochs of 2 batches of 16; eval_every 0 scores at each
+    # epoch's end, and after the last step (max_steps).
+    assert [step for step, _ in tuned.curve] == [2, 4, 6]
     assert all(0.0 <= v <= 100.0 for v in tuned.metrics.values())
 
 
@@ -257,3 +259,26 @@ def test_the_glue_knobs_are_the_loops_declarations_with_run_glues_defaults():
     assert (knobs["learning_rate"].default, knobs["batch_size"].default, knobs["epochs"].default,
             knobs["max_seq_length"].default, knobs["warmup_ratio"].default) == (2e-5, 32, 3, 128, 0.0)
     assert math.isclose(parse_glue({"learning_rate": 5e-5})[0]["learning_rate"], 5e-5)
+
+
+def test_a_budget_caps_the_fine_tuning_and_the_tables_name_the_glue_command(tmp_path, tiny_bert, use_tiny_sts,
+                                                                            monkeypatch, capsys):
+    from reports.paper_tables import build_tables_for_cli
+    from sweep.budget import BUDGETS
+    from sweep.spec import load_spec
+
+    monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
+    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "eval_every": 50})
+    smoke = load_spec(path, budget=BUDGETS["smoke"]).glue
+    assert (smoke["max_steps"], smoke["eval_every"], smoke["tasks"]) == (30, 10, ["rte"])
+    assert load_spec(path).glue["max_steps"] == 0
+    build_tables_for_cli(collect_empty(), None)
+    assert "sg-bert-table10 (python -m sweep glue search_spaces/sg_glue.yaml)" in capsys.readouterr().err
+
+
+def collect_empty():
+    import pandas as pd
+
+    from results.schema import IDENTITY
+
+    return pd.DataFrame(columns=list(IDENTITY))
