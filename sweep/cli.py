@@ -131,6 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.plan import print_plan
 
             spec = _options(args).load()
+            if spec.glue is not None:
+                from sweep.glue import print_glue_plan
+
+                print_glue_plan(spec)
+                return 0
             print_plan(spec)
             if args.estimate:
                 from sweep.estimate import estimate

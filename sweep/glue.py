@@ -16,17 +16,10 @@ from __future__ import annotations
 
 import time
 
-from mlflow.entities import Metric as MlflowMetric
-from mlflow.entities import Param, RunStatus
-
+from results.schema import FAILED, FINISHED
 from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec, trial_config
-from sweep.store import open_client
-from sweep.tracking import ensure_parent_run, sweep_tags
 from trainers.record import Glue, Role, Tag
-
-FINISHED = RunStatus.to_string(RunStatus.FINISHED)
-FAILED = RunStatus.to_string(RunStatus.FAILED)
 
 
 def glue_spec(options: SweepOptions) -> SweepSpec:
@@ -42,12 +35,34 @@ def glue_spec(options: SweepOptions) -> SweepSpec:
     return spec
 
 
+def print_glue_plan(spec: SweepSpec) -> None:
+    """``sweep plan`` of a GLUE spec: each row's encoder, the tasks, the knobs and the number of runs."""
+    tasks = spec.glue[Glue.TASKS_KEY]
+    print(f"{spec.name}: {spec.description}".rstrip(": "))
+    print(f"GLUE fine-tuning (python -m sweep glue); budget {spec.budget.name if spec.budget else 'none'}; "
+          f"spec hash {spec.spec_hash}")
+    print(f"tasks: {', '.join(tasks)}; the first 10% of each validation set selects, the last 90% reports")
+    width = max([len(row.name) for row in spec.rows] + [3]) + 2
+    print(f"{'row':<{width}}encoder (model)")
+    for row in spec.rows:
+        print(f"{row.name:<{width}}{trial_config(spec, row.name, spec.seeds[0], {})['model']}")
+    print("knobs: " + ", ".join(f"{k} {v}" for k, v in spec.glue.items() if k != Glue.TASKS_KEY))
+    runs = len(spec.rows) * len(spec.seeds)
+    print(f"{len(spec.rows)} rows x {len(spec.seeds)} seeds = {runs} runs (every seed runs: the head and the "
+          f"batches depend on it), each fine-tuned on {len(tasks)} tasks: {runs * len(tasks)} fine-tunings")
+
+
 def trial_id(row_index: int, seed: int) -> str:
     return f"glue_{row_index:02d}_{seed}"
 
 
 def run_glue(options: SweepOptions) -> int:
     """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed."""
+    from mlflow.entities import Metric as MlflowMetric
+    from mlflow.entities import Param
+
+    from sweep.store import open_client
+    from sweep.tracking import ensure_parent_run, sweep_tags
     from trainers.evaluations import GLUE
     from trainers.evaluations.glue import fine_tune
 

@@ -133,7 +133,7 @@ GLUE_KNOBS = KnobSet(
 GLUE = Suite(
     Glue.KEY, "GLUE fine-tuning: QNLI, SST-2, CoLA, MRPC, RTE (SG-BERT Table 10; python -m sweep glue)",
     "trainers.evaluations.glue", "GLUE_DATA_DIR",
-    "GLUE's download layout: {QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv",
+    "{QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv (GLUE's download layout; docs/glue.md)",
     hub=("nyu-mll/glue",), options=GLUE_KNOBS,
 )
 """GLUE's data and options. Not in :data:`SUITES`: it fine-tunes the encoder (``python -m sweep glue``)
