@@ -45,7 +45,8 @@ def cluster_gpu_problem(spec: SweepSpec, address: str | None = None) -> str | No
 
 
 def suite_problems(spec: SweepSpec) -> list[str]:
-    """Each chosen evaluation suite whose data this machine lacks (its folder is read here, at plan time)."""
+    """Each chosen evaluation suite, and GLUE for a GLUE spec, whose data this machine lacks (its folder is
+    read here, at plan time)."""
     problems = []
     for entry in spec.evaluations:
         if entry["suite"] != Suite.STS and (problem := SUITES[entry["suite"]].data_problem()):

@@ -18,7 +18,8 @@ from results.render import to_markdown
 from sweep.cli import main as sweep_main
 from trainers.data import DataError
 from trainers.evaluations import GLUE, parse_glue
-from trainers.evaluations.glue import Examples, fine_tune, load_local, scores, split_validation
+from trainers.evaluations.glue import fine_tune, scores
+from trainers.evaluations.glue_data import Examples, load_local, split_validation
 from trainers.record import Glue
 from trainers.registry import get_method
 
@@ -282,3 +283,16 @@ def collect_empty():
     from results.schema import IDENTITY
 
     return pd.DataFrame(columns=list(IDENTITY))
+
+
+def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_path, tiny_bert, use_tiny_sts,
+                                                                         monkeypatch, capsys):
+    from tests.test_light_imports import heavy_modules_after
+
+    monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
+    path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte", "cola"]})
+    assert sweep_main(["plan", str(path), "--seeds", "1,2,3"]) == 0
+    out = capsys.readouterr().out
+    assert "tasks: rte, cola; the first 10% of each validation set selects, the last 90% reports" in out
+    assert "2 rows x 3 seeds = 6 runs (every seed runs" in out and "12 fine-tunings" in out
+    assert heavy_modules_after(f"from sweep.cli import main\nassert main(['plan', {str(path)!r}]) == 0") == []

@@ -132,7 +132,7 @@ GLUE_KNOBS = KnobSet(
 :data:`GLUE_DEFAULTS`, and when to score the selection part."""
 GLUE = Suite(
     Glue.KEY, "GLUE fine-tuning: QNLI, SST-2, CoLA, MRPC, RTE (SG-BERT Table 10; python -m sweep glue)",
-    "trainers.evaluations.glue", "GLUE_DATA_DIR",
+    "trainers.evaluations.glue_data", "GLUE_DATA_DIR",
     "{QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv (GLUE's download layout; docs/glue.md)",
     hub=("nyu-mll/glue",), options=GLUE_KNOBS,
 )
