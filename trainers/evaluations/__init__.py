@@ -7,6 +7,9 @@ other chosen suite evaluates each trial's best state after training, with frozen
 from the encoder's ``encode`` (the STS evaluator's path). Each suite reads its data from a local
 folder named by an environment variable (its layout in :attr:`Suite.layout` and docs/evaluations.md)
 or, where a hub copy is known and the folder variable is unset, from the Hugging Face hub.
+
+GLUE (:data:`GLUE`, SG-BERT Table 10) is declared here too, for its data and knobs, but is no suite: it
+fine-tunes the encoder (a spec's ``glue`` key, ``python -m sweep glue``, docs/glue.md).
 """
 
 from __future__ import annotations
