@@ -62,7 +62,7 @@ def run_glue(options: SweepOptions) -> int:
     from mlflow.entities import Param
 
     from sweep.store import open_client
-    from sweep.tracking import ensure_parent_run, sweep_tags
+    from sweep.tracking import KILLED, ensure_parent_run, sweep_tags
     from trainers.evaluations import GLUE
     from trainers.evaluations.glue import fine_tune
 
@@ -99,6 +99,12 @@ def run_glue(options: SweepOptions) -> int:
                 shown = ", ".join(f"{s} {metrics[Glue.test(task, s)]:.2f}" for s in Glue.STATISTICS[task])
                 print(f"  {row!r} seed {seed} {task}: {shown} (last 90% of validation; "
                       f"{time.time() - started:.0f} s)", flush=True)
+        except KeyboardInterrupt:  # the runs say KILLED, not RUNNING; the same command finishes them later
+            client.set_terminated(run_id, KILLED)
+            client.set_terminated(parent_id, KILLED)
+            print(f"stopped by Ctrl-C: {row!r} seed {seed} was not finished; to finish the rest:\n"
+                  f"  python -m sweep glue {options.spec_path}", flush=True)
+            return 130
         except Exception as error:  # the other rows and seeds go on; the run says why this one failed
             failed += 1
             client.set_tag(run_id, Tag.ERROR, f"{type(error).__name__}: {error}"[:5000])

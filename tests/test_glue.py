@@ -296,3 +296,47 @@ def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_pat
     assert "tasks: rte, cola; the first 10% of each validation set selects, the last 90% reports" in out
     assert "2 rows x 3 seeds = 6 runs (every seed runs" in out and "12 fine-tunings" in out
     assert heavy_modules_after(f"from sweep.cli import main\nassert main(['plan', {str(path)!r}]) == 0") == []
+
+
+def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
+    import trainers.evaluations.glue as glue
+
+    monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
+    path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte"]})
+    real = glue.fine_tune
+
+    def fails_for_seed_2(config, task, data, options, seed):
+        if seed == 2:
+            raise RuntimeError("out of memory (a test)")
+        return real(config, task, data, {**options, "max_steps": 1}, seed)
+
+    monkeypatch.setattr(glue, "fine_tune", fails_for_seed_2)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert sweep_main(["glue", str(path), "--seeds", "1,2", "--tracking-uri", uri]) == 1
+    assert "'SG-OPT' seed 2: failed: RuntimeError: out of memory (a test)" in capsys.readouterr().out
+    frame = collect(uri).set_index(["row", "seed"])
+    assert frame.loc[("SG-OPT", 2), "status"] == "FAILED"
+    assert frame.loc[("SG-OPT", 2), "error"] == "RuntimeError: out of memory (a test)"
+    assert list(frame.loc[[("BERT-base", 1), ("SG-OPT", 1)], "status"]) == ["FINISHED", "FINISHED"]
+
+
+def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_path, tiny_bert, use_tiny_sts,
+                                                                          monkeypatch, capsys):
+    import trainers.evaluations.glue as glue
+
+    monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
+    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "max_steps": 1})
+    real = glue.fine_tune
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(glue, "fine_tune", interrupted)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 130
+    assert f"to finish the rest:\n  python -m sweep glue {path}" in capsys.readouterr().out
+    assert list(collect(uri)["status"]) == ["KILLED"]
+    monkeypatch.setattr(glue, "fine_tune", real)
+    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 0
+    assert "(1 of 1 to run)" in capsys.readouterr().out
+    assert sorted(collect(uri)["status"]) == ["FINISHED", "KILLED"]  # the table counts only FINISHED runs
