@@ -121,8 +121,8 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
         table.lines.append(line)
 
     ran = set(runs["experiment"])
-    absent = [f"no finished trial of sweep {name!r} (python -m sweep run {path})"
-              for name, path in spec.sweeps().items() if name not in ran]
+    absent = [f"no finished trial of sweep {name!r} ({command})"
+              for name, command in spec.fill_commands().items() if name not in ran]
     table.missing = absent if runs.empty else table.missing + absent
     if spec.delta:
         _add_delta(table, spec)
@@ -240,6 +240,6 @@ def build_tables_for_cli(
 
 def without_results_line(tables: Sequence[Table], specs: Mapping[str, TableSpec]) -> str:
     """One line naming the paper tables that have no results yet, with the command that fills each."""
-    commands = [f"{t.name} ({'; '.join(f'python -m sweep run {path}' for path in specs[t.name].sweeps().values())})"
+    commands = [f"{t.name} ({'; '.join(specs[t.name].fill_commands().values())})"
                 for t in tables]
     return "no results yet for: " + ", ".join(commands)

@@ -69,6 +69,13 @@ class TableSpec:
         found.update({sweep.name: path for path, sweep in self.row_sweeps.values()})
         return found
 
+    def fill_commands(self) -> dict[str, str]:
+        """Experiment name -> the command that runs its search space, for every sweep the table draws from:
+        ``sweep glue`` for a GLUE fine-tuning spec (its ``glue`` key), ``sweep run`` for the others."""
+        sources = [(self.spec_file, self.sweep), *self.row_sweeps.values()]
+        return {sweep.name: f"python -m sweep {'glue' if sweep.glue is not None else 'run'} {path}"
+                for path, sweep in sources}
+
     def line_keys(self) -> list[Any]:
         return list(self.rows) if self.kind == "rows" else list(self.sweep.grid[self.index])
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.record import Metric, Suite
+from trainers.record import Glue, Metric, Suite
 
 DASH = "–"
 """A cell, figure or value that is missing."""
@@ -57,6 +57,13 @@ COLUMNS = {
     "STS17 ar-ar": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_ar_ar", Suite.PEARSON)),
     "STS17 es-es": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_es_es", Suite.PEARSON)),
     "STS17 en-en": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_en_en", Suite.PEARSON)),
+    # GLUE fine-tuning (python -m sweep glue), SG-BERT Table 10: the last 90% of each validation set.
+    "GLUE QNLI": Column(Glue.test("qnli", Glue.ACCURACY)),
+    "GLUE SST2": Column(Glue.test("sst2", Glue.ACCURACY)),
+    "GLUE CoLA": Column(Glue.test("cola", Glue.MATTHEWS)),
+    "GLUE MRPC": Column(Glue.test("mrpc", Glue.F1)),
+    "GLUE MRPC Acc": Column(Glue.test("mrpc", Glue.ACCURACY)),
+    "GLUE RTE": Column(Glue.test("rte", Glue.ACCURACY)),
 }
 """The papers' column names -> our metrics, in one place. STS12-16 are the
 'all' aggregation (every subset's pairs together), as the papers report.

@@ -31,8 +31,9 @@ class Budget:
             capped["max_steps"] = min(current, self.max_steps) if current else self.max_steps
         if "eval_every" in knobs:
             capped["eval_every"] = min(capped.get("eval_every", knobs["eval_every"].default), self.eval_every)
-        current_pairs = capped.get("eval_max_pairs", knobs["eval_max_pairs"].default)
-        capped["eval_max_pairs"] = min(current_pairs, self.eval_max_pairs) if current_pairs else self.eval_max_pairs
+        if "eval_max_pairs" in knobs:  # GLUE fine-tuning's knobs have none
+            current_pairs = capped.get("eval_max_pairs", knobs["eval_max_pairs"].default)
+            capped["eval_max_pairs"] = min(current_pairs, self.eval_max_pairs) if current_pairs else self.eval_max_pairs
         return capped
 
     def seeds(self, seeds: list[int]) -> list[int]:

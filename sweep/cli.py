@@ -1,4 +1,4 @@
-"""``python -m sweep {plan,run,resume,status,export,evaluate,knobs}``."""
+"""``python -m sweep {plan,run,resume,status,export,evaluate,glue,knobs}``."""
 
 from __future__ import annotations
 
@@ -73,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, help="Only the trials of this seed.")
     evaluate.add_argument("--trial", help="Only this trial id, as `sweep status NAME` shows.")
     evaluate.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+    glue = commands.add_parser("glue", help="Fine-tune each row's encoder on GLUE tasks (a spec with a 'glue' key; "
+                                            "SG-BERT Table 10): the first 10%% of validation selects, the rest reports.")
+    _add_spec_arguments(glue)
+    glue.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
@@ -138,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.plan import print_plan
 
             spec = _options(args).load()
+            if spec.glue is not None:
+                from sweep.glue import print_glue_plan
+
+                print_glue_plan(spec)
+                return 0
             print_plan(spec)
             if args.estimate:
                 from sweep.estimate import estimate
@@ -158,6 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             options = _options(args)
             spec = options.load()
+            if spec.glue is not None:
+                raise SpecError([f"{spec.path}: glue: a GLUE fine-tuning spec: run it with "
+                                 f"`python -m sweep glue {args.spec}` (docs/glue.md)"])
             warn(spec)
             return _summarise(run(options, spec, args.verbose), spec, options)
         elif args.command == "export":
@@ -168,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.evaluate import evaluate_command
 
             evaluate_command(args.name, args.suite, args.tracking_uri, args.row, args.seed, args.trial)
+        elif args.command == "glue":
+            from sweep.glue import run_glue
+
+            return run_glue(_options(args))
         elif args.command == "resume":
             from sweep.engine import resume_options, run
 

@@ -29,6 +29,7 @@ from sweep.budget import Budget
 from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
+from trainers.evaluations import GLUE_KNOBS
 from trainers.knobs import ConfigError
 from trainers.method import Method
 from trainers.record import Suite, TrialConfig
@@ -73,6 +74,8 @@ class SweepSpec:
     symmetric: tuple[str, str] | None = None
     evaluations: tuple[Mapping[str, Any], ...] = ()
     """The suites each trial's best state is evaluated on (``{"suite": name, **options}``, STS first)."""
+    glue: Mapping[str, Any] | None = None
+    """GLUE fine-tuning's knobs and tasks (the ``glue`` key; ``python -m sweep glue`` runs such a spec)."""
     trials: tuple[Trial, ...] = ()
     """Each trial that runs, with its config resolved once (:func:`load_spec`)."""
 
@@ -226,6 +229,8 @@ def load_spec(
     parts["rows"] = tuple(Row(name, row_overrides) for name, row_overrides in parts["rows"])
     if budget is not None:
         parts.update(seeds=budget.seeds(parts["seeds"]), num_samples=budget.num_samples(parts["num_samples"]))
+        if parts["glue"] is not None:
+            parts["glue"] = budget.apply(parts["glue"], GLUE_KNOBS)
     spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
     spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget, spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))

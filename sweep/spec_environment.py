@@ -8,8 +8,8 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
-from trainers.evaluations import SUITES
-from trainers.record import Suite
+from trainers.evaluations import GLUE, SUITES
+from trainers.record import Glue, Suite
 
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec
@@ -45,11 +45,14 @@ def cluster_gpu_problem(spec: SweepSpec, address: str | None = None) -> str | No
 
 
 def suite_problems(spec: SweepSpec) -> list[str]:
-    """Each chosen evaluation suite whose data this machine lacks (its folder is read here, at plan time)."""
+    """Each chosen evaluation suite, and GLUE for a GLUE spec, whose data this machine lacks (its folder is
+    read here, at plan time)."""
     problems = []
     for entry in spec.evaluations:
         if entry["suite"] != Suite.STS and (problem := SUITES[entry["suite"]].data_problem()):
             problems.append(f"{spec.path}: {Suite.KEY}: {entry['suite']}: {problem}")
+    if spec.glue is not None and (problem := GLUE.data_problem(spec.glue[Glue.TASKS_KEY])):
+        problems.append(f"{spec.path}: {Glue.KEY}: GLUE {problem}")
     return problems
 
 

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from trainers.knobs import Knob
 from trainers.method import Method
-from trainers.evaluations import parse_evaluations
-from trainers.record import SELECTABLE_METRICS, Metric, Suite
+from trainers.evaluations import parse_evaluations, parse_glue
+from trainers.record import SELECTABLE_METRICS, Glue, Metric, Suite
 from trainers.registry import METHODS, get_method
 
 TOP_LEVEL_KEYS = {
@@ -38,6 +38,8 @@ TOP_LEVEL_KEYS = {
     "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
     Suite.KEY: "evaluation suites run on each trial's best state: a list of names or {name: {option: value}} "
     "(default [sts]; docs/evaluations.md)",
+    Glue.KEY: "GLUE fine-tuning of each row's encoder (python -m sweep glue SPEC): {tasks: [...], knob: value} "
+    "(docs/glue.md)",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
@@ -292,6 +294,9 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     evaluations, suite_problems = parse_evaluations(raw.get(Suite.KEY))
     for key, message in suite_problems:
         problems.add(f"{Suite.KEY}{key}", message)
+    glue, glue_problems = parse_glue(raw[Glue.KEY]) if Glue.KEY in raw else (None, [])
+    for key, message in glue_problems:
+        problems.add(f"{Glue.KEY}{key}", message)
     tags = raw.get("tags") or {}
     if not isinstance(tags, Mapping):
         problems.add("tags", f"expected a mapping, got {tags!r}")
@@ -303,7 +308,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         method=method_name, base=base, rows=rows, seeds=seeds, grid={k: list(v) for k, v in grid.items()},
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
-        log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations),
+        log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue,
     )
 
 

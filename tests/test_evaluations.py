@@ -172,7 +172,8 @@ def test_evaluations_are_parsed_once_with_their_options():
     assert parse_evaluations(None)[0] == [{"suite": "sts"}]
     _, problems = parse_evaluations(["sts", "glue", {"senteval": {"classifer": "mlp"}}, {"nli": {"classifier": "svm"}}])
     assert problems == [
-        ("[1]", f"expected a suite name in {list(SUITES)} or {{name: {{option: value}}}}, got 'glue'"),
+        ("[1]", "GLUE fine-tunes the encoder, it is no suite of frozen vectors: give the spec a 'glue:' key and "
+                "run `python -m sweep glue SPEC` (docs/glue.md)"),
         ("[2].senteval.classifer", "unknown option; did you mean 'classifier'?"),
         ("[3].nli.classifier", "expected one of ['mlp', 'logreg'], got 'svm'"),
     ]

@@ -26,7 +26,7 @@ TABLE_SPECS = PROJECT / "reports" / "table_specs.yaml"
 STS = ["STS-B", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16"]
 EXPECTED_TABLES = {
     "sg-bert": {"figure1", "figure4", "table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8",
-                "table11"},
+                "table10", "table11"},
     "consert": {"table2", "table3", "table4", "figure5", "figure6", "figure7"},
     "sct": {"table1", "table2", "table3", "table4", "table5", "figure4", "table6", "table7"},
 }
@@ -209,6 +209,23 @@ def test_sg_bert_cross_table_and_quoted_figures():
     # Table 8 is what the method defaults claim (README: tau 0.01, lambda 0.1, batch 16, lr 5e-5).
     t8 = {r["row"]: r["values"]["Values"] for r in NUMBERS["sg-bert"]["table8"]["rows"]}
     assert (t8["tau"], t8["lambda"], t8["Batch size (b)"], t8["Learning rate"]) == (0.01, 0.1, 16, 5e-5)
+
+
+def test_sg_bert_table10_is_the_one_line_the_paper_text_keeps():
+    """Table 10's text keeps one tab-separated line: the empty Models field, then a QNLI field holding the
+    two rows' cells (the original BERT's, then SG-OPT's), then four empty fields."""
+    paper = PROJECT.parent / "shared" / "papers" / "sg-bert.txt"
+    if not paper.is_file():
+        pytest.skip(f"{paper} is not on this machine")
+    lines = paper.read_text(encoding="utf-8").splitlines()
+    header = lines.index("Models\tQNLI\tSST2\tCOLA\tMRPC\tRTE")
+    fields = lines[header + 1].split("\t")
+    assert fields[0] == "" and fields[2:] == ["", "", "", ""], fields
+    bert, sg_opt = (float(cell.split("_")[0].strip("$")) for cell in fields[1].split())
+    table = NUMBERS["sg-bert"]["table10"]
+    assert table["columns"][0] == "GLUE QNLI"
+    assert [(r["row"], r["values"]) for r in table["rows"]] == [("BERT", {"GLUE QNLI": bert}), ("SG-OPT", {"GLUE QNLI": sg_opt})]
+    assert "improvements for 3 tasks (QNLI, SST2, and RTE)" in paper.read_text(encoding="utf-8") and sg_opt > bert
 
 
 def test_consert_cross_table_and_quoted_figures():

@@ -50,8 +50,10 @@ class NonFiniteLossError(FloatingPointError):
 
 
 @dataclass
-class _Selection:
-    """Best-state bookkeeping for model selection on STS-B dev."""
+class Selection:
+    """Best-state bookkeeping for model selection: on STS-B dev here, on the first 10% of each GLUE
+    validation set in GLUE fine-tuning (:mod:`trainers.evaluations.glue`). ``encoder`` is the module
+    whose weights are kept."""
 
     patience: int
     best_score: float = -math.inf
@@ -64,14 +66,14 @@ class _Selection:
         return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
                               None if self.best_step == step else self.best_state)
 
-    def restore(self, state: SelectionState, encoder: SentenceEncoder) -> None:
+    def restore(self, state: SelectionState, encoder: torch.nn.Module) -> None:
         self.best_score, self.best_step = state.best_score, state.best_step
         self.evaluations_without_gain = state.evaluations_without_gain
         self.best_state = state.best_state
         if self.best_state is None and self.best_step:
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
-    def update(self, score: float, step: int, encoder: SentenceEncoder) -> None:
+    def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
         if score > self.best_score:
             self.best_score, self.best_step, self.evaluations_without_gain = score, step, 0
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
@@ -172,7 +174,7 @@ def train(
     steps = total_steps(config, len(examples))
     schedule = make_schedule(config, optimizer, steps)
     generator = torch.Generator().manual_seed(config["seed"])
-    selection = _Selection(config["patience"])
+    selection = Selection(config["patience"])
     timer = _Timer()
     position = position or _Position()
     if resume is not None:

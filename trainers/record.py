@@ -174,6 +174,48 @@ class Suite:
     AVG = "avg"
 
 
+class Glue:
+    """GLUE fine-tuning (SG-BERT Table 10; ``python -m sweep glue``, :mod:`trainers.evaluations.glue`): a
+    spec's ``glue`` key, the names of its runs' params and metrics. Each task selects its fine-tuned state
+    on the first 10% of the validation set and reports the last 90% (``test_glue_<task>_<statistic>``)."""
+
+    KEY = "glue"  # the spec key, and the suite name of its metrics (Metric.suite)
+    TASKS_KEY = "tasks"  # the key of the spec's glue mapping that lists the tasks
+    TASKS = ("qnli", "sst2", "cola", "mrpc", "rte")  # SG-BERT Table 10's columns, its order
+    ACCURACY = "accuracy"
+    MATTHEWS = "matthews"
+    F1 = "f1"
+    STATISTICS = {"qnli": (ACCURACY,), "sst2": (ACCURACY,), "cola": (MATTHEWS,), "mrpc": (F1, ACCURACY),
+                  "rte": (ACCURACY,)}
+    """Each task's statistics as GLUE reports them, the first the one its state is selected on."""
+
+    @staticmethod
+    def test(task: str, statistic: str) -> str:
+        """Reported on the last 90% of validation (``test_glue_cola_matthews``)."""
+        return Metric.suite(Glue.KEY, task, statistic)
+
+    @staticmethod
+    def selection(task: str, statistic: str) -> str:
+        """The selected state's score on the first 10% of validation (``select_glue_cola_matthews``)."""
+        return f"select_{Glue.KEY}_{task}_{statistic}"
+
+    @staticmethod
+    def curve(task: str) -> str:
+        """The selection part's score at each scoring step (MLflow step = training step), the curve the
+        selected state is the best of (``glue_cola_selection_matthews``)."""
+        return f"{Glue.KEY}_{task}_selection_{Glue.STATISTICS[task][0]}"
+
+    @staticmethod
+    def best_step(task: str) -> str:
+        """The training step of the selected state (``glue_cola_best_step``)."""
+        return f"{Glue.KEY}_{task}_best_step"
+
+    @staticmethod
+    def param(knob: str) -> str:
+        """A fine-tuning knob as a run's param (``glue.learning_rate``), apart from the encoder's knobs."""
+        return f"{Glue.KEY}.{knob}"
+
+
 SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
 """A spec's ``metric`` is one of these or a ``test_*`` metric."""
 

@@ -7,18 +7,24 @@ other chosen suite evaluates each trial's best state after training, with frozen
 from the encoder's ``encode`` (the STS evaluator's path). Each suite reads its data from a local
 folder named by an environment variable (its layout in :attr:`Suite.layout` and docs/evaluations.md)
 or, where a hub copy is known and the folder variable is unset, from the Hugging Face hub.
+
+GLUE (:data:`GLUE`, SG-BERT Table 10) is declared here too, for its data and knobs, but is no suite: it
+fine-tunes the encoder (a spec's ``glue`` key, ``python -m sweep glue``, docs/glue.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import hub_reachable
 from trainers.knobs import ConfigError, Knob, KnobSet
+from trainers.record import Glue
 from trainers.record import Suite as Names
 
 Encode = Callable[[Sequence[str]], Any]
@@ -57,13 +63,14 @@ class Suite:
         value = os.environ.get(self.env, "") if self.env else ""
         return Path(value) if value else None
 
-    def data_problem(self) -> str | None:
+    def data_problem(self, *which: Any) -> str | None:
         """Why this suite's data cannot be read here (None when it can): the folder is read at plan time,
-        as the STS files are; the hub only when no folder is given."""
+        as the STS files are; the hub only when no folder is given. ``which`` (GLUE's tasks) goes to the
+        loader."""
         folder = self.folder()
         if folder is not None:
             try:
-                self.implementation().load_local(folder)
+                self.implementation().load_local(folder, *which)
             except (ValueError, OSError) as error:  # DataError, and a file that is not UTF-8
                 return f"${self.env}={folder}: {error}"
             return None
@@ -75,10 +82,10 @@ class Suite:
                     f"or set ${self.env} to a folder laid out as {self.layout} (docs/evaluations.md)")
         return None
 
-    def load(self) -> Any:
+    def load(self, *which: Any) -> Any:
         folder = self.folder()
         module = self.implementation()
-        return module.load_local(folder) if folder is not None else module.load_hub()
+        return module.load_local(folder, *which) if folder is not None else module.load_hub(*which)
 
 
 SUITES: dict[str, Suite] = {
@@ -112,6 +119,52 @@ SUITES: dict[str, Suite] = {
 }
 
 
+GLUE_DEFAULTS = {"max_seq_length": 128, "batch_size": 32, "epochs": 3, "learning_rate": 2e-5}
+"""SG-BERT's appendix (A.4) states no fine-tuning hyperparameters: these are Hugging Face's run_glue
+example's (max length 128, batch 32, 3 epochs, AdamW at 2e-5, linear decay, no warm-up or decay)."""
+GLUE_KNOBS = KnobSet(
+    tuple(dataclasses.replace(knob, default=GLUE_DEFAULTS.get(knob.name, knob.default))
+          for knob in (*TRAINING_KNOBS, *COMMON_KNOBS)
+          if knob.name in ("train_limit", "max_seq_length", "batch_size", "epochs", "max_steps", "optimizer",
+                           "learning_rate", "adam_beta1", "adam_beta2", "weight_decay", "warmup_ratio",
+                           "lr_schedule", "eval_batch_size"))
+    + (Knob("eval_every", int, 0, "Score the first 10% of each validation set (the selection part) every N "
+            "training steps, and after the last; 0 = at the end of each epoch.", low=0),)
+)
+"""GLUE fine-tuning's knobs (the spec's ``glue`` mapping): the training loop's own declarations, with
+:data:`GLUE_DEFAULTS`, and when to score the selection part."""
+GLUE = Suite(
+    Glue.KEY, "GLUE fine-tuning: QNLI, SST-2, CoLA, MRPC, RTE (SG-BERT Table 10; python -m sweep glue)",
+    "trainers.evaluations.glue_data", "GLUE_DATA_DIR",
+    "{QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv (GLUE's download layout; docs/glue.md)",
+    hub=("nyu-mll/glue",), options=GLUE_KNOBS,
+)
+"""GLUE's data and options. Not in :data:`SUITES`: it fine-tunes the encoder (``python -m sweep glue``)
+rather than classifying frozen vectors after a trial."""
+
+
+def parse_glue(value: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A spec's ``glue`` mapping -> (its knobs with defaults and ``tasks``, problems as (key, message))."""
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        return {}, [("", f"expected a mapping of fine-tuning knobs and '{Glue.TASKS_KEY}', got {value!r}")]
+    options = dict(value)
+    tasks = options.pop(Glue.TASKS_KEY, list(Glue.TASKS))
+    problems = []
+    if not isinstance(tasks, list) or not tasks or any(t not in Glue.TASKS for t in tasks) or len(set(tasks)) < len(tasks):
+        problems.append((f".{Glue.TASKS_KEY}", f"expected a non-empty list of distinct tasks from {list(Glue.TASKS)}, "
+                                               f"got {tasks!r}"))
+    try:
+        resolved = GLUE.resolve(options)
+    except ConfigError as error:
+        resolved = {}
+        for problem in error.problems:
+            knob, message = problem.split(":", 1)
+            problems.append((f".{knob}", message.strip()))
+    return {**resolved, Glue.TASKS_KEY: tasks}, problems
+
+
 def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """A spec's ``evaluations`` value -> (each suite as ``{"suite": name, **options}`` with defaults,
     problems as (key, message)). ``sts`` is always first: model selection needs it."""
@@ -121,6 +174,10 @@ def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str,
     chosen, problems = [{"suite": Names.STS}], []
     for index, entry in enumerate(entries):
         name, options = _name_and_options(entry)
+        if name == Glue.KEY:
+            problems.append((f"[{index}]", "GLUE fine-tunes the encoder, it is no suite of frozen vectors: give the "
+                                           "spec a 'glue:' key and run `python -m sweep glue SPEC` (docs/glue.md)"))
+            continue
         if name not in SUITES or not isinstance(options, Mapping):
             problems.append((f"[{index}]", f"expected a suite name in {list(SUITES)} or {{name: {{option: value}}}}, "
                                            f"got {entry!r}"))
