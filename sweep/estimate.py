@@ -2,20 +2,24 @@
 
 Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is
 timed once here: loading it, the frozen-output table pass per training example (SG, SCT distillation),
-:data:`TIMED_STEPS` training steps through the real loop, and one STS-B dev evaluation. Every trial is
-then costed from its own planned steps (the loop's count: corpus, batch size, epochs, max_steps) and
-evaluations, plus its final test, which is timed as the dev evaluation scaled by the pairs of the seven
-test sets. Early stopping is ignored, so the estimate is an upper bound for a spec with ``patience``.
-The trials are packed onto the slots the spec's ``resources`` and ``max_concurrent_trials`` leave on
-this machine, longest first (as a queue of equal workers would run them), and the longest slot is the
-sweep's wall time. Trials that share a slot's CPU cores with others run slower than timed alone: the
-estimate does not model that contention.
+:data:`TIMED_STEPS` training steps through the real loop on batches drawn across the whole training set
+(its first examples are not typical: STS-B's train file starts with short captions), and one STS-B dev
+evaluation. Every trial is then costed from its own planned steps (the loop's count: corpus, batch size,
+epochs, max_steps) and evaluations, plus its final test, which is timed as the dev evaluation scaled by the
+pairs of the seven test sets. Early stopping is ignored, so the estimate is an upper bound for a spec with
+``patience``. The trials go onto the slots the spec's ``resources`` and ``max_concurrent_trials`` leave on
+this machine in the order Ray Tune starts them (the spec's order, each trial when a slot is free), and
+each slot first starts its worker process (timed here: a fresh Python importing the trial's code); the
+last slot to finish is the sweep's wall time. Trials that share CPU cores with others run slower than
+timed alone: the estimate does not model that contention, nor Ray's own start (a few seconds).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -48,13 +52,26 @@ def trial_seconds(timing: Timing, steps: int, eval_every: int, examples: int) ->
             + timing.test)
 
 
-def wall_seconds(durations: Sequence[float], slots: int) -> float:
-    """The sweep's wall time: trials packed longest first onto ``slots`` workers, each taking the next
-    trial when it is free; the last to finish."""
-    loads = [0.0] * max(1, slots)
-    for duration in sorted(durations, reverse=True):
+def wall_seconds(durations: Sequence[float], slots: int, worker_start: float = 0.0) -> float:
+    """The sweep's wall time: the trials, in the order Ray Tune starts them, each on the first of ``slots``
+    workers to be free; a worker first starts (``worker_start`` seconds); the last to finish."""
+    loads = [worker_start] * min(max(1, slots), len(durations))
+    for duration in durations:
         loads[loads.index(min(loads))] += duration
-    return max(loads)
+    return max(loads, default=0.0)
+
+
+def worker_start_seconds() -> float:
+    """How long a fresh trial worker takes to import the trial's code (torch, transformers, Ray Tune)."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import sweep.trial, trainers.loop"], check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def spread_sample(examples: Sequence[Any], count: int) -> list[Any]:
+    """``count`` examples taken at even intervals across ``examples``: typical lengths, unlike its head."""
+    stride = max(1, len(examples) // count)
+    return list(examples[::stride][:count])
 
 
 def slots(resources: Mapping[str, float], max_concurrent_trials: int, cpus: int, gpus: int) -> int:
@@ -100,13 +117,12 @@ def measure(config: Mapping[str, Any]) -> Timing:
     with tempfile.TemporaryDirectory() as folder:
         # A shared table in a folder of its own: prepared here (timed), then found in-process by the loop.
         timed = {**config, "max_steps": TIMED_STEPS, "eval_every": TIMED_STEPS, "checkpoint_every": 0,
-                 "train_limit": max(TIMED_STEPS * config["batch_size"], 256),
                  **({"share_frozen_outputs": True, "frozen_outputs_dir": folder}
                     if "share_frozen_outputs" in config else {})}
         stage = method.stages(timed)[0]
         stage_config = {**timed, **stage.overrides}
         objective = stage.build(stage_config, encoder).to(device)
-        examples = load_examples(stage, stage_config)
+        examples = spread_sample(load_examples(stage, stage_config), max(TIMED_STEPS * config["batch_size"], 256))
         setup = time.perf_counter() - started
         table_started = time.perf_counter()
         with _autocast(stage_config, device):
@@ -126,10 +142,12 @@ def machine_cpus() -> int:
 
 
 def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] | None = None,
-             cpus: int | None = None, gpus: int = 0) -> list[str]:
+             cpus: int | None = None, gpus: int = 0, worker_start: float | None = None) -> list[str]:
     """The lines ``--estimate`` prints: each timing (by ``measure_fn``, :func:`measure` by default), and the
-    sweep's expected wall time on ``cpus`` CPUs (this machine's by default) and ``gpus`` GPUs."""
+    sweep's expected wall time on ``cpus`` CPUs (this machine's by default) and ``gpus`` GPUs, each worker
+    starting in ``worker_start`` seconds (:func:`worker_start_seconds` by default)."""
     measure_fn = measure_fn or measure
+    worker_start = worker_start_seconds() if worker_start is None else worker_start
     import torch
 
     from sweep.regime import planned_steps
@@ -138,8 +156,8 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     torch.set_num_threads(max(1, int(spec.resources["cpu"])))  # as each trial's worker runs (sweep.engine)
     timings: dict[tuple, Timing] = {}
     counted: dict = {}
-    durations: list[float] = []
-    lines = []
+    durations: list[float] = []  # one per trial of the grid, in the spec's order
+    lines = [f"timed a worker's start: {worker_start:.1f} s"]
     for trial in spec.trials:
         method, config = spec.method_of(trial.point.row), trial.config
         key = timing_key(config)
@@ -154,9 +172,10 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
         examples = 0
         if method.trains and method.frozen_table(config) is not None:
             examples = sum(len(load_examples(stage, {**config, **stage.overrides})) for stage in method.stages(config))
-        durations += [trial_seconds(timings[key], steps, config.get("eval_every", 1), examples)] * spec.num_samples
+        durations.append(trial_seconds(timings[key], steps, config.get("eval_every", 1), examples))
+    durations *= spec.num_samples  # Ray Tune generates the whole grid once per sample
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
-    wall = wall_seconds(durations, used)
+    wall = wall_seconds(durations, used, worker_start)
     lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
                  f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {dict(spec.resources)}, "
                  f"{cpus or machine_cpus()} CPUs here): about {wall / 60:.1f} minutes of wall time "

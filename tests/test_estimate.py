@@ -8,7 +8,7 @@ import pytest
 
 from sweep import estimate as estimate_module
 from sweep.cli import main
-from sweep.estimate import Timing, estimate, slots, trial_seconds, wall_seconds
+from sweep.estimate import Timing, estimate, slots, spread_sample, trial_seconds, wall_seconds
 from sweep.spec import SpecError, load_spec
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
@@ -22,11 +22,20 @@ def test_a_trial_is_setup_table_steps_evaluations_and_test():
     assert trial_seconds(FAKE, 0, 20, 1000) == 2.0 + 3.0 + 10.0  # trains nothing: one dev, the test
 
 
-def test_trials_are_packed_longest_first_onto_the_slots():
+def test_trials_start_in_order_each_on_the_first_free_slot_after_its_worker_starts():
     assert wall_seconds([10, 10, 10], 1) == 30
     assert wall_seconds([10, 10, 10], 2) == 20
     assert wall_seconds([30, 10, 10, 10], 2) == 30  # the long one alone, the three others beside it
-    assert wall_seconds([5, 4, 3, 3, 3], 2) == 10  # longest first, each to the freer slot: 5+3 and 4+3+3
+    assert wall_seconds([10, 10, 30], 2) == 40  # Ray Tune starts trials in order: the long one waits for a slot
+    assert wall_seconds([3, 3, 3, 4, 5], 2) == 11  # 3+3+5 and 3+4
+    assert wall_seconds([10, 10, 10], 2, worker_start=4) == 24  # each slot's worker starts once, then is reused
+    assert wall_seconds([10], 4, worker_start=4) == 14  # a worker is started only for a slot that gets a trial
+
+
+def test_steps_are_timed_on_examples_spread_over_the_training_set():
+    examples = list(range(1000))
+    assert spread_sample(examples, 4) == [0, 250, 500, 750]
+    assert spread_sample(examples[:3], 4) == [0, 1, 2]
 
 
 @pytest.mark.parametrize("resources, concurrent, cpus, gpus, expected", [
@@ -40,16 +49,17 @@ def test_slots_are_max_concurrent_trials_capped_by_resources(resources, concurre
 def test_the_smoke_estimate_from_a_fake_timing():
     spec = load_spec(SMOKE)
     timed = []
-    lines = estimate(spec, lambda config: timed.append(config["method"]) or FAKE, cpus=2)
+    lines = estimate(spec, lambda config: timed.append(config["method"]) or FAKE, cpus=2, worker_start=5.0)
     assert timed == ["none", "simcse"]  # the two untuned poolings share one timing
     # No tuning CLS and Mean: 2 + 3 + 10 = 15 s each; SimCSE: 40 steps, eval every 20: 2 + 20 + 6 + 10 = 38 s.
-    # Two at once: 38 on one slot, 15 + 15 on the other: 38 s of wall time.
+    # Two at once, in the spec's order, after each worker's 5 s start: 5 + 15 + 38 on one slot, 5 + 15 on the other.
     assert lines[-1].startswith(f"estimate: 3 trials, {(15 + 15 + 38) / 60:.1f} trial-minutes, 2 at once")
-    assert f"about {38 / 60:.1f} minutes of wall time" in lines[-1]
+    assert f"about {58 / 60:.1f} minutes of wall time" in lines[-1]
 
 
 def test_the_cli_prints_the_estimate(capsys, monkeypatch):
     monkeypatch.setattr(estimate_module, "measure", lambda config: FAKE)
+    monkeypatch.setattr(estimate_module, "worker_start_seconds", lambda: 1.0)
     assert main(["plan", str(SMOKE), "--estimate"]) == 0
     assert "minutes of wall time" in capsys.readouterr().out.splitlines()[-1]
 
@@ -61,5 +71,5 @@ def test_every_shipped_spec_gets_an_estimate(path):
         spec = load_spec(path)
     except SpecError as error:  # what `sweep plan` refuses here (a back-translation file this machine lacks)
         pytest.skip(f"{path.name} cannot be planned here: {error.problems[0]}")
-    lines = estimate(spec, lambda config: FAKE, cpus=2)
+    lines = estimate(spec, lambda config: FAKE, cpus=2, worker_start=1.0)
     assert lines[-1].startswith(f"estimate: {spec.trials_to_run} trials") and "minutes of wall time" in lines[-1]
