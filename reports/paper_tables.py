@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from reports.table_specs import PAPER_NUMBERS, PaperSource, TableSpec, load_table_specs, load_yaml
+from reports.table_specs import ENCODER_ANALYSES, PAPER_NUMBERS, PaperSource, TableSpec, load_table_specs, load_yaml
 from results.lines import cell_of, latest_finished, mirror_point
 from results.schema import FINISHED, IDENTITY
 from results.significance import add_significance
@@ -205,9 +205,14 @@ def build_tables(
     """The named tables (all by default) of ``specs`` (default: table_specs.yaml), warning about gaps."""
     specs = specs if specs is not None else load_table_specs()
     numbers = numbers if numbers is not None else load_yaml(PAPER_NUMBERS)
+    analyses = [f"{name} is drawn from an encoder: {ENCODER_ANALYSES[name]}" for name in names or []
+                if name in ENCODER_ANALYSES]
+    if analyses:
+        raise KeyError("; ".join(analyses) + " (docs/analyses.md)")
     unknown = sorted(set(names or []) - set(specs))
     if unknown:
-        raise KeyError(f"unknown table(s) {unknown}; known: {sorted(specs)}")
+        raise KeyError(f"unknown table(s) {unknown}; known: {sorted(specs)}, and drawn from an encoder by "
+                       f"reports.analyses: {sorted(ENCODER_ANALYSES)}")
     tables = []
     for name in names or list(specs):
         table = build_table(specs[name], results, numbers)
@@ -242,4 +247,5 @@ def without_results_line(tables: Sequence[Table], specs: Mapping[str, TableSpec]
     """One line naming the paper tables that have no results yet, with the command that fills each."""
     commands = [f"{t.name} ({'; '.join(specs[t.name].fill_commands().values())})"
                 for t in tables]
-    return "no results yet for: " + ", ".join(commands)
+    analyses = [f"{name} ({command})" for name, command in ENCODER_ANALYSES.items()]
+    return "no results yet for: " + ", ".join(commands) + "; drawn from an encoder: " + ", ".join(analyses)

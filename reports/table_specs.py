@@ -24,6 +24,14 @@ TABLE_SPECS = HERE / "table_specs.yaml"
 PAPER_NUMBERS = HERE / "paper_numbers.yaml"
 SPEC_KEYS = {"title", "kind", "spec", "columns", "rows", "index", "across", "metric", "delta", "paper"}
 
+ENCODER_ANALYSES = {
+    "sg-bert-figure5": "python -m reports.analyses tsne --encoder ENC",
+    "consert-figure1": "python -m reports.analyses gold-cosine --encoder A --encoder B",
+    "sct-table5": "python -m reports.analyses augmentations --encoder ENC --view synonym",
+}
+"""The papers' figures and tables drawn from an encoder, not from a sweep's results (SG-BERT Figures 5
+and 6, ConSERT Figure 1, SCT Table 5), and the command that draws each (docs/analyses.md)."""
+
 
 class TableSpecError(ValueError):
     """A table spec that cannot be rendered as written."""

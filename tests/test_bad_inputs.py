@@ -79,6 +79,16 @@ def test_evaluate_refuses_a_missing_model_folder_and_a_hub_id_without_the_hub(ca
         capsys.readouterr().err)
 
 
+def test_a_model_folder_whose_config_names_no_model_is_refused_at_plan_time(tmp_path, tiny_bert, capsys):
+    folder = tmp_path / "no-model-type"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}", encoding="utf-8")
+    assert sweep_main(["plan", str(spec(tmp_path, tiny_bert)), "--set", f"model={folder}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--set model={folder}: '{folder}': its config.json cannot be read as a model's config" in err
+    assert "Traceback" not in err
+
+
 def test_a_file_corpus_is_read_at_plan_time(tmp_path, tiny_bert, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"a fine sentence\nanother one\nbad \xff byte\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -48,9 +49,9 @@ def test_the_view_counts_trials_and_estimates_the_time_left(tmp_path, tiny_bert)
 
 @pytest.mark.slow
 def test_a_sweep_prints_a_short_view_and_its_failures_and_logs_the_rest(tmp_path, tiny_bert, use_tiny_sts):
-    broken = tmp_path / "broken-model"  # passes validation (a folder), fails to load in the trial
+    broken = tmp_path / "broken-model"  # passes validation (a model's config), fails to load in the trial
     broken.mkdir()
-    (broken / "config.json").write_text("{}", encoding="utf-8")
+    shutil.copy(Path(tiny_bert) / "config.json", broken)  # a readable config, no weights
     path = spec_file(tmp_path, tiny_bert, "quiet", seeds=[1], rows=[
         {"name": "broken", "set": {"model": str(broken)}},
         {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},

@@ -36,7 +36,7 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
     uri = f"sqlite:///{folder}/mlflow.db"
     broken = folder / "broken-model"
     broken.mkdir()
-    (broken / "config.json").write_text("{}", encoding="utf-8")
+    shutil.copy(Path(tiny_bert) / "config.json", broken)  # a readable config, no weights
     rows_spec = {
         "name": "tiny_rows",
         "method": "simcse",
@@ -224,6 +224,12 @@ def test_command_lines_end_to_end(sweep, tmp_path, capsys):
     assert err.startswith("no results yet for: sg-bert-table1 (python -m sweep run search_spaces/sg_main.yaml)")
     assert ("sct-table4 (python -m sweep run search_spaces/sct_ablation.yaml; python -m sweep run "
             "search_spaces/sct_text_views.yaml; python -m sweep run search_spaces/sct_augmentations.yaml)") in err
+    # The analyses of an encoder are named with the command that draws them; asked for by name, they are
+    # refused (exit 2) with that command.
+    assert "drawn from an encoder: sg-bert-figure5 (python -m reports.analyses tsne --encoder ENC)" in err
+    assert "sct-table5 (python -m reports.analyses augmentations --encoder ENC --view synonym)" in err
+    assert tables.main(["--results", str(results), "--table", "consert-figure1"]) == 2
+    assert "consert-figure1 is drawn from an encoder: python -m reports.analyses gold-cosine" in capsys.readouterr().err
     assert tables.main(["--results", str(results), "--table", "sg-bert-table5"]) == 0
     assert "warning: sg-bert-table5: no finished trial of sweep 'sg_opt_ablation'" in capsys.readouterr().err
     # Any collected sweep by name, in every format.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -94,9 +95,9 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
 
 def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray, capsys, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    broken = tmp_path / "broken-model"  # passes validation (a folder), fails to load in the trial
+    broken = tmp_path / "broken-model"  # passes validation (a model's config), fails to load in the trial
     broken.mkdir()
-    (broken / "config.json").write_text("{}", encoding="utf-8")
+    shutil.copy(Path(tiny_bert) / "config.json", broken)  # a readable config, no weights
     path = spec_file(
         tmp_path, tiny_bert, "faults",
         rows=[

@@ -133,8 +133,13 @@ def model_problem(model: str) -> str | None:
 
 
 def model_family_problem(model: str) -> str | None:
-    """Why the methods cannot run on ``model``'s family (None if they can); ``model`` must be readable here."""
-    return family_problem(model_config(model).model_type)
+    """Why the methods cannot run on ``model``'s family (None if they can), or why its config cannot be read;
+    ``model`` must be reachable here (:func:`model_problem`)."""
+    try:
+        shape = model_config(model)
+    except (OSError, ValueError, KeyError) as error:  # transformers' words for a config it cannot read
+        return f"{model!r}: its config.json cannot be read as a model's config ({str(error).splitlines()[0]})"
+    return family_problem(shape.model_type)
 
 
 def layers_problem(model: str, layers: int) -> str | None:
