@@ -33,6 +33,7 @@ from benchmarks.results_file import write_section
 from sweep.spec import load_spec, trial_config
 from trainers import frozen_outputs
 from trainers.loop import run_trial
+from trainers.record import TrialConfig
 from trainers.registry import get_method
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +67,7 @@ class Side:
 
 
 def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> None:
+    """Run one trial of ``config`` (a spec's resolved trial config with knobs changed) and time it into ``side``."""
     (stage,) = get_method(config["method"]).stages(config)  # SG and SCT train one stage
     objective = stage.objective_class()
     stamps: list[float] = []
@@ -81,7 +83,7 @@ def timed_trial(config: dict[str, Any], steps_per_epoch: int, side: Side) -> Non
     reports: list[dict[str, Any]] = []
     started = time.perf_counter()
     try:
-        final = run_trial(config, reports.append)
+        final = run_trial(TrialConfig(config), reports.append)  # resolved already: run as it is
     finally:
         if own is None:
             del objective.after_step
