@@ -5,8 +5,10 @@ run one after another in one plain Python process, in one command.
 
 The trial is fixed and short: the untuned bundled model evaluated on the first
 200 pairs of each STS set (``none`` baseline), 8 poolings x layers. The sweep
-side includes starting a local Ray, the MLflow tracking and the trial
-processes; its fixed start-up cost (ray.init) is reported on its own. It runs
+side includes starting a local Ray, the MLflow tracking (each sweep into a new
+SQLite store, as a first sweep: its tables are created while Ray starts) and
+the trial processes; its fixed start-up (Ray and the store) is reported on its
+own. It runs
 twice: one trial at a time with both cores (the engine's pure overhead) and
 two at a time with one core each (the default, which also gains from
 parallel trials).
@@ -16,16 +18,21 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import ray
 import torch
 import yaml
 
 from benchmarks.results_file import write_section
-from sweep.engine import SweepOptions, init_ray, run
+from sweep import engine
+from sweep.engine import SweepOptions, run
 from trainers.loop import run_trial
 
 GRID = {"pooling_layer": [3, 4, 5, 6], "pooling": ["cls", "mean"]}
@@ -42,7 +49,7 @@ def sequential_seconds() -> float:
 
 
 def sweep_seconds(folder: Path, concurrent: int) -> tuple[float, float]:
-    """(total, ray.init) seconds of the 8 trials through ``sweep run``, ``concurrent`` at a time,
+    """(total, start-up) seconds of the 8 trials through ``sweep run``, ``concurrent`` at a time,
     each with 2 / concurrent CPUs (torch threads), so the 2 cores are used as the plain loop uses them."""
     name = f"engine_overhead_{concurrent}"
     spec = {
@@ -52,13 +59,40 @@ def sweep_seconds(folder: Path, concurrent: int) -> tuple[float, float]:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     ray.shutdown()
+    startup: list[float] = []
     started = time.perf_counter()
-    init_ray(None)
-    startup = time.perf_counter() - started
-    run(SweepOptions(str(path), {}, tracking_uri=f"sqlite:///{folder}/mlflow.db", storage=str(folder / "ray")))
+    with timing(engine, "start_ray_and_store", startup):
+        run(SweepOptions(str(path), {}, tracking_uri=f"sqlite:///{folder}/{name}.db", storage=str(folder / "ray")))
     total = time.perf_counter() - started
     ray.shutdown()
-    return total, startup
+    return total, startup[0]
+
+
+@contextmanager
+def timing(module, name: str, seconds: list[float]) -> Iterator[None]:
+    """``module.name`` timed into ``seconds`` while in the block."""
+    original = getattr(module, name)
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seconds.append(time.perf_counter() - started)
+
+    setattr(module, name, timed)
+    try:
+        yield
+    finally:
+        setattr(module, name, original)
+
+
+def trial_imports_seconds() -> float:
+    """Seconds a fresh Python takes to import what a trial runs (torch, transformers, the trainers): paid by
+    each new trial process, and by the plain loop's process before its clock starts."""
+    script = "import time; t = time.perf_counter(); import trainers.loop; print(time.perf_counter() - t)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,7 +102,9 @@ def main(argv: list[str] | None = None) -> None:
     # Interleaved repeats, the fastest of each: a busy neighbour slows one pass, not the figure
     # (two single passes here gave 1.15 and 0.82 for the same measurement).
     plain, serial, parallel = float("inf"), (float("inf"), 0.0), (float("inf"), 0.0)
+    imports = float("inf")
     for _ in range(args.repeats):
+        imports = min(imports, trial_imports_seconds())
         plain = min(plain, sequential_seconds())
         with tempfile.TemporaryDirectory() as folder:
             serial = min(serial, sweep_seconds(Path(folder), concurrent=1))
@@ -77,16 +113,17 @@ def main(argv: list[str] | None = None) -> None:
     body = f"""Command: `python -m benchmarks.engine_overhead --repeats {args.repeats}` (fastest of interleaved repeats; 8 trials of the `none` baseline, bundled model,
 first 200 pairs of each STS set, {os.cpu_count()} CPU cores, {time.strftime('%Y-%m-%d')}). The plain loop uses
 2 torch threads; through `sweep run` each trial gets 2 / (trials at a time) CPUs and as many threads.
-Start-up is `ray.init` of a local Ray; the rest of the difference is trial processes, model loading
-per trial and MLflow tracking.
+Start-up is `ray.init` of a local Ray, side by side with creating the sweep's new MLflow store (SQLite);
+the rest of the difference is the trial processes' start and MLflow tracking.
 
 | run | seconds | ratio to plain |
 | --- | ---: | ---: |
 | 8 trials one after another in one Python process | {plain:.1f} | 1.00 |
 | `sweep run`, 1 trial at a time (2 CPUs each): pure engine overhead | {serial:.1f} | **{serial / plain:.2f}** |
-| of which fixed start-up (`ray.init`) | {serial_startup:.1f} | |
+| of which fixed start-up (Ray and the store) | {serial_startup:.1f} | |
+| of which the trial process's imports (torch, transformers, trainers; the plain loop's came before its clock) | {imports:.1f} | |
 | `sweep run`, 2 trials at a time (1 CPU each), the default | {parallel:.1f} | **{parallel / plain:.2f}** |
-| of which fixed start-up (`ray.init`) | {parallel_startup:.1f} | |
+| of which fixed start-up (Ray and the store) | {parallel_startup:.1f} | |
 
 Both sides run trials in a process that keeps what it loaded for the next trial (the plain loop's one
 process, a reused Ray worker): pretrained weights, tokenizer, STS files and token ids. Load average at the

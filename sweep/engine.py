@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -59,6 +60,7 @@ from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
 from sweep.spec import POINT, SweepSpec  # noqa: E402
+from sweep.store import open_client  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
 from sweep.trial import run_sweep_trial  # noqa: E402
 from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
@@ -161,6 +163,16 @@ def init_ray(address: str | None) -> None:
         raise UsageError(f"--address {address}: {str(error).strip().splitlines()[0]}") from None
 
 
+def start_ray_and_store(options: SweepOptions) -> None:
+    """Start Ray (or join the cluster) and open the tracking store side by side: a new SQLite store's
+    tables take seconds to create, as long as a local Ray takes to start. Ray must start in the main
+    thread (it crashes in another), so the store opens in a thread; its errors are raised here."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        store = pool.submit(open_client, options.tracking_uri)
+        init_ray(options.address)
+        store.result()
+
+
 def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
     """What ``resume NAME`` needs to rebuild the sweep."""
     return {
@@ -219,6 +231,7 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
         progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log)
         if log:
             console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
+        start_ray_and_store(options)
         tracker = MLflowTracker(spec, options.tracking_uri)
         results, stopped_by = _fit(options, spec, experiment_dir, tracker, progress)
     return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir))
@@ -240,7 +253,6 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
         tracker.close_unfinished_runs()
-    init_ray(options.address)
     trainable = _trainable(spec, finished)
     if restoring:
         progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")

@@ -84,3 +84,24 @@ def test_resume_by_name_finds_a_sweep_on_uri_storage(tmp_path, tiny_bert, use_ti
         assert "1 trials finished, 0 failed" in capsys.readouterr().out
     finally:
         ray.shutdown()
+
+
+def test_the_store_opens_while_ray_starts_and_its_error_is_raised(monkeypatch):
+    """A new SQLite store takes seconds to create: it is opened in a thread while Ray starts in the main
+    thread (where Ray must start), and an error of the store still reaches the caller."""
+    from sweep import engine
+    from sweep.options import SweepOptions
+    from sweep.variants import UsageError
+
+    calls = []
+
+    def slow_store(uri):
+        time.sleep(0.5)
+        calls.append(("store", uri))
+        raise UsageError(f"{uri}: cannot be opened")
+
+    monkeypatch.setattr(engine, "open_client", slow_store)
+    monkeypatch.setattr(engine, "init_ray", lambda address: calls.append(("ray", address)))
+    with pytest.raises(UsageError, match="sqlite:///x.db: cannot be opened"):
+        engine.start_ray_and_store(SweepOptions("spec.yaml", {}, tracking_uri="sqlite:///x.db", address="auto"))
+    assert calls == [("ray", "auto"), ("store", "sqlite:///x.db")]  # Ray started before the store was open
