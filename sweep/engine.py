@@ -50,6 +50,7 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 import pyarrow.fs  # noqa: E402
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
+from ray.tune.search import BasicVariantGenerator  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
@@ -100,6 +101,14 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     space.update({key: tune.sample_from(_PointValue(points, key)) for key in points[0]})
     space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
     return space
+
+
+def search_algorithm(spec: SweepSpec) -> BasicVariantGenerator:
+    """Ray Tune's grid-and-random generator, its random draws seeded by the spec's hash: the same spec
+    (with the same options) draws the same values of its sampled axes each time it runs, as its grid
+    and seeds are the same; another spec hash draws others."""
+    return BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0,
+                                 random_state=int(spec.spec_hash[:8], 16))
 
 
 def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]):
@@ -267,7 +276,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             tune_config=tune.TuneConfig(
                 num_samples=spec.num_samples,
                 scheduler=_scheduler(spec),
-                max_concurrent_trials=spec.max_concurrent_trials,
+                search_alg=search_algorithm(spec),  # it also holds max_concurrent_trials
                 # A trial process is kept for the next trial: no new Python, torch
                 # and transformers import per trial (seconds each on a laptop).
                 reuse_actors=True,
