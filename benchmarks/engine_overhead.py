@@ -22,15 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import ray
 import torch
 import yaml
 
 from benchmarks.results_file import write_section
+from benchmarks.timed_calls import timed_calls
 from sweep import engine
 from sweep.engine import SweepOptions, run
 from trainers.loop import run_trial
@@ -61,30 +60,11 @@ def sweep_seconds(folder: Path, concurrent: int) -> tuple[float, float]:
     ray.shutdown()
     startup: list[float] = []
     started = time.perf_counter()
-    with timing(engine, "start_ray_and_store", startup):
+    with timed_calls(engine, "start_ray_and_store", startup):
         run(SweepOptions(str(path), {}, tracking_uri=f"sqlite:///{folder}/{name}.db", storage=str(folder / "ray")))
     total = time.perf_counter() - started
     ray.shutdown()
     return total, startup[0]
-
-
-@contextmanager
-def timing(module, name: str, seconds: list[float]) -> Iterator[None]:
-    """``module.name`` timed into ``seconds`` while in the block."""
-    original = getattr(module, name)
-
-    def timed(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            seconds.append(time.perf_counter() - started)
-
-    setattr(module, name, timed)
-    try:
-        yield
-    finally:
-        setattr(module, name, original)
 
 
 def trial_imports_seconds() -> float:

@@ -31,6 +31,7 @@ from torch import Tensor
 
 from benchmarks.results_file import commit_of, write_section
 from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS, Side, timed_trial
+from benchmarks.timed_calls import timed_calls
 from sweep.spec import load_spec, trial_config
 from trainers import frozen_outputs
 from trainers.objectives.sct_distillation import Teacher
@@ -58,25 +59,6 @@ def per_text_teacher() -> Iterator[None]:
         Teacher.prepare, Teacher.vectors = prepare, vectors
 
 
-@contextmanager
-def teacher_timed(seconds: list[float]) -> Iterator[None]:
-    """Adds to ``seconds`` the time of every teacher forward (a batch of the table, or one text alone)."""
-    compute = Teacher.compute_vectors
-
-    def timed(self: Teacher, texts) -> Tensor:
-        started = time.perf_counter()
-        try:
-            return compute(self, texts)
-        finally:
-            seconds.append(time.perf_counter() - started)
-
-    Teacher.compute_vectors = timed
-    try:
-        yield
-    finally:
-        Teacher.compute_vectors = compute
-
-
 def largest_differences(a: Side, b: Side) -> tuple[float, float]:
     loss = max(abs(x - y) for p, q in zip(a.losses, b.losses) for x, y in zip(p, q))
     score = max(abs(p[k] - q[k]) for p, q in zip(a.finals, b.finals) for k in p
@@ -93,11 +75,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryDirectory() as alone:
         for row in SCT_ROWS:
             config = trial_config(spec, row, 42, {})
-            with per_text_teacher(), teacher_timed(teacher["per-text"]):
+            with per_text_teacher(), timed_calls(Teacher, "compute_vectors", teacher["per-text"]):
                 timed_trial({**config, "frozen_outputs_dir": alone}, steps_per_epoch, per_text)
-            with teacher_timed(teacher["shared"]):
+            with timed_calls(Teacher, "compute_vectors", teacher["shared"]):
                 timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch, shared)
-            with teacher_timed(teacher["unshared"]):
+            with timed_calls(Teacher, "compute_vectors", teacher["unshared"]):
                 timed_trial({**config, "share_frozen_outputs": False}, steps_per_epoch, unshared)
     loss, score = largest_differences(shared, unshared)
     equal = loss == 0 and score == 0

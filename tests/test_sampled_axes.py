@@ -30,6 +30,7 @@ def draws(spec: SweepSpec, storage: Path) -> list[tuple]:
 
 def test_the_same_spec_draws_the_same_samples_and_another_spec_hash_other_ones(tmp_path):
     spec = load_spec(SPEC)
+    ray.shutdown()  # a Ray left by another test would refuse this one's start
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         first, again = draws(spec, tmp_path / "a"), draws(load_spec(SPEC), tmp_path / "b")
