@@ -29,7 +29,7 @@ TOP_LEVEL_KEYS = {
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
     "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}} or {pbt: {perturbation_interval, "
-    "hyperparam_mutations, quantile_fraction, resample_probability}}",
+    "hyperparam_mutations, quantile_fraction, resample_probability, synch}}",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
@@ -46,9 +46,11 @@ SAMPLERS = ("choice", "uniform", "loguniform")
 # valid values; ASHA's time unit is an STS-B dev evaluation.
 ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
 KEEP_MODELS = ("all", "best_per_row", "best", "none")
-# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments), with their
-# valid ranges; PBT's time unit, like ASHA's, is an STS-B dev evaluation.
+# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments): numbers with
+# their valid ranges, and flags; PBT's time unit, like ASHA's, is an STS-B dev evaluation. ``synch`` makes
+# every trial wait at each perturbation point for the others, so exploits do not depend on timing.
 PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
+PBT_FLAGS = ("synch",)
 
 
 class SpecError(ValueError):
@@ -146,8 +148,13 @@ def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[
     for name, value in options.items():
         if name == "hyperparam_mutations":
             continue
+        if name in PBT_FLAGS:
+            if not isinstance(value, bool):
+                problems.add(f"{key}.{name}", f"expected true or false, got {value!r}")
+            continue
         if name not in PBT_OPTIONS:
-            problems.add(f"{key}.{name}", f"unknown option (expected one of {['hyperparam_mutations', *PBT_OPTIONS]})")
+            problems.add(f"{key}.{name}", "unknown option (expected one of "
+                                          f"{['hyperparam_mutations', *PBT_OPTIONS, *PBT_FLAGS]})")
             continue
         low, high = PBT_OPTIONS[name]
         integer = name == "perturbation_interval"

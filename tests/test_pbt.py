@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from sweep.engine import _scheduler
 from sweep.spec import SpecError, load_spec
 from tests.test_sweep_run import spec_file
 
@@ -18,9 +19,22 @@ from tests.test_sweep_run import spec_file
     ({"pbt": {"perturbation_interval": 3, "hyperparam_mutations": {"temperature": [0.1]}}},
      "must be a multiple of checkpoint_every (2)"),
     ({"pbt": {"hyperparam_mutations": {"temperature": [0.1]}}}, "expected {perturbation_interval"),
+    ({"pbt": {"perturbation_interval": 2, "synch": "yes", "hyperparam_mutations": {"temperature": [0.1]}}},
+     "synch: expected true or false, got 'yes'"),
+    ({"pbt": {"perturbation_interval": 2, "sync": True, "hyperparam_mutations": {"temperature": [0.1]}}},
+     "sync: unknown option"),
 ])
 def test_pbt_specs_are_validated_like_asha(tmp_path, tiny_bert, scheduler, message):
     path = spec_file(tmp_path, tiny_bert, "pbt-bad", scheduler=scheduler)
     with pytest.raises(SpecError) as error:
         load_spec(path, {"checkpoint_every": 2})
     assert any(message in problem and "scheduler.pbt" in problem for problem in error.value.problems)
+
+
+@pytest.mark.parametrize("synch", [True, False])
+def test_synch_reaches_rays_scheduler(tmp_path, tiny_bert, synch):
+    """``synch`` is Ray's own flag: the spec's value is the scheduler's (Ray's default, False, when unset)."""
+    options = {"perturbation_interval": 2, "hyperparam_mutations": {"temperature": [0.1, 0.05]}}
+    scheduler = {"pbt": {**options, **({"synch": True} if synch else {})}}
+    path = spec_file(tmp_path, tiny_bert, "pbt-synch", rows=[{"name": "simcse", "set": {}}], scheduler=scheduler)
+    assert _scheduler(load_spec(path, {"checkpoint_every": 2}))._synch is synch
