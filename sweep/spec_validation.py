@@ -15,6 +15,15 @@ from trainers.evaluations import parse_evaluations, parse_glue
 from trainers.record import SELECTABLE_METRICS, Glue, Metric, Suite
 from trainers.registry import METHODS, get_method
 
+# ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
+# valid values; ASHA's time unit is an STS-B dev evaluation.
+ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
+# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments): numbers with
+# their valid ranges, and flags; PBT's time unit, like ASHA's, is an STS-B dev evaluation. ``synch`` makes
+# every trial wait at each perturbation point for the others, so exploits do not depend on timing.
+PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
+PBT_FLAGS = ("synch",)
+
 TOP_LEVEL_KEYS = {
     "name": "experiment name (MLflow experiment and Ray run folder)",
     "description": "what the spec reproduces",
@@ -28,8 +37,8 @@ TOP_LEVEL_KEYS = {
     "num_samples": "samples drawn from the sampled axes",
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
-    "scheduler": "optional {asha: {max_t, grace_period, reduction_factor, brackets}} or {pbt: {perturbation_interval, "
-    "hyperparam_mutations, quantile_fraction, resample_probability, synch}}",
+    "scheduler": f"optional {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
+    f"{{pbt: {{hyperparam_mutations, {', '.join([*PBT_OPTIONS, *PBT_FLAGS])}}}}}",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
@@ -42,15 +51,7 @@ TOP_LEVEL_KEYS = {
     "(docs/glue.md)",
 }
 SAMPLERS = ("choice", "uniform", "loguniform")
-# ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
-# valid values; ASHA's time unit is an STS-B dev evaluation.
-ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "brackets": 1}
 KEEP_MODELS = ("all", "best_per_row", "best", "none")
-# PBT options a spec may set besides its mutations (Ray's PopulationBasedTraining arguments): numbers with
-# their valid ranges, and flags; PBT's time unit, like ASHA's, is an STS-B dev evaluation. ``synch`` makes
-# every trial wait at each perturbation point for the others, so exploits do not depend on timing.
-PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
-PBT_FLAGS = ("synch",)
 
 
 class SpecError(ValueError):
