@@ -99,7 +99,7 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
         labels = list(spec.columns)
         formats = {c: COLUMNS.get(c, Column(c)) for c in labels}
     corner = "row" if spec.kind == "rows" else spec.index
-    table = Table(spec.name, spec.title, corner, labels, formats, [], paper_model=model, across=spec.across)
+    table = Table(spec.name, spec.caption, corner, labels, formats, [], paper_model=model, across=spec.across)
 
     for key in spec.line_keys():
         line_where = {"experiment": spec.sweep_of(key)[1].name}

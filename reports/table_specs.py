@@ -6,6 +6,11 @@ rows, seeds, grid and symmetric axes. A rows table shows named rows of it (or
 ``{row: NAME, spec: PATH}`` of another search space); a grid table shows its
 one or two grid knobs. ``paper`` says which of ``paper_numbers.yaml``'s tables
 and rows ours are compared with.
+
+A rows table's rows are measured against one reference row: every search space
+it draws from names the same one (``reference:``), and each row's contract was
+checked when its search space loaded (:mod:`sweep.contracts`). Where that
+reference stands in for the paper's, the caption says so.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from results.table import COLUMNS, DELTA
-from sweep.spec import SpecError, SweepSpec, load_spec
+from sweep.spec import Reference, SpecError, SweepSpec, load_spec
 from sweep.spec_yaml import read_yaml
 
 HERE = Path(__file__).resolve().parent
@@ -62,6 +67,15 @@ class TableSpec:
     paper: PaperSource | None
     row_sweeps: Mapping[str, tuple[str, SweepSpec]] = field(default_factory=dict)
     """rows tables: a row drawn from another search space -> (its path, that search space)"""
+    reference: Reference | None = None
+    """rows tables: the row every line is measured against (:func:`_table_reference`)"""
+
+    @property
+    def caption(self) -> str:
+        """The title, and the reference row where it stands in for the paper's."""
+        if self.reference is None or not self.reference.stands_in_for:
+            return self.title
+        return f"{self.title}. Reference row {self.reference.row!r} stands in for {self.reference.stands_in_for}"
 
     @property
     def experiment(self) -> str:
@@ -175,16 +189,36 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
         delta = (raw["delta"]["of"], raw["delta"]["from"])
     rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
     _check_lines(raw, sweep, rows, row_sweeps, fail)
+    reference = _table_reference(raw["spec"], sweep, rows, row_sweeps, fail) if raw["kind"] == "rows" else None
     if delta and delta[0] not in columns:
         raise fail(f"delta.of {delta[0]!r} is not one of the columns")
     spec = TableSpec(
         name=name, title=str(raw.get("title", name)), kind=raw["kind"], spec_file=raw["spec"], sweep=sweep,
         columns=columns, rows=rows, index=raw.get("index"), across=raw.get("across"), metric=raw.get("metric"),
-        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
+        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps, reference=reference,
     )
     if delta and delta[1] not in spec.line_keys():
         raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
     return spec
+
+
+def _table_reference(spec_file: str, sweep: SweepSpec, rows: tuple[str, ...], row_sweeps: Mapping,
+                     fail: Callable[[str], TableSpecError]) -> Reference | None:
+    """The one reference row of a rows table's search spaces: a table of several rows needs one, and rows
+    drawn from several search spaces must be measured against the same row."""
+    sources = {spec_file: sweep, **{path: source for path, source in row_sweeps.values()}}
+    if len(rows) < 2:
+        return sweep.reference
+    found: dict[tuple, Reference] = {}
+    for path, source in sources.items():
+        if source.reference is None:
+            raise fail(f"{path} names no reference row: a table's rows are each measured against one "
+                       "(its `reference:` key, and each row's `changes:`)")
+        found.setdefault((source.reference.spec or source.path, source.reference.row), source.reference)
+    if len(found) > 1:
+        named = ", ".join(f"{row!r} of {Path(where).name}" for where, row in found)
+        raise fail(f"its search spaces name different reference rows ({named}): its rows must be measured against one")
+    return next(iter(found.values()))
 
 
 def _paper_source(raw: Mapping[str, Any] | None, fail) -> PaperSource | None:

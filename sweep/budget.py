@@ -13,6 +13,9 @@ from typing import Any, Mapping
 
 from trainers.knobs import KnobSet
 
+CAPPED_KNOBS = ("max_steps", "eval_every", "eval_max_pairs")
+"""The knobs a budget caps (:meth:`Budget.apply`): no part of what a row changes (:mod:`sweep.contracts`)."""
+
 
 @dataclass(frozen=True)
 class Budget:

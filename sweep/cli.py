@@ -139,9 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "plan":
-            from sweep.plan import print_plan
+            from sweep.plan import print_plan, reference_lines
+            from sweep.spec_environment import environment_problems
 
-            spec = _options(args).load()
+            options = _options(args)
+            spec = options.load(check_environment=False)
+            lacking = environment_problems(spec, options.overrides, options.address)
+            if lacking:  # what its rows mean, though they cannot run here
+                for line in reference_lines(spec):
+                    print(line)
+                raise SpecError(lacking)
             if spec.glue is not None:
                 from sweep.glue import print_glue_plan
 

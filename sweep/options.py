@@ -25,9 +25,9 @@ class SweepOptions:
     tracking_uri: str = DEFAULT_TRACKING_URI
     register: str | None = None
 
-    def load(self) -> SweepSpec:
+    def load(self, check_environment: bool = True) -> SweepSpec:
         return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds,
-                         address=self.address)
+                         check_environment, self.address)
 
 
 def storage_root(storage: str | None) -> str:

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sweep.contracts import describe
 from sweep.spec import SweepSpec, row_method
 
 
@@ -38,6 +39,8 @@ def print_plan(spec: SweepSpec) -> None:
             cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
             mirror = f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run" if spec.is_mirror(axes) else ""
             print(f"{row.name:<{width}}{method:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
+    for line in reference_lines(spec):
+        print(line)
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
         print(line)
@@ -64,6 +67,17 @@ def _savings(spec) -> list[str]:
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
     return lines + frozen_table_lines(spec)
+
+
+def reference_lines(spec: SweepSpec) -> list[str]:
+    """The reference row, and each other row's difference from it (knob: reference -> row), which its
+    contract names (:mod:`sweep.contracts`)."""
+    if spec.reference is None:
+        return []
+    width = max(len(row) for row in spec.reference_differences) + 2
+    lines = [f"against the reference row {spec.reference.describe()} (knob: reference -> row):"]
+    for row, found in spec.reference_differences.items():
+        lines.append(f"  {row:<{width}}{describe(found) if found else 'the same trial'}")
     return lines
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from sweep.budget import Budget
+from sweep.contracts import Difference, contract_problems, differences, exempt
 from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
@@ -42,10 +43,28 @@ POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.tria
 class Row:
     name: str
     overrides: Mapping[str, Any]
+    changes: tuple[str, ...] | None = None
+    """The knobs in which the paper's row differs from the spec's reference row (None: no contract)."""
 
     @property
     def method(self) -> str | None:
         return self.overrides.get("method")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The row a spec's other rows are measured against (:mod:`sweep.contracts`)."""
+
+    row: str
+    spec: Path | None = None
+    """The spec it is a row of, when not this one."""
+    stands_in_for: str | None = None
+    """The paper's reference row, where it cannot run here and this one substitutes it."""
+
+    def describe(self) -> str:
+        where = f" of {self.spec.name}" if self.spec else ""
+        instead = f", standing in for {self.stands_in_for}" if self.stands_in_for else ""
+        return f"{self.row!r}{where}{instead}"
 
 
 @dataclass(frozen=True)
@@ -78,6 +97,10 @@ class SweepSpec:
     """GLUE fine-tuning's knobs and tasks (the ``glue`` key; ``python -m sweep glue`` runs such a spec)."""
     trials: tuple[Trial, ...] = ()
     """Each trial that runs, with its config resolved once (:func:`load_spec`)."""
+    reference: Reference | None = None
+    """The row the other rows are measured against; their ``changes`` are checked when the spec loads."""
+    reference_differences: Mapping[str, Mapping[str, Difference]] = dataclasses.field(default_factory=dict)
+    """Each row but the reference -> the knobs in which it differs from the reference (reference -> row)."""
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)
@@ -96,6 +119,11 @@ class SweepSpec:
         first, second = self.symmetric
         values = self.grid[first]
         return values.index(axes[first]) > values.index(axes[second])
+
+    def row_config(self, row_name: str) -> TrialConfig:
+        """The config of ``row_name`` as its contract compares it: that of its first trial (first seed, first
+        grid point), resolved at load like every other."""
+        return next(trial.config for trial in self.trials if trial.point.row == row_name)
 
     def method_of(self, row_name: str) -> Method:
         """The method of a row (a row may switch the spec's method)."""
@@ -214,19 +242,22 @@ def load_spec(
     seeds: list[int] | None = None,
     check_environment: bool = True,
     address: str | None = None,
+    check_contracts: bool = True,
 ) -> SweepSpec:
     """Read and validate a spec, and resolve the config of each trial it runs; ``overrides`` (from
     ``--set``) update its base, ``seeds`` (from ``--seeds``) replace its seeds.
     ``check_environment=False`` skips asking what this machine lacks (the hub, files): for reading a
     spec's layout (reports) only. ``address`` (``--address``) names the Ray cluster the sweep joins, whose
-    GPUs are not this machine's."""
+    GPUs are not this machine's. ``check_contracts=False`` skips comparing the rows with the reference row
+    (:func:`_reference_differences`), for reading a spec as another spec's reference."""
     path = Path(path)
     raw = read_spec_yaml(path)
     if seeds is not None and isinstance(raw, dict):
         raw = {**raw, "seeds": list(seeds)}
     overrides = dict(overrides or {})
     parts = validate(path, raw, overrides)
-    parts["rows"] = tuple(Row(name, row_overrides) for name, row_overrides in parts["rows"])
+    parts["rows"] = tuple(Row(*row) for row in parts["rows"])
+    parts["reference"] = _reference(path, parts["reference"])
     if budget is not None:
         parts.update(seeds=budget.seeds(parts["seeds"]), num_samples=budget.num_samples(parts["num_samples"]))
         if parts["glue"] is not None:
@@ -234,11 +265,50 @@ def load_spec(
     spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
     spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget, spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
+    if check_contracts and spec.reference is not None:
+        spec = dataclasses.replace(spec, reference_differences=_reference_differences(spec, overrides))
     if check_environment:
         problems = environment_problems(spec, overrides, address)
         if problems:
             raise SpecError(problems)
     return spec
+
+
+def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
+    if raw is None:
+        return None
+    spec = (path.parent / raw["spec"]).resolve() if "spec" in raw else None
+    return Reference(raw["row"], spec, raw.get("stands_in_for"))
+
+
+def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> dict[str, dict[str, Difference]]:
+    """Each row's differences from the reference row, checked against the row's ``changes``: a row that breaks
+    its contract is refused (``FILE: rows[i].changes: ...``). A reference of another spec is read with the
+    same ``--set`` overrides, so that they change both sides alike."""
+    reference = spec.reference
+    source = spec
+    if reference.spec is not None:
+        try:
+            source = load_spec(reference.spec, overrides, check_environment=False, check_contracts=False)
+        except SpecError as error:
+            raise SpecError([f"{spec.path}: reference: {reference.spec} cannot be read: {'; '.join(error.problems)}"]) from None
+        if reference.row not in [row.name for row in source.rows]:
+            raise SpecError([f"{spec.path}: reference: {reference.row!r} is not a row of {reference.spec} "
+                             f"(rows: {[row.name for row in source.rows]})"])
+    reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
+    found, problems = {}, []
+    for index, row in enumerate(spec.rows):
+        if row.changes is None:
+            continue
+        method = spec.method_of(row.name)
+        found[row.name] = {knob: difference for knob, difference in
+                           differences(reference_config, reference_method, spec.row_config(row.name), method).items()
+                           if knob not in spec.grid}  # the grid's axes, not the row, set those
+        problems += [f"{spec.path}: rows[{index}].changes: {problem}" for problem in contract_problems(
+            row.name, reference.row, row.changes, found[row.name], exempt(method, reference_method))]
+    if problems:
+        raise SpecError(problems)
+    return found
 
 
 def _resolve_trials(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Trial, ...]:

@@ -30,7 +30,10 @@ TOP_LEVEL_KEYS = {
     "tags": "mapping of tag -> value, e.g. paper and table",
     "method": "method name",
     "base": "mapping of knob -> value shared by every trial",
-    "rows": "list of {name, set} ablation rows",
+    "rows": "list of {name, set, changes} ablation rows; changes: the knobs in which the paper's row differs from "
+    "the reference row (its contract, checked when the spec loads)",
+    "reference": "the row the others are measured against: a row name, or {row, spec: PATH (from this file's "
+    "folder), stands_in_for: the paper's reference where this one substitutes it}",
     "seeds": "list of integer seeds",
     "grid": "mapping of knob -> list of values (grid search)",
     "sample": "mapping of knob -> {choice|uniform|loguniform: ...}",
@@ -217,17 +220,18 @@ def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any
     return (first, second)
 
 
-def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[str, dict[str, Any]]]:
+def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[str, dict[str, Any], tuple[str, ...] | None]]:
+    """(name, overrides, changes) of each row; ``changes`` is None where the row declares no contract."""
     if rows is None:
-        return [("", {})]
+        return [("", {}, None)]
     if not isinstance(rows, list) or not rows:
         problems.add("rows", f"expected a non-empty list of {{name, set}}, got {rows!r}")
         return []
     parsed, seen = [], set()
     for index, row in enumerate(rows):
         key = f"rows[{index}]"
-        if not isinstance(row, Mapping) or not isinstance(row.get("name"), str) or set(row) - {"name", "set"}:
-            problems.add(key, f"expected {{name: str, set: {{knob: value}}}}, got {row!r}")
+        if not isinstance(row, Mapping) or not isinstance(row.get("name"), str) or set(row) - {"name", "set", "changes"}:
+            problems.add(key, f"expected {{name: str, set: {{knob: value}}, changes: [knob, ...]}}, got {row!r}")
             continue
         name, overrides = row["name"], dict(row.get("set") or {})
         if name in seen:
@@ -240,9 +244,51 @@ def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[st
             except KeyError as error:  # its message has the known methods and a did-you-mean
                 problems.add(f"{key}.set.method", str(error.args[0]))
             continue
-        _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, get_method(row_method_name))
-        parsed.append((name, overrides))
+        row_method = get_method(row_method_name)
+        _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, row_method)
+        parsed.append((name, overrides, _check_changes(problems, f"{key}.changes", row.get("changes"), row_method)))
     return parsed
+
+
+def _check_changes(problems: _Problems, key: str, changes: Any, method: Method) -> tuple[str, ...] | None:
+    """A row's contract: the knobs (or ``method``) of its method in which it differs from the reference."""
+    if changes is None:
+        return None
+    if not isinstance(changes, list) or not all(isinstance(name, str) for name in changes):
+        problems.add(key, f"expected a list of knob names, got {changes!r}")
+        return None
+    unknown = {name: None for name in changes if name != "method" and name not in method.all_knobs}
+    _check_knob_values(problems, key, unknown, method)  # each an unknown knob, with a did-you-mean
+    if len(set(changes)) != len(changes):
+        problems.add(key, f"knobs repeat: {changes}")
+    return tuple(changes)
+
+
+def _check_reference(problems: _Problems, reference: Any, rows: list) -> dict[str, Any] | None:
+    """``reference``: a row of this spec, or ``{row, spec, stands_in_for}``; with one in this spec, every other
+    row declares its ``changes`` and the reference row none."""
+    if reference is None:
+        if any(changes is not None for _, _, changes in rows):
+            problems.add("reference", "rows declare changes, but the spec names no reference row to measure them against")
+        return None
+    if isinstance(reference, str):
+        reference = {"row": reference}
+    if (not isinstance(reference, Mapping) or not isinstance(reference.get("row"), str)
+            or set(reference) - {"row", "spec", "stands_in_for"}
+            or not all(isinstance(reference.get(k, ""), str) for k in ("spec", "stands_in_for"))):
+        problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT}}, got {reference!r}")
+        return None
+    names = [name for name, _, _ in rows]
+    for index, (name, _, changes) in enumerate(rows):
+        if "spec" not in reference and name == reference["row"]:
+            if changes is not None:
+                problems.add(f"rows[{index}].changes", "the reference row changes nothing: drop its changes")
+        elif changes is None:
+            problems.add(f"rows[{index}]", f"row {name!r} needs 'changes': the knobs in which the paper's row differs "
+                                           f"from the reference row {reference['row']!r}")
+    if "spec" not in reference and reference["row"] not in names:
+        problems.add("reference", f"{reference['row']!r} is not a row of this spec (rows: {names})")
+    return dict(reference)
 
 
 def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -269,9 +315,10 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     method = get_method(method_name)
     base = _check_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
     rows = _parse_rows(problems, raw.get("rows"), method)
+    reference = _check_reference(problems, raw.get("reference"), rows)
     seeds = _check_seeds(problems, raw.get("seeds", [method.all_knobs["seed"].default]))
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
-    row_methods = [get_method(row_overrides["method"]) for _, row_overrides in rows if "method" in row_overrides]
+    row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
     num_samples = raw.get("num_samples", 1)
     if not isinstance(num_samples, int) or num_samples < 1:
@@ -316,7 +363,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         method=method_name, base=base, rows=rows, seeds=seeds, grid={k: list(v) for k, v in grid.items()},
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
-        log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue,
+        log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue, reference=reference,
     )
 
 

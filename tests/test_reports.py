@@ -41,10 +41,11 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
         "name": "tiny_rows",
         "method": "simcse",
         "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 40, "max_steps": 3, "eval_every": 1},
+        "reference": "simcse",
         "rows": [
-            {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
+            {"name": "untuned", "changes": ["method", "pooling"], "set": {"method": "none", "pooling": "mean"}},
             {"name": "simcse", "set": {}},
-            {"name": "broken", "set": {"model": str(broken)}},
+            {"name": "broken", "changes": ["model"], "set": {"model": str(broken)}},
         ],
         "seeds": [1, 2, 3],
         "max_failures": 0,

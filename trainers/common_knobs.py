@@ -68,7 +68,8 @@ TRAINING_KNOBS = KnobSet(
         Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early).",
              low=0),
         Knob("checkpoint_every", int, 1, "Hand Ray Tune (or a local session) a checkpoint to resume from every "
-             "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0),
+             "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0,
+             bookkeeping=True),
         Knob("train_precision", str, "fp32", "Precision of the training steps: 'fp32', 'bf16' autocast (CUDA or "
              "CPU), or 'auto' (bf16 where the hardware runs it fast, as eval_precision). fp32 by default: on this "
              "CPU bf16 steps were 1.10x faster for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet "
@@ -95,12 +96,12 @@ FROZEN_OUTPUT_KNOBS = KnobSet(
              "SCT's distillation teacher) lives: it is computed in one batched pass over the training texts "
              "before the trial trains (sorted by length, fixed batches: the same bits in every trial). On = "
              "on node-local disk, computed once and read by the node's other trials; off = computed inside "
-             "each trial. The same numbers either way."),
+             "each trial. The same numbers either way.", bookkeeping=True),
         Knob("frozen_outputs_dir", str, "", "Node-local folder of the shared frozen outputs; empty = "
-             "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs."),
+             "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs.", bookkeeping=True),
         Knob("frozen_outputs_gb", float, 8.0, "Bound on one table of frozen outputs (texts x width x bytes, "
              "`sweep plan` prints it) and on the shared folder, in GB; a table past it is not built and the "
-             "trial runs the frozen model on each step's batch instead.", low=0.0),
+             "trial runs the frozen model on each step's batch instead.", low=0.0, bookkeeping=True),
     )
 )
 """Where the outputs of frozen models are shared (:mod:`trainers.frozen_outputs`), knobs of SG and SCT."""

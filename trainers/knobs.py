@@ -23,6 +23,9 @@ class Knob:
     ``kind`` is the Python type the value must have (``int`` accepts no bools,
     ``float`` accepts ints). ``choices`` restricts the value to a set;
     ``low``/``high`` bound numbers (inclusive). ``nullable`` admits ``None``.
+    ``bookkeeping`` marks a knob that changes where or how often things are done but no number a trial
+    computes (a cache's folder, how often a checkpoint is written): it is no part of what a row changes
+    (:mod:`sweep.contracts`).
     """
 
     name: str
@@ -33,6 +36,7 @@ class Knob:
     low: float | None = None
     high: float | None = None
     nullable: bool = False
+    bookkeeping: bool = False
 
     def problem(self, value: Any) -> str | None:
         """Return why ``value`` is not acceptable for this knob, or None."""
@@ -103,6 +107,11 @@ class KnobSet:
     @property
     def names(self) -> list[str]:
         return [k.name for k in self.knobs]
+
+    @property
+    def bookkeeping(self) -> frozenset[str]:
+        """The names of the knobs that change no number (:attr:`Knob.bookkeeping`)."""
+        return frozenset(k.name for k in self.knobs if k.bookkeeping)
 
     def defaults(self) -> dict[str, Scalar]:
         return {k.name: k.default for k in self.knobs}

@@ -1,0 +1,182 @@
+"""Row contracts: every row of every shipped table differs from its table's reference row in exactly the knobs
+its contract names, and a row that breaks its contract is refused, naming the table, the row and the knob."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reports.table_specs import TableSpecError, load_table_specs
+from sweep.cli import main as sweep_main
+from sweep.contracts import differences, exempt
+from sweep.spec import SpecError, load_spec
+from trainers.registry import get_method
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = sorted((ROOT / "search_spaces").glob("*.yaml"))
+TABLES = load_table_specs()
+
+
+def test_every_spec_of_several_rows_names_its_reference_and_each_row_its_changes():
+    for path in SPECS:
+        spec = load_spec(path, check_environment=False)
+        if len(spec.rows) > 1:
+            assert spec.reference is not None, path.name
+            assert set(spec.reference_differences) | {spec.reference.row} >= {row.name for row in spec.rows}, path.name
+
+
+@pytest.mark.parametrize("name", [name for name, table in TABLES.items() if table.kind == "rows"])
+def test_each_row_of_a_table_differs_from_the_tables_reference_in_its_changes_only(name):
+    """Rows drawn from several search spaces are compared with the one reference row, resolved from its own
+    search space: the knobs that differ, less the exempt ones, are the row's changes, and every change differs."""
+    table = TABLES[name]
+    if len(table.rows) < 2:
+        return
+    reference = table.reference
+    source = load_spec(reference.spec, check_environment=False) if reference.spec else table.sweep
+    reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
+    for line in table.rows:
+        _, sweep = table.sweep_of(line)
+        row = sweep.row(line)
+        if row.changes is None:  # the reference row itself
+            assert line == reference.row and reference.spec is None
+            continue
+        method = sweep.method_of(line)
+        found = differences(reference_config, reference_method, sweep.row_config(line), method)
+        unnamed = set(found) - set(row.changes) - exempt(method, reference_method)
+        assert not unnamed, f"{name}: row {line!r} differs from {reference.row!r} in {sorted(unnamed)}, not named"
+        assert set(row.changes) <= set(found), f"{name}: row {line!r} names {row.changes}, differs in {sorted(found)}"
+
+
+def project_copy(tmp_path: Path) -> Path:
+    """The search spaces and table specs, to break one on purpose."""
+    shutil.copytree(ROOT / "search_spaces", tmp_path / "search_spaces")
+    (tmp_path / "reports").mkdir()
+    shutil.copy(ROOT / "reports" / "table_specs.yaml", tmp_path / "reports" / "table_specs.yaml")
+    return tmp_path
+
+
+def edit_row(path: Path, row_name: str, **changes) -> None:
+    raw = yaml.safe_load(path.read_text())
+    row = next(row for row in raw["rows"] if row["name"] == row_name)
+    row.update(changes)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+
+
+def test_a_knob_added_to_one_row_fails_naming_the_table_the_row_and_the_knob(tmp_path):
+    project = project_copy(tmp_path)
+    edit_row(project / "search_spaces/sct_text_views.yaml", "Synonym replacement",
+             set={"view1": "synonym", "view2": "synonym", "learning_rate": 3e-5})
+    with pytest.raises(TableSpecError) as raised:
+        load_table_specs(project / "reports/table_specs.yaml", project)
+    message = str(raised.value)
+    assert "table 'sct-table4'" in message and "row 'Synonym replacement'" in message
+    assert "learning_rate: 0.0005 -> 3e-05" in message and "do not name" in message
+
+
+def test_a_base_that_one_spec_of_a_table_drops_fails(tmp_path):
+    """SCT Table 4's rows come from three specs: one that loses Table 1's settings differs in them."""
+    project = project_copy(tmp_path)
+    path = project / "search_spaces/sct_augmentations.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["base"] = {"model_layers": 2}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(TableSpecError, match=r"(?s)sct-table4.*queue_size: 131072 -> 65536.*tau_ref: 0.03 -> 0.02"):
+        load_table_specs(project / "reports/table_specs.yaml", project)
+
+
+def test_a_change_the_row_does_not_make_fails(tmp_path):
+    project = project_copy(tmp_path)
+    edit_row(project / "search_spaces/sg_opt_ablation.yaml", "tau = 0.1", changes=["temperature", "reg_lambda"])
+    with pytest.raises(SpecError, match=r"row 'tau = 0.1' names \['reg_lambda'\] in its changes, but does not differ"):
+        load_spec(project / "search_spaces/sg_opt_ablation.yaml", check_environment=False)
+
+
+def test_tables_rows_must_share_one_reference(tmp_path):
+    project = project_copy(tmp_path)
+    path = project / "search_spaces/sct_text_views.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["reference"] = "Synonym replacement"
+    raw["rows"][1].pop("changes")
+    raw["rows"][0]["changes"] = ["view1", "view2", "mlm_model"]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(TableSpecError, match="different reference rows"):
+        load_table_specs(project / "reports/table_specs.yaml", project)
+
+
+def spec_with(tmp_path: Path, **keys) -> Path:
+    raw = {"name": "contract", "method": "sg", "rows": [{"name": "SG-OPT", "set": {}},
+                                                          {"name": "SG", "set": {"loss": "sg"}}], **keys}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize("keys, expected", [
+    ({"reference": "SG-OPT"}, r"rows\[1\]: row 'SG' needs 'changes'"),
+    ({"reference": "Nope"}, "reference: 'Nope' is not a row of this spec"),
+    ({"reference": {"row": "SG-OPT", "spec": "missing.yaml"}, "rows": [{"name": "SG", "changes": ["loss"], "set": {"loss": "sg"}}]},
+     "reference: .*missing.yaml cannot be read"),
+    ({"reference": ["SG-OPT"]}, "reference: expected a row name or"),
+])
+def test_bad_contracts_are_refused_with_exit_2(tmp_path, capsys, keys, expected):
+    assert sweep_main(["plan", str(spec_with(tmp_path, **keys))]) == 2
+    assert re.search(expected, capsys.readouterr().err)
+
+
+def test_changes_without_a_reference_and_unknown_knobs_are_refused(tmp_path, capsys):
+    path = spec_with(tmp_path, rows=[{"name": "SG", "changes": ["los"], "set": {"loss": "sg"}}])
+    assert sweep_main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "rows[0].changes.los: unknown knob; did you mean 'loss'?" in err
+    assert "reference: rows declare changes, but the spec names no reference row" in err
+
+
+def test_a_switched_method_brings_its_own_defaults_but_not_what_the_row_sets():
+    sg, simcse = get_method("sg"), get_method("simcse")
+    reference = sg.resolve({})
+    own_defaults = simcse.resolve({})
+    assert reference["batch_size"] != own_defaults["batch_size"]  # else the test shows nothing
+    assert differences(reference, sg, own_defaults, simcse) == {"method": ("sg", "simcse")}
+    set_by_row = simcse.resolve({"batch_size": 8})
+    assert differences(reference, sg, set_by_row, simcse) == {"method": ("sg", "simcse"), "batch_size": (16, 8)}
+
+
+def test_exempt_knobs_are_the_seed_the_budgets_caps_and_bookkeeping():
+    assert exempt(get_method("sg")) == {"seed", "max_steps", "eval_every", "eval_max_pairs", "checkpoint_every",
+                                        "share_frozen_outputs", "frozen_outputs_dir", "frozen_outputs_gb"}
+
+
+def test_plan_prints_each_rows_difference_even_where_the_spec_cannot_run_here(capsys):
+    """sg_senteval needs SentEval's data and the hub; its plan still says what its rows mean."""
+    sweep_main(["plan", str(ROOT / "search_spaces/sg_senteval.yaml")])
+    out = capsys.readouterr().out
+    assert "against the reference row 'SG-OPT' of sg_main.yaml" in out
+    assert ("SG-OPT            train_corpus: 'stsb_sentences' -> 'nli_sentences'; view_pooling: 'max' -> 'mean'; "
+            "skip_first_layers: 0 -> 4") in out
+    assert "No tuning (Mean)  method: 'sg' -> 'none'; pooling: 'cls' -> 'mean'" in out
+
+
+def test_a_substitute_reference_is_named_in_the_caption():
+    assert "Reference row 'SCT (default)' stands in for the paper's SCT, whose views are two back-translations" \
+        in TABLES["sct-table4"].caption
+
+
+def test_the_per_step_views_row_builds_no_table():
+    """'views recomputed every step' runs BERT_F on each step's batch: a table bound of 0 GB builds none."""
+    from trainers.frozen_outputs import FrozenOutputs
+    import torch
+
+    spec = load_spec(ROOT / "search_spaces/sg_variants.yaml", check_environment=False)
+    per_step = FrozenOutputs.from_config(spec.row_config("views recomputed every step"), {"test": "per-step"})
+    shared = FrozenOutputs.from_config(spec.row_config("SG-OPT (paper: max-pooled views)"), {"test": "per-step"})
+    compute = lambda texts: torch.ones(len(texts), 3, 4)  # noqa: E731
+    per_step.prepare(["a", "b"], compute, torch.device("cpu"))
+    assert per_step.table is None
+    shared.share = False  # a table in this trial only: no shared folder touched
+    shared.prepare(["a", "b"], compute, torch.device("cpu"))
+    assert shared.table is not None
