@@ -2,6 +2,7 @@
 
     python -m reports.tables [--results results.parquet] [--format markdown|latex|csv] [--out DIR]
                              [--table NAME ... | --sweep NAME]
+    python -m reports.tables --index
 
 Each paper table comes from a declarative spec in ``reports/table_specs.yaml``
 (:mod:`reports.table_specs`) and the papers' numbers from
@@ -25,6 +26,11 @@ from results.render import RENDERERS
 
 
 def render(args: argparse.Namespace) -> int:
+    if args.index:
+        from reports.index import load_index, markdown, runs_here
+
+        print(markdown(load_index(), here=runs_here))
+        return 0
     results = read_results(args.results)
     tables = sweep_tables(results, args.sweep) if args.sweep else build_tables_for_cli(results, args.tables)
     render_table, suffix = RENDERERS[args.format]
@@ -43,6 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             "Any collected sweep (its MLflow experiment name), one table per variant.")
     parser.add_argument("--format", choices=tuple(RENDERERS), default="markdown")
     parser.add_argument("--out", help="Folder to write one file per table (and print nothing).")
+    parser.add_argument("--index", action="store_true", help="List every table and figure of the papers, what "
+                        "reproduces it and whether it runs on this machine (reports.index); no results needed.")
     return run_command(parser, argv, render)
 
 
