@@ -24,6 +24,7 @@ def test_every_table_of_the_issue_has_a_spec():
         "sg-bert-figure1", "sg-bert-figure4", "sg-bert-table1", "sg-bert-table7", "sg-bert-table5", "sg-bert-table6",
         "consert-table2", "consert-table3", "consert-table4", "consert-figure5", "consert-figure6", "consert-figure7",
         "sct-table2", "sct-table4", "sct-figure4", "sct-table6", "sct-table7", "sg-bert-table2", "sg-bert-table3",
+        "sct-table2-distillation", "sct-figure2", "sct-figure2-offline",
     }
 
 
@@ -73,6 +74,10 @@ def test_the_papers_figures_land_in_the_right_cells():
     assert paper("consert-table3", "ConSERT-base joint-unsup")["SICK-R"] == 76.77
     assert paper("consert-table3", "ConSERT-base joint, FGV adversarial view") == {}  # ours only
     assert paper("sct-table2", "SCT")["Avg"] == 72.56  # BERT-Small
+    assert paper("sct-table2", "SimCSE")["Avg"] == 69.13
+    assert paper("sct-table2-distillation", "L_CKD")["STS-B"] == 75.89  # BERT-Tiny, the paper's "CKD"
+    assert paper("sct-table2-distillation", "L_ConGen")["Avg"] == 75.89  # the paper's "ConGen"
+    assert paper("sct-table2-distillation", "SCT-distillation")["SICK-R"] == 68.92
     assert paper("sct-table4", "No queue update") == {DELTA: -3.85}  # BERT-Tiny
     assert paper("sct-table6", "KL -> CE") == {DELTA: -3.43}
     assert paper("sg-bert-table2", "Contrastive (SG-OPT)") == {"STS14 es": 82.74}  # MBERT, Pearson
