@@ -133,6 +133,21 @@ def test_a_model_cut_to_its_first_layers_is_named_in_the_notes():
     assert table.notes[0].startswith("ours: m (first 2 layers); budget none; paper: consert table2")
 
 
+def test_a_grid_over_the_model_is_no_mix_of_models():
+    """SCT Figure 2 grids the model (its layers, offline): that the trials differ there is the table's point."""
+    spec = SPECS["sct-figure2-offline"]
+    frame = pd.DataFrame({
+        "experiment": "sct_model_size_offline", "status": "FINISHED", "row": "SimCSE", "seed": 42, "model": "m",
+        "model_layers": pd.array([1, 2, 4, 6], dtype="Int64"), "budget": ["none", "none", "none", "smoke"],
+        "run_id": list("abcd"), "start_time": pd.Timestamp(0, tz="UTC"), "test_avg_spearman": [50.0, 55.0, 60.0, 62.0],
+        "test_seconds": [1.0, 2.0, 3.0, 4.0], "trial_id": ["t1", "t2", "t3", "t4"],
+    })
+    table = build_tables(frame, ["sct-figure2-offline"], {"sct-figure2-offline": spec}, NUMBERS)[0]
+    assert not any("mix several values of model_layers" in note for note in table.notes)
+    assert any("mix several values of budget (none, smoke)" in note for note in table.notes)
+    assert [line.cells["Inference"].values for line in table.lines] == [(1.0,), (2.0,), (3.0,), (4.0,)]
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
