@@ -185,7 +185,8 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
     layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
     table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
     for name in ("model", "budget", "model_layers"):
-        if name in runs.columns and runs[name].nunique() > 1:
+        # A grid table over the knob (SCT Figure 2: model, or model_layers offline) mixes it on purpose.
+        if name in runs.columns and name not in (spec.index, spec.across) and runs[name].nunique() > 1:
             table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): filter or re-run before comparing")
     if spec.paper and spec.across:
         shown = {(line.label, label) for line in table.lines for label in line.paper}

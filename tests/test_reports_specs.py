@@ -24,6 +24,7 @@ def test_every_table_of_the_issue_has_a_spec():
         "sg-bert-figure1", "sg-bert-figure4", "sg-bert-table1", "sg-bert-table7", "sg-bert-table5", "sg-bert-table6",
         "consert-table2", "consert-table3", "consert-table4", "consert-figure5", "consert-figure6", "consert-figure7",
         "sct-table2", "sct-table4", "sct-figure4", "sct-table6", "sct-table7", "sg-bert-table2", "sg-bert-table3",
+        "sct-table2-distillation", "sct-figure2", "sct-figure2-offline",
     }
 
 
@@ -73,6 +74,10 @@ def test_the_papers_figures_land_in_the_right_cells():
     assert paper("consert-table3", "ConSERT-base joint-unsup")["SICK-R"] == 76.77
     assert paper("consert-table3", "ConSERT-base joint, FGV adversarial view") == {}  # ours only
     assert paper("sct-table2", "SCT")["Avg"] == 72.56  # BERT-Small
+    assert paper("sct-table2", "SimCSE")["Avg"] == 69.13
+    assert paper("sct-table2-distillation", "L_CKD")["STS-B"] == 75.89  # BERT-Tiny, the paper's "CKD"
+    assert paper("sct-table2-distillation", "L_ConGen")["Avg"] == 75.89  # the paper's "ConGen"
+    assert paper("sct-table2-distillation", "SCT-distillation")["SICK-R"] == 68.92
     assert paper("sct-table4", "No queue update") == {DELTA: -3.85}  # BERT-Tiny
     assert paper("sct-table6", "KL -> CE") == {DELTA: -3.43}
     assert paper("sg-bert-table2", "Contrastive (SG-OPT)") == {"STS14 es": 82.74}  # MBERT, Pearson
@@ -126,6 +131,21 @@ def test_a_model_cut_to_its_first_layers_is_named_in_the_notes():
     })
     table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
     assert table.notes[0].startswith("ours: m (first 2 layers); budget none; paper: consert table2")
+
+
+def test_a_grid_over_the_model_is_no_mix_of_models():
+    """SCT Figure 2 grids the model (its layers, offline): that the trials differ there is the table's point."""
+    spec = SPECS["sct-figure2-offline"]
+    frame = pd.DataFrame({
+        "experiment": "sct_model_size_offline", "status": "FINISHED", "row": "SimCSE", "seed": 42, "model": "m",
+        "model_layers": pd.array([1, 2, 4, 6], dtype="Int64"), "budget": ["none", "none", "none", "smoke"],
+        "run_id": list("abcd"), "start_time": pd.Timestamp(0, tz="UTC"), "test_avg_spearman": [50.0, 55.0, 60.0, 62.0],
+        "test_seconds": [1.0, 2.0, 3.0, 4.0], "trial_id": ["t1", "t2", "t3", "t4"],
+    })
+    table = build_tables(frame, ["sct-figure2-offline"], {"sct-figure2-offline": spec}, NUMBERS)[0]
+    assert not any("mix several values of model_layers" in note for note in table.notes)
+    assert any("mix several values of budget (none, smoke)" in note for note in table.notes)
+    assert [line.cells["Inference"].values for line in table.lines] == [(1.0,), (2.0,), (3.0,), (4.0,)]
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,14 @@ from trainers.data import DataError, read_backtranslations
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
-from trainers.losses.sct import kl_to_reference, queue_contrastive_loss, sct_loss
+from trainers.losses.sct import (
+    hard_cross_entropy,
+    kl_to_reference,
+    queue_contrastive_loss,
+    sct_loss,
+    similarity_log_distribution,
+    soft_cross_entropy,
+)
 from trainers.methods.sct import sct_problems
 from trainers.objectives.sct import SCTObjective
 from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
@@ -42,39 +49,76 @@ def unit(*shape):
     return F.normalize(torch.randn(*shape, dtype=torch.float64), dim=-1)
 
 
-def slow_sct(z1, z2, r1, r2, d1, d2, tau, tau_ref):
-    """Eq. (1)-(2) with explicit sums: 1/2 KL(c2_ref || c1) + 1/2 KL(c1_ref || c2), mean over the batch."""
+def slow_kl(p, q):
+    return sum(pi * (torch.log(pi) - torch.log(qi)) for pi, qi in zip(p, q))
+
+
+def slow_soft_ce(p, q):
+    return -sum(pi * torch.log(qi) for pi, qi in zip(p, q))
+
+
+def slow_hard_ce(p, q):
+    best = 0
+    for j in range(len(p)):
+        if p[j] > p[best]:
+            best = j
+    return -torch.log(q[best])
+
+
+SLOW_DIVERGENCES = {"kl": slow_kl, "ce": slow_soft_ce, "ce_hard": slow_hard_ce}
+
+
+def slow_sct(z1, z2, r1, r2, d1, d2, tau, tau_ref, divergence="kl"):
+    """Eq. (1)-(2) with explicit sums: 1/2 D(c2_ref || c1) + 1/2 D(c1_ref || c2), mean over the batch;
+    D = KL, the soft cross-entropy -sum_j p_j log q_j, or -log q at the reference's argmax."""
 
     def sr(z, queue, t):
         scores = [torch.exp(torch.dot(z, d) / t) for d in queue]
         total = sum(scores)
         return [s / total for s in scores]
 
-    def kl(p, q):
-        return sum(pi * (torch.log(pi) - torch.log(qi)) for pi, qi in zip(p, q))
-
+    measure = SLOW_DIVERGENCES[divergence]
     total = 0
     for i in range(len(z1)):
         c1, c2 = sr(z1[i], d2, tau), sr(z2[i], d1, tau)
         c1_ref, c2_ref = [p.detach() for p in sr(r1[i], d1, tau_ref)], [p.detach() for p in sr(r2[i], d2, tau_ref)]
-        total = total + 0.5 * kl(c2_ref, c1) + 0.5 * kl(c1_ref, c2)
+        total = total + 0.5 * measure(c2_ref, c1) + 0.5 * measure(c1_ref, c2)
     return total / len(z1)
 
 
-def test_sct_loss_and_gradient_match_the_equations():
+@pytest.mark.parametrize("divergence", ["kl", "ce", "ce_hard"])
+def test_sct_loss_and_gradient_match_the_equations(divergence):
     torch.manual_seed(0)
     z1, z2 = unit(3, 4).requires_grad_(), unit(3, 4).requires_grad_()
     r1, r2 = unit(3, 4).requires_grad_(), unit(3, 4).requires_grad_()
     d1, d2 = unit(6, 4), unit(6, 4)
-    fast = sct_loss((z1, z2), (r1, r2), (d1, d2), 0.3, 0.2)
-    slow = slow_sct(z1, z2, r1, r2, d1, d2, 0.3, 0.2)
+    fast = sct_loss((z1, z2), (r1, r2), (d1, d2), 0.3, 0.2, divergence=divergence)
+    slow = slow_sct(z1, z2, r1, r2, d1, d2, 0.3, 0.2, divergence=divergence)
     torch.testing.assert_close(fast, slow)
     fast_grads = torch.autograd.grad(fast, (z1, z2))
     slow_grads = torch.autograd.grad(slow, (z1, z2))
     for a, b in zip(fast_grads, slow_grads):
         torch.testing.assert_close(a, b)
     # Stop-gradient: nothing flows into the reference vectors.
-    assert torch.autograd.grad(sct_loss((z1, z2), (r1, r2), (d1, d2), 0.3, 0.2), (r1, r2), allow_unused=True) == (None, None)
+    again = sct_loss((z1, z2), (r1, r2), (d1, d2), 0.3, 0.2, divergence=divergence)
+    assert torch.autograd.grad(again, (r1, r2), allow_unused=True) == (None, None)
+
+
+def test_soft_cross_entropy_has_the_gradient_of_kl():
+    """Why 'ce' (the authors' soft CE) fits the paper's small "KL -> CE" drops: it is KL plus the
+    reference's entropy, which has no gradient, so w.r.t. the online logits both give the same
+    gradient and train alike; the hard CE gives another."""
+    torch.manual_seed(3)
+    logits = torch.randn(3, 6, dtype=torch.float64, requires_grad=True)
+    reference_log = F.log_softmax(torch.randn(3, 6, dtype=torch.float64), dim=1)
+    online_log = F.log_softmax(logits, dim=1)
+    kl, soft, hard = (f(reference_log, online_log) for f in (kl_to_reference, soft_cross_entropy, hard_cross_entropy))
+    kl_grad, soft_grad, hard_grad = (torch.autograd.grad(v, logits, retain_graph=True)[0] for v in (kl, soft, hard))
+    torch.testing.assert_close(soft_grad, kl_grad)
+    assert not torch.allclose(hard_grad, kl_grad)
+    entropy = -(reference_log.exp() * reference_log).sum(1).mean()
+    torch.testing.assert_close(soft - kl, entropy)
+    assert entropy > 0.1  # so the values differ while the gradients agree
 
 
 def test_kl_direction_is_reference_to_online():
@@ -162,13 +206,42 @@ def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
 @pytest.mark.parametrize(
     "knob, value",
     [("objective", "kl"),  # control: the defaults on both sides
-     ("objective", "ce"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
+     ("objective", "ce"), ("objective", "ce_hard"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
      ("queues", "in_batch"), ("projector", False), ("projector_expansion", 3), ("tau_theta", 0.3),
      ("tau_ref", 0.3), ("queue_size", 8), ("view1", "token_cutoff"), ("view2", "dropout_mask"), ("model_layers", 1),
      ("reference", "frozen"), ("feature_cutoff_rate", 0.5)],
 )
 def test_each_knob_changes_the_loss(tiny_bert, knob, value):
     assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, **o)).item(), knob, value, default_of(knob))
+
+
+def test_the_objective_knob_reaches_the_divergence(tiny_bert):
+    """objective='ce' trains with the soft cross-entropy: its loss is 'kl''s plus the entropy of the
+    two reference distributions (from the objective's own reference vectors and candidates) and its
+    gradient on every trained weight is 'kl''s; 'ce_hard' moves the gradient. A warm tau_ref keeps the
+    reference distributions far from one-hot (at 0.02 each puts almost all its mass on the view's own
+    vector, which enters the candidates, and the soft and hard CE values nearly coincide)."""
+    def run(objective_name):
+        objective = build(tiny_bert, objective=objective_name, tau_ref=0.5)
+        loss = loss_of(objective)
+        weights = [p for p in objective.parameters() if p.requires_grad]
+        return objective, loss, torch.autograd.grad(loss, weights, allow_unused=True)
+
+    objective, kl, kl_grads = run("kl")
+    (r1, r2), _ = objective._pending
+    c1, c2 = objective.candidates((r1, r2))
+    tau = objective.config["tau_ref"]
+    entropies = [-(log.exp() * log).sum(1).mean() for log in (similarity_log_distribution(r2, c2, tau),
+                                                               similarity_log_distribution(r1, c1, tau))]
+    assert min(entropies) > 1.0
+    _, ce, ce_grads = run("ce")
+    torch.testing.assert_close(ce, kl + 0.5 * (entropies[0] + entropies[1]))
+    for a, b in zip(ce_grads, kl_grads):
+        assert (a is None) == (b is None)
+        if a is not None:
+            torch.testing.assert_close(a, b)
+    _, _, hard_grads = run("ce_hard")
+    assert any(a is not None and not torch.allclose(a, b) for a, b in zip(hard_grads, kl_grads))
 
 
 @pytest.mark.parametrize("knob, view, value", [

@@ -22,12 +22,29 @@ def kl_to_reference(reference_log: Tensor, online_log: Tensor) -> Tensor:
     return (reference_log.exp() * (reference_log - online_log)).sum(1).mean()
 
 
+def soft_cross_entropy(reference_log: Tensor, online_log: Tensor) -> Tensor:
+    """Tables 4 and 6's "KL -> CE" as the authors' code writes it (the reading 'ce' takes):
+    H(SG(p_ref), p_online) = -sum_j p_ref(j) log p_online(j), averaged over the batch, in place of
+    Eq. 2's L_KL. It is KL(SG(p_ref) || p_online) + H(p_ref), and H(p_ref) has no gradient, so it
+    trains exactly as KL does; only the loss value differs (by the reference's entropy). The paper
+    does not define CE; its Table 4 drops (0.20, 0.32) are within its seed SD (~0.30).
+    Source: github.com/mrpeerat/SCT, commit 79f8275,
+    build/lib/sentence_transformers/losses/ARLSymLoss_v2_debug_CE.py, the lines (commented out there,
+    beside the KL lines they replace) ``-torch.mul(momentum_Dist_A.detach(),
+    F.log_softmax(sentence_Dist_A, dim=1)).sum() / batch_size``; no argmax-target CE is in that code."""
+    return -(reference_log.detach().exp() * online_log).sum(1).mean()
+
+
 def hard_cross_entropy(reference_log: Tensor, online_log: Tensor) -> Tensor:
-    """The 'KL -> CE' ablation: cross-entropy against the reference's most similar queue entry."""
+    """Another reading of "KL -> CE" (Tables 4 and 6; 'ce_hard'): in place of Eq. 2's L_KL, the
+    cross-entropy of p_online against the reference's most similar queue entry, argmax_j p_ref(j),
+    as a one-hot target, averaged over the batch. Not in the authors' code; unlike the soft
+    cross-entropy it changes the gradient (the reference's other similarities are dropped)."""
     return F.nll_loss(online_log, reference_log.detach().argmax(1))
 
 
-DIVERGENCES = {"kl": kl_to_reference, "ce": hard_cross_entropy}
+DIVERGENCES = {"kl": kl_to_reference, "ce": soft_cross_entropy, "ce_hard": hard_cross_entropy}
+"""D in Eq. 2, by its name in SCT's ``objective`` knob."""
 
 
 def sct_loss(
@@ -41,7 +58,8 @@ def sct_loss(
 ) -> Tensor:
     """L_SCT (Eq. 2) = 1/2 D(SG(c2_ref) || c1_theta) + 1/2 D(SG(c1_ref) || c2_theta), with
     c1_theta = SR(z1_theta, D2, tau_theta), c2_theta = SR(z2_theta, D1, tau_theta),
-    c1_ref = SR(z1_ref, D1, tau_ref), c2_ref = SR(z2_ref, D2, tau_ref) and D = KL by default.
+    c1_ref = SR(z1_ref, D1, tau_ref), c2_ref = SR(z2_ref, D2, tau_ref) and D = KL by default
+    (``divergence``: a name in :data:`DIVERGENCES`, the "KL -> CE" ablation's readings).
 
     ``cross_view=False`` is the identical-view ablation: each online view is
     compared with the reference of the same view, through that view's queue.

@@ -137,8 +137,11 @@ METHOD = Method(
                  "the batch's reference vectors).", choices=("two", "one", "in_batch")),
             Knob("queue_update", bool, True, "Enqueue the reference vectors after each step (False: the random "
                  "initial negatives stay)."),
-            Knob("objective", str, "kl", "'kl' (L_SCT), 'ce' (KL -> CE: hard reference targets), or "
-                 "'contrastive' (distribution -> contrastive).", choices=("kl", "ce", "contrastive")),
+            Knob("objective", str, "kl", "'kl' (L_SCT, Eq. 2); Tables 4/6's 'KL -> CE', which the paper does not "
+                 "define: 'ce' = soft cross-entropy -sum_j p_ref(j) log p_online(j), as the authors' code writes "
+                 "it (same gradient as KL, so it trains as 'kl' does), or 'ce_hard' = cross-entropy against the "
+                 "reference's argmax queue entry (not in their code); or 'contrastive' (distribution -> "
+                 "contrastive).", choices=("kl", "ce", "ce_hard", "contrastive")),
             Knob("cross_view", bool, True, "Compare across views (False: the identical-view ablation)."),
             Knob("reference", str, "online", "f_ref: the online encoder under stop-gradient ('online', the paper), "
                  "a momentum encoder ('momentum', Table 4), or the model as it was before training ('frozen').",
