@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from trainers.knobs import Knob
 from trainers.method import Method
-from trainers.evaluations import parse_evaluations, parse_glue
+from trainers.common_knobs import COMMON_KNOBS
+from trainers.evaluations import Names, parse_evaluations, parse_glue
 from trainers.record import SELECTABLE_METRICS, Glue, Metric, Suite
 from trainers.registry import METHODS, get_method
 
@@ -45,14 +46,24 @@ TOP_LEVEL_KEYS = {
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
-    "keep_models": "which finished trials keep their best encoder: all (default), best_per_row, best or none",
-    "log_models": "log every kept trial's encoder to MLflow, not only the best trial's (default false)",
+    "keep_models": "which finished trials keep their best encoder: all, best_per_row, best or none",
+    "log_models": "log every kept trial's encoder to MLflow, not only the best trial's",
     "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
     Suite.KEY: "evaluation suites run on each trial's best state: a list of names or {name: {option: value}} "
-    "(default [sts]; docs/evaluations.md)",
+    "(docs/evaluations.md)",
     Glue.KEY: "GLUE fine-tuning of each row's encoder (python -m sweep glue SPEC): {tasks: [...], knob: value} "
     "(docs/glue.md)",
 }
+REQUIRED = "required"
+DEFAULTS = {
+    "name": REQUIRED, "method": REQUIRED, "description": "", "tags": {}, "base": {}, "rows": "one row, unnamed",
+    "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1, "metric": Metric.BEST_DEV,
+    "mode": "max", "scheduler": None, "resources": {"cpu": 1, "gpu": 0}, "max_concurrent_trials": 2,
+    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None, Suite.KEY: list(Names.DEFAULT),
+    Glue.KEY: None,
+}
+"""Each top-level key's value when a spec leaves it out: the one place validation reads them from, and what the
+spec reference (docs/spec_reference.md, :mod:`sweep.spec_reference`) prints."""
 SAMPLERS = ("choice", "uniform", "loguniform")
 KEEP_MODELS = ("all", "best_per_row", "best", "none")
 
@@ -316,17 +327,17 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     base = _check_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
     rows = _parse_rows(problems, raw.get("rows"), method)
     reference = _check_reference(problems, raw.get("reference"), rows)
-    seeds = _check_seeds(problems, raw.get("seeds", [method.all_knobs["seed"].default]))
+    seeds = _check_seeds(problems, raw.get("seeds", DEFAULTS["seeds"]))
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
     row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
-    num_samples = raw.get("num_samples", 1)
+    num_samples = raw.get("num_samples", DEFAULTS["num_samples"])
     if not isinstance(num_samples, int) or num_samples < 1:
         problems.add("num_samples", f"expected an integer >= 1, got {num_samples!r}")
         num_samples = 1
-    metric, mode = raw.get("metric", Metric.BEST_DEV), raw.get("mode", "max")
+    metric, mode = raw.get("metric", DEFAULTS["metric"]), raw.get("mode", DEFAULTS["mode"])
     _check_metric(problems, metric, mode, raw.get("scheduler"), method, base)
-    resources = {"cpu": 1, "gpu": 0, **(raw.get("resources") or {})}
+    resources = {**DEFAULTS["resources"], **(raw.get("resources") or {})}
     for key, value in resources.items():
         if key not in ("cpu", "gpu") or not isinstance(value, (int, float)) or value < 0:
             problems.add(f"resources.{key}", f"expected cpu or gpu with a non-negative number, got {value!r}")
@@ -334,16 +345,16 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     if isinstance(gpu, (int, float)) and gpu > 1 and gpu != int(gpu):
         problems.add("resources.gpu", f"expected a fraction of one GPU (such as 0.25) or a whole number of GPUs, "
                                       f"got {gpu!r} (Ray gives a trial no more than one GPU in parts)")
-    concurrency = raw.get("max_concurrent_trials", 2)
+    concurrency = raw.get("max_concurrent_trials", DEFAULTS["max_concurrent_trials"])
     if not isinstance(concurrency, int) or concurrency < 1:
         problems.add("max_concurrent_trials", f"expected an integer >= 1, got {concurrency!r}")
-    failures = raw.get("max_failures", 1)
+    failures = raw.get("max_failures", DEFAULTS["max_failures"])
     if not isinstance(failures, int) or failures < 0:
         problems.add("max_failures", f"expected an integer >= 0, got {failures!r}")
-    keep_models = raw.get("keep_models", "all")
+    keep_models = raw.get("keep_models", DEFAULTS["keep_models"])
     if keep_models not in KEEP_MODELS:
         problems.add("keep_models", f"expected one of {list(KEEP_MODELS)}, got {keep_models!r}")
-    log_models = raw.get("log_models", False)
+    log_models = raw.get("log_models", DEFAULTS["log_models"])
     if not isinstance(log_models, bool):
         problems.add("log_models", f"expected true or false, got {log_models!r}")
     evaluations, suite_problems = parse_evaluations(raw.get(Suite.KEY))
