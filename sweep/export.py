@@ -5,7 +5,10 @@ of Ray's storage) holds its best-dev encoder and its final record; a trial
 stopped by a scheduler before its end holds its training state instead, from
 which the best encoder is read (:meth:`~trainers.record.TrainingState.best_encoder_state`).
 An untuned (``none``) trial keeps no weights: its encoder is loaded again from
-its config.
+its config. A trial whose pooling leaves frequent tokens out
+(``pooling_skip_frequent``) is refused (:func:`sweep.status.export_refusal`):
+sentence-transformers' Pooling cannot leave tokens out, so no folder would give
+its vectors.
 
 :func:`export_trial` writes a sentence-transformers folder (which
 ``transformers.AutoModel`` also loads), with the trial's evaluation pooling
@@ -25,7 +28,7 @@ from results.names import UsageError
 from results.reader import DEFAULT_METRIC
 from results.schema import FINISHED
 from trainers.data import TEST_SETS
-from sweep.status import trial_runs
+from sweep.status import export_refusal, trial_runs
 from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
@@ -53,11 +56,8 @@ def load_trial_encoder(directory: Path) -> tuple[SentenceEncoder, FinalRecord]:
 
     if FinalRecord.exists(directory):
         record = FinalRecord.read(directory)
-        config = record.config
-        if not record.trained:
-            return SentenceEncoder.from_config(config), record
-        encoder = SentenceEncoder.from_pretrained(str(directory / ENCODER_DIR), config["pooling"], config["pooling_layer"])
-        return encoder, record
+        weights = str(directory / ENCODER_DIR) if record.trained else None
+        return SentenceEncoder.from_config(record.config, weights), record
     # A trial stopped before its end (ASHA): its training state holds the best encoder.
     state = TrainingState.read(directory)
     encoder = SentenceEncoder.from_config(state.config)
@@ -174,6 +174,9 @@ def export_trial(run, out: Path) -> Path:
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty; give a new folder")
+    refusal = export_refusal(run.data.params)
+    if refusal:
+        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)} is not exported: {refusal}")
     encoder, record = trial_encoder(run)
     out.mkdir(parents=True, exist_ok=True)
     save_sentence_transformer(encoder, out, record.config["eval_max_length"])

@@ -32,7 +32,7 @@ def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> i
     for stage in method.stages(config):
         stage_config = {**config, **stage.overrides}
         key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
-               config.get("view2"), config["train_limit"], config["sts_source"])
+               config.get("view2"), stage_config["train_limit"], config["sts_source"])  # a stage may set its own
         if key not in counted:
             counted[key] = len(load_examples(stage, stage_config))
         steps += total_steps(stage_config, counted[key])

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Iterable
 
 from sweep.export import MODEL_CARD, export_trial, open_checkpoint, select_run
+from sweep.status import export_refusal
 from trainers.record import FINAL_RECORD, ModelState, Tag
 
 MODEL_ARTIFACT = "model"
@@ -87,6 +88,9 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
     best = select_run(runs, spec.metric, spec.mode)
     logged = [best] + [run for run in runs if spec.log_models and run.info.run_id in kept and run is not best]
     for run in logged:
+        if refusal := export_refusal(run.data.params):  # no folder would give its vectors: say so, log nothing
+            print(f"trial {run.data.tags.get(Tag.TRIAL_ID)}: no model logged to MLflow: {refusal}")
+            continue
         if not run.data.tags.get(Tag.MODEL_URI):
             log_model(tracker.tracking_uri, run, register if run is best else None)
     for run in runs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from results.reader import choose_parent, existing_store_uri, variant_runs
 from results.schema import FINISHED
 from sweep.store import open_client
@@ -15,11 +17,24 @@ def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
     return experiment.experiment_id, variant_runs(client, experiment, parent)
 
 
+def export_refusal(config: Mapping[str, Any]) -> str | None:
+    """Why ``sweep export`` refuses a trial of this config (its knobs, or its MLflow params, which are
+    strings), None where it does not: an exported folder must give the trial's own vectors."""
+    skipped = int(config.get("pooling_skip_frequent", 0))
+    if skipped:
+        return (f"pooling_skip_frequent={skipped}: its vectors leave the {skipped} most frequent tokens out of the "
+                "average, which sentence-transformers' Pooling cannot do, so no exported folder would give them "
+                "(`sweep evaluate` reads the trial as it ran)")
+    return None
+
+
 def exportable(run) -> str:
     """Whether ``sweep export`` can write this trial's encoder: yes, no, or why not."""
     tags = run.data.tags
     if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
         return "no"
+    if export_refusal(run.data.params):
+        return "no (pooling)"
     return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
 
 

@@ -307,3 +307,54 @@ def test_two_stage_trial_reports_both_stages_on_one_step_axis(tiny_bert, use_tin
     progress = reports[:-1]
     assert [(r["stage"], r["step"]) for r in progress] == [(0, 1), (0, 2), (1, 3), (1, 4)]
     assert final["steps"] == 4 and final["best_step"] in (3, 4)  # selection of the transfer stage
+
+
+# Figure 6's supervised curve (Section 5.3): only the unlabelled texts of the transfer are limited.
+
+
+def test_transfer_limit_limits_the_unlabelled_texts_and_leaves_the_nli_pairs_whole(tiny_bert, use_tiny_sts, fake_nli):
+    from trainers.steps import load_examples
+
+    def examples(**overrides):
+        config = config_of(tiny_bert, supervision="joint-unsup", **overrides)
+        return [load_examples(stage, {**config, **stage.overrides}) for stage in consert.stages(config)]
+
+    nli, texts = examples()
+    assert nli == NLI and len(texts) > 10
+    assert examples(transfer_limit=10) == [NLI, texts[:10]]
+    # train_limit cuts every stage, the NLI pairs too: it cannot draw the paper's curve, transfer_limit can.
+    assert examples(train_limit=2) == [NLI[:2], texts[:2]]
+    assert examples(train_limit=2, transfer_limit=10) == [NLI[:2], texts[:2]]  # the smaller limit
+    assert examples(train_limit=20, transfer_limit=10) == [NLI[:20], texts[:10]]
+    # The loop trains on them: 6 NLI pairs and 6 texts at batch 3 are 2 + 2 steps.
+    reports = []
+    final = run_trial({"method": "consert", "model": tiny_bert, "supervision": "joint-unsup", "transfer_limit": 6,
+                       "batch_size": 3, "epochs": 1, "eval_every": 1, "nli_learning_rate": 1e-2,
+                       "learning_rate": 1e-3}, reports.append)
+    assert [(r["stage"], r["step"]) for r in reports[:-1]] == [(0, 1), (0, 2), (1, 3), (1, 4)] and final["steps"] == 4
+
+
+def test_transfer_limit_is_refused_without_a_transfer_after_nli(tiny_bert, monkeypatch):
+    monkeypatch.setattr(consert, "hub_reachable", lambda: True)
+    method = get_method("consert")
+    for supervision in consert.TWO_STAGES:
+        assert method.environment_problems(config_of(tiny_bert, supervision=supervision, transfer_limit=10)) == []
+    (unsupervised,) = method.environment_problems(config_of(tiny_bert, transfer_limit=10))
+    assert unsupervised.startswith("transfer_limit: ") and "with 'none' use train_limit" in unsupervised
+    (nli_only,) = method.environment_problems(config_of(tiny_bert, supervision="sup", transfer_limit=10))
+    assert "with 'sup' there is no transfer stage" in nli_only
+
+
+def test_few_shot_supervised_spec_is_refused_offline_and_the_unsupervised_curve_plans():
+    with pytest.raises(SpecError) as refused:
+        load_spec(SPECS / "consert_few_shot_supervised.yaml")
+    (problem,) = refused.value.problems
+    assert "supervision: 'joint-unsup' needs labelled NLI" in problem and "hub" in problem
+    unsupervised = load_spec(SPECS / "consert_few_shot.yaml")
+    assert [t.config["train_limit"] for t in unsupervised.trials] == [1, 10, 100, 1000, 10000, 0]
+    # The supervised curve is Table 3's joint-unsup row with its transfer limited.
+    supervised = load_spec(SPECS / "consert_few_shot_supervised.yaml", check_environment=False)
+    table3 = load_spec(SPECS / "consert_supervised.yaml", check_environment=False)
+    (row,) = [t.config for t in table3.trials if t.point.row == "ConSERT-base joint-unsup"]
+    assert [t.config["transfer_limit"] for t in supervised.trials] == [1, 10, 100, 1000, 10000, 0]
+    assert all({**t.config, "transfer_limit": 0} == row for t in supervised.trials)

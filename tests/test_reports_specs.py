@@ -22,7 +22,8 @@ NUMBERS = load_yaml(PAPER_NUMBERS)
 def test_every_table_of_the_issue_has_a_spec():
     assert set(SPECS) >= {
         "sg-bert-figure1", "sg-bert-figure4", "sg-bert-table1", "sg-bert-table7", "sg-bert-table5", "sg-bert-table6",
-        "consert-table2", "consert-table3", "consert-table4", "consert-figure5", "consert-figure6", "consert-figure7",
+        "consert-table2", "consert-table3", "consert-table4", "consert-figure4", "consert-figure5", "consert-figure6",
+        "consert-figure6-supervised", "consert-figure7",
         "sct-table2", "sct-table4", "sct-figure4", "sct-table6", "sct-table7", "sg-bert-table2", "sg-bert-table3",
         "sct-table2-distillation", "sct-figure2", "sct-figure2-offline",
     }
@@ -67,6 +68,8 @@ def test_the_papers_figures_land_in_the_right_cells():
     assert paper("sg-bert-figure1", "2") == {"max": 63.19}
     assert paper("consert-table4", "192") == {"Avg": 72.86, "Steps": 930}
     assert paper("consert-figure5", "none") == {"none": 63.84}
+    assert paper("consert-figure4", "0") == {"Avg": 53.86} and paper("consert-figure4", "34") == {"Avg": 61.66}
+    assert paper("consert-figure4", "10") == {}  # only in the figure
     assert paper("sg-bert-figure4", "nli_sentences") == {DELTA: -1.63}
     assert paper("sg-bert-table7", "Contrastive (BT)")["Avg"] == 62.63
     assert paper("consert-table3", "ConSERT-base joint")["Avg"] == 77.12

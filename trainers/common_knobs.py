@@ -12,11 +12,18 @@ or validating it imports no torch.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from trainers.knobs import Knob, KnobSet
 from trainers.pretrained import BUNDLED_MODEL
 
 POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
 """Sentence vectors from token vectors (:func:`trainers.encoder.pool`)."""
+MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
+"""The poolings that average token vectors: the ones ``pooling_skip_frequent`` can leave tokens out of."""
+FREQUENCY_SET = "stsb-test"
+"""The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
+("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "bf16")
 """Numeric precisions of encoding and training (:mod:`trainers.precision`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
@@ -31,6 +38,13 @@ COMMON_KNOBS = KnobSet(
         Knob("pooling", str, "cls", "How evaluation turns token vectors into a sentence vector.", choices=POOLINGS),
         Knob("pooling_layer", int, -1, "Hidden state pooled by cls/mean/max: 0 = embeddings ... L = last; "
              "negative counts from the end (-1 = last).", low=-64, high=64),
+        Knob("pooling_skip_frequent", int, 0, "Leave the k most frequent tokens out of the average of the "
+             "pooling (ConSERT Section 5.1, Figure 4; 0 = none). Only for the averaging poolings "
+             f"{list(MEAN_POOLINGS)}: a config with cls or max is refused. Frequencies are counted over the tokens of both sentences of "
+             f"every pair of {FREQUENCY_SET!r} (the paper's caption), [CLS] and [SEP] included (they rank first, as "
+             "the caption says), padding never; ties go to the lower token id. A sentence made only of such tokens "
+             "gets the zero vector, as in the authors' code. `sweep export` refuses such a trial: "
+             "sentence-transformers' Pooling cannot leave tokens out.", low=0),
         Knob("sts_source", str, "local", "Where the STS sets come from: 'local' (the copy shipped with the project, "
              "or the folder in $STS_DATA_DIR) or 'hub' (the mteb/*-sts datasets).", choices=("local", "hub")),
         Knob("eval_max_length", int, 256, "Token limit when encoding evaluation sentences.", low=8, high=4096),
@@ -45,6 +59,15 @@ COMMON_KNOBS = KnobSet(
         Knob("device", str, "auto", "'auto' (CUDA when present), 'cpu', 'cuda' or 'cuda:N'."),
     )
 )
+
+
+def pooling_problems(config: Mapping[str, Any]) -> list[str]:
+    """What the pooling knobs of a resolved config ask for that no one knob shows."""
+    if config["pooling_skip_frequent"] and config["pooling"] not in MEAN_POOLINGS:
+        return [f"pooling_skip_frequent: leaves tokens out of an average, so it needs an averaging pooling "
+                f"{list(MEAN_POOLINGS)}; got pooling {config['pooling']!r}"]
+    return []
+
 
 TRAINING_KNOBS = KnobSet(
     (

@@ -227,6 +227,11 @@ def _sentences(sets: Iterable[STSSet]) -> list[str]:
     return [s for sts in sets for pair in zip(sts.sentence1, sts.sentence2) for s in pair]
 
 
+def pair_sentences(name: str, sts_source: str = "local") -> list[str]:
+    """Both sentences of every pair of the STS file ``name``, repeats kept (as its evaluation encodes them)."""
+    return _sentences(load_sts(sts_source, (name,)).values())
+
+
 def read_text_corpus(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():

@@ -8,12 +8,14 @@ features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
 A process keeps what it loaded for the next trial of the same model (a Ray
 worker runs trial after trial, ``reuse_actors``): the tokenizer, the
 pretrained weights in their pristine state (each trial gets its own copy, so
-trained weights never reach the next trial) and the token ids of the sentence
-lists it encoded (the STS sets, every evaluation of every trial).
+trained weights never reach the next trial), the token ids of the sentence
+lists it encoded (the STS sets, every evaluation of every trial) and the token
+frequency ranking that ``pooling_skip_frequent`` reads.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 from pathlib import Path
@@ -24,7 +26,8 @@ from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from trainers.common_knobs import POOLINGS
+from trainers.common_knobs import FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
+from trainers.data import pair_sentences
 from trainers.pretrained import ModelFamily, model_family, resolve_model_path
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
@@ -115,6 +118,26 @@ def _token_ids(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...], m
     return tokenizer(list(sentences), truncation=True, max_length=max_length)["input_ids"]
 
 
+@functools.lru_cache(maxsize=4)
+def frequency_ranking(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...]) -> tuple[int, ...]:
+    """Every token id that occurs in ``sentences``, most frequent first, ties to the lower id; counted once
+    per tokenizer and corpus (a worker's trials of a grid over k all ask for it).
+
+    The ids are those the model reads, special tokens included: BERT's [CLS] and [SEP] occur once per
+    sentence and so rank near the top, as ConSERT's Figure 4 caption says. Padding never occurs (nothing is
+    padded here). Sentences are cut at the tokenizer's own length limit."""
+    counts = collections.Counter(i for ids in tokenizer(list(sentences), truncation=True)["input_ids"] for i in ids)
+    return tuple(sorted(counts, key=lambda token: (-counts[token], token)))
+
+
+def frequent_token_ids(tokenizer: PreTrainedTokenizerBase, k: int, sts_source: str = "local") -> tuple[int, ...]:
+    """The ``k`` most frequent token ids of :data:`~trainers.common_knobs.FREQUENCY_SET` (both sentences of
+    every pair), the tokens ``pooling_skip_frequent`` leaves out."""
+    if not k:
+        return ()
+    return frequency_ranking(tokenizer, tuple(pair_sentences(FREQUENCY_SET, sts_source)))[:k]
+
+
 class SentenceEncoder(nn.Module):
     """A transformer plus a pooling rule.
 
@@ -140,6 +163,7 @@ class SentenceEncoder(nn.Module):
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.layer = layer
+        self.skip_token_ids: tuple[int, ...] = ()
 
     @classmethod
     def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1, keep_layers: int = 0) -> "SentenceEncoder":
@@ -158,9 +182,19 @@ class SentenceEncoder(nn.Module):
         return cls.from_pretrained(str(folder), config["pooling"], config["pooling_layer"])
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "SentenceEncoder":
-        """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers)."""
-        return cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"], config["model_layers"])
+    def from_config(cls, config: Mapping[str, Any], weights: str | None = None) -> "SentenceEncoder":
+        """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers,
+        pooling_skip_frequent); ``weights``, a folder of the trial's trained encoder (already cut to
+        model_layers), replaces the model's pretrained weights."""
+        if weights is None:
+            encoder = cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"],
+                                          config["model_layers"])
+        else:
+            encoder = cls.from_pretrained(weights, config["pooling"], config["pooling_layer"])
+        # A record written before the knob existed skipped nothing.
+        encoder.skip_tokens(frequent_token_ids(encoder.tokenizer, config.get("pooling_skip_frequent", 0),
+                                               config["sts_source"]))
+        return encoder
 
     @property
     def device(self) -> torch.device:
@@ -185,9 +219,24 @@ class SentenceEncoder(nn.Module):
         output = self.model(**features, **model_kwargs, output_hidden_states=True, return_dict=True)
         return output.hidden_states
 
+    def skip_tokens(self, token_ids: Sequence[int]) -> None:
+        """Leave ``token_ids`` out of the pooling's average (ConSERT Section 5.1: its most frequent tokens)."""
+        if token_ids and self.pooling not in MEAN_POOLINGS:
+            raise ValueError(f"skipped tokens are left out of an average: pooling must be one of {MEAN_POOLINGS}, "
+                             f"got {self.pooling!r}")
+        self.skip_token_ids = tuple(token_ids)
+
+    def pooled_tokens(self, features: dict[str, Tensor]) -> Tensor:
+        """The mask of the tokens pooling averages: the attention mask less the skipped token ids."""
+        mask = features["attention_mask"]
+        if not self.skip_token_ids:
+            return mask
+        skipped = torch.isin(features["input_ids"], torch.tensor(self.skip_token_ids, device=mask.device))
+        return mask * ~skipped
+
     def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
         states = self.hidden_states(features, **model_kwargs)
-        return pool(states, features["attention_mask"], self.pooling, self.layer)
+        return pool(states, self.pooled_tokens(features), self.pooling, self.layer)
 
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256) -> Tensor:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems
 from trainers.data import (
     BT_COLUMNS,
     corpus_problem,
@@ -26,7 +26,7 @@ from trainers.data import (
     read_backtranslations,
     sts_problems,
 )
-from trainers.knobs import Exchangeable, KnobSet
+from trainers.knobs import ConfigError, Exchangeable, KnobSet
 from trainers.pretrained import layers_problem, model_family_problem, model_problem
 
 if TYPE_CHECKING:
@@ -156,8 +156,12 @@ class Method:
         return KnobSet(replaced) + self.knobs
 
     def resolve(self, overrides: Config) -> dict[str, Any]:
-        """The full config: defaults updated by ``overrides``, validated."""
+        """The full config: defaults updated by ``overrides``, validated (each knob, then what only the
+        whole config shows)."""
         config = self.all_knobs.resolve({k: v for k, v in overrides.items() if k != "method"})
+        problems = pooling_problems(config)
+        if problems:
+            raise ConfigError(problems)
         config["method"] = self.name
         return config
 

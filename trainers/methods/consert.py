@@ -14,7 +14,9 @@ Supervised settings (Section 3.3, knob ``supervision``), all on labelled NLI
 L_joint = L_ce + alpha L_con; ``sup-unsup`` and ``joint-unsup`` are two stages
 of the shared loop: one epoch of ``sup``/``joint`` (own learning rate, best
 STS-B dev state kept), then the unsupervised transfer on ``train_corpus`` from
-there. Both stages are reported and checkpointed. In joint training, as in the authors' code, each
+there. Both stages are reported and checkpointed. ``transfer_limit`` limits the
+transfer's unlabelled texts and leaves the NLI pairs whole (Section 5.3's
+few-shot setting under supervision). In joint training, as in the authors' code, each
 side of a pair (premises, hypotheses) gets NT-Xent between its plain view,
 whose vector also feeds L_ce, and an augmented view (``nli_augmentation``),
 which may be FGV adversarial attack (Section 3.2) because L_ce is there to
@@ -60,7 +62,16 @@ def nli_stage(supervision: str) -> Stage:
     return Stage(supervision.split("-")[0], "trainers.objectives.consert:NLIObjective", nli_examples)
 
 
+TWO_STAGES = ("sup-unsup", "joint-unsup")
+"""Settings whose NLI stage is followed by unsupervised transfer (what ``transfer_limit`` limits)."""
 TRANSFER = Stage("unsup", "trainers.objectives.consert:ConSERTObjective")
+
+
+def transfer_stage(config: Config) -> Stage:
+    """The unsupervised transfer after an NLI stage, on the first ``transfer_limit`` texts of
+    ``train_corpus`` when it is set (the smaller limit where ``train_limit`` is set too)."""
+    limits = [limit for limit in (config["train_limit"], config["transfer_limit"]) if limit]
+    return dataclasses.replace(TRANSFER, overrides={"train_limit": min(limits)}) if limits else TRANSFER
 
 
 def stages(config: Config) -> tuple[Stage, ...]:
@@ -75,12 +86,17 @@ def stages(config: Config) -> tuple[Stage, ...]:
     first = dataclasses.replace(
         nli_stage(supervision), overrides={"learning_rate": config["nli_learning_rate"], "epochs": 1, "patience": 0}
     )
-    return first, TRANSFER
+    return first, transfer_stage(config)
 
 
 def check(config: Config) -> list[str]:
     supervision = config["supervision"]
     problems = []
+    if config["transfer_limit"] and supervision not in TWO_STAGES:
+        instead = ("use train_limit, which limits the same texts when there is no NLI stage" if supervision == "none"
+                   else "there is no transfer stage")
+        problems.append(f"transfer_limit: limits the unlabelled texts of the transfer after an NLI stage "
+                        f"(supervision {' or '.join(map(repr, TWO_STAGES))}); with {supervision!r} {instead}")
     if supervision != "none" and not hub_reachable():
         problems.append(
             f"supervision: {supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, which "
@@ -111,6 +127,11 @@ METHOD = Method(
                  "FGV on L_ce (Section 3.2).", choices=NLI_AUGMENTATIONS),
             Knob("adversarial_norm", float, 1.0, "L2 norm of the FGV perturbation of each token's embedding-layer "
                  "vector (the authors' default).", low=0.0, high=100.0),
+            Knob("transfer_limit", int, 0, "Use only the first N unlabelled texts of train_corpus in the transfer "
+                 "after the NLI stage of 'sup-unsup' and 'joint-unsup' (0 = all), the NLI pairs left whole: Section "
+                 "5.3's few-shot setting under supervision (Figure 6). train_limit caps the examples of every stage, "
+                 "the NLI pairs too; without an NLI stage ('none') train_limit is the knob that limits the texts.",
+                 low=0),
             Knob("nli_learning_rate", float, 2e-5, "Learning rate of the NLI stage of sup-unsup and joint-unsup (the "
                  "authors' scripts); in 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.",
                  low=0.0, high=1.0),
