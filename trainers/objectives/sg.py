@@ -52,7 +52,8 @@ class SelfGuidedObjective(Objective):
         self.bt_column = BT_COLUMNS.index(config["bt_view"]) if config["bt_view"] in BT_COLUMNS else None
         self.bt_into = config["bt_into"]
         if self.loss_name == "bt" and self.bt_column is None:
-            raise ValueError("loss 'bt' (Contrastive (BT)) needs bt_view bt1 or bt2: the back-translation is its positive")
+            raise ValueError("loss 'bt' (Contrastive (BT)) needs bt_view bt1 or bt2: the back-translation is "
+                             "its positive")
         if not 0 <= self.first_layer <= encoder.num_layers:
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
