@@ -14,11 +14,11 @@ import torch
 import trainers.methods.consert as consert
 from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession
 from trainers.loop import run_trial
+from trainers.record import Metric
 
 # Not results: how long things took, and how much the shared frozen-output cache (warm in the
 # resumed process) saved.
-TIMINGS = ("train_seconds", "test_seconds", "wall_seconds", "sentences_per_second", "frozen_outputs_computed",
-           "frozen_outputs_reused")
+TIMINGS = (*Metric.TIMINGS, Metric.FROZEN_OUTPUTS_COMPUTED, Metric.FROZEN_OUTPUTS_REUSED)
 NLI = [
     ("A man plays guitar.", "A person makes music.", 0), ("A dog runs.", "A cat sleeps.", 2),
     ("Kids play outside.", "Children are indoors.", 2), ("She cooks dinner.", "Someone prepares food.", 0),

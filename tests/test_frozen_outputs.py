@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from trainers.frozen_outputs import FrozenOutputs, model_key, table_batches, wei
 from trainers.loop import run_trial
 from trainers.objectives.sct_distillation import Teacher
 from trainers.objectives.sg import SelfGuidedObjective
+from trainers.record import Metric
 from trainers.registry import get_method
 
 CPU = torch.device("cpu")
@@ -73,7 +75,60 @@ def test_unshared_computes_the_same_table_in_the_trial(tmp_path):
     alone.prepare(TEXTS, compute, CPU)
     assert calls[:len(calls) // 2] == calls[len(calls) // 2:] and not (tmp_path / "alone").exists()
     assert torch.equal(shared.get(TEXTS, compute, CPU), alone.get(TEXTS, compute, CPU))
-    assert alone.statistics("x") == {} and shared.statistics("x") == {"x_computed": 3.0, "x_reused": 4.0}
+    assert alone.statistics("x").keys() == {"x_seconds"}  # the pass's time, shared or not; counts when shared
+    assert shared.statistics("x").keys() == {"x_computed", "x_reused", "x_seconds"}
+    assert (shared.statistics("x")["x_computed"], shared.statistics("x")["x_reused"]) == (3.0, 4.0)
+
+
+def sleeping(seconds: float, compute):
+    """``compute`` that takes at least ``seconds`` a call: a frozen model's forward of known length."""
+    def slow(texts):
+        time.sleep(seconds)
+        return compute(texts)
+
+    return slow
+
+
+def test_the_pass_is_timed_and_its_time_is_kept_with_the_table(tmp_path, monkeypatch):
+    """The table's build time is this trial's pass when it computes it, and the time recorded with the table
+    (the builder's, not zero) when it reads it: from disk in another process, or from this process's store."""
+    new_process()
+    monkeypatch.setattr(frozen_outputs, "TABLE_BATCH_SIZE", 2)  # TEXTS' 3 distinct texts: 2 forwards
+    compute, calls = counting(sleeping(0.1, fake_model))
+    first = FrozenOutputs({"k": "timed"}, tmp_path, max_gb=1.0)
+    first.prepare(TEXTS, compute, CPU)
+    built = first.statistics("x")["x_seconds"]
+    assert len(calls) == 2 and built >= 0.2
+    assert json.loads(next(tmp_path.glob(f"*/{frozen_outputs.KEY_FILE}")).read_text())["build_seconds"] == built
+    same_process = FrozenOutputs({"k": "timed"}, tmp_path, max_gb=1.0)
+    same_process.prepare(TEXTS, compute, CPU)
+    new_process()
+    other_process = FrozenOutputs({"k": "timed"}, tmp_path, max_gb=1.0)
+    other_process.prepare(TEXTS, compute, CPU)
+    assert len(calls) == 2  # neither ran the model...
+    assert same_process.statistics("x")["x_seconds"] == other_process.statistics("x")["x_seconds"] == built
+    alone = FrozenOutputs({"k": "timed"}, tmp_path / "alone", max_gb=1.0, share=False)
+    alone.prepare(TEXTS, compute, CPU)  # ...this one does, and times its own pass
+    assert len(calls) == 4 and alone.statistics("x")["x_seconds"] >= 0.2
+
+
+def test_sg_training_time_counts_bert_fs_pass_in_every_trial_that_reads_it(
+        tiny_bert, use_tiny_sts, tmp_path, monkeypatch):
+    """SG-BERT Table 6's training time (``train_seconds_with_frozen_outputs``) is the steps plus the table of
+    BERT_F's views: with BERT_F's pass made 0.5 s slower, it grows by at least that; a second trial that reads the
+    table from disk, running no BERT_F, counts the builder's recorded time."""
+    new_process()
+    trial = {**SG_TRIAL, "model": tiny_bert, "frozen_outputs_dir": str(tmp_path), "epochs": 1}
+    compute = SelfGuidedObjective.compute_views
+    monkeypatch.setattr(SelfGuidedObjective, "compute_views", lambda self, s: time.sleep(0.5) or compute(self, s))
+    _, built = history(trial, share=True)
+    assert built["frozen_outputs_computed"] == 24 and built["frozen_outputs_seconds"] >= 0.5
+    assert built["train_seconds_with_frozen_outputs"] == built["train_seconds"] + built["frozen_outputs_seconds"]
+    new_process()
+    monkeypatch.setattr(SelfGuidedObjective, "compute_views", lambda self, s: pytest.fail("BERT_F ran"))
+    _, read = history({**trial, "seed": 7}, share=True)
+    assert read["frozen_outputs_computed"] == 0 and read["frozen_outputs_seconds"] == built["frozen_outputs_seconds"]
+    assert read["train_seconds_with_frozen_outputs"] >= read["train_seconds"] + 0.5
 
 
 def test_a_table_past_the_bound_falls_back_to_batched_steps_and_evicts_other_tables(tmp_path):
@@ -119,7 +174,7 @@ def assert_same_trial(shared, fresh) -> None:
     assert [r["step"] for r in shared_reports] == [r["step"] for r in fresh_reports]
     for ours, theirs in zip(shared_reports, fresh_reports):
         assert (ours["loss"], ours["dev_spearman"]) == (theirs["loss"], theirs["dev_spearman"])
-    scores = [name for name in fresh_final if name.startswith("test_") and name != "test_seconds"]
+    scores = [name for name in fresh_final if name.startswith("test_") and name not in Metric.TIMINGS]
     assert len(scores) > 10 and {n: shared_final[n] for n in scores} == {n: fresh_final[n] for n in scores}
 
 

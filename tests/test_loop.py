@@ -3,7 +3,10 @@ import time
 
 import pytest
 import torch
+from transformers import PreTrainedTokenizerBase
 
+from trainers.data import load_sts
+from trainers.encoder import SentenceEncoder
 from trainers.evaluation import STSEvaluator
 from trainers.knobs import ConfigError
 from trainers.loop import NonFiniteLossError, batches, run_trial
@@ -36,7 +39,53 @@ def test_test_seconds_times_the_final_test(base, monkeypatch):
     monkeypatch.setattr(STSEvaluator, "test", slow_test)
     final = run_trial({**base, "max_steps": 2})
     assert final["test_seconds"] >= 0.3
-    assert final["train_seconds"] + final["test_seconds"] < final["wall_seconds"]  # disjoint parts of the trial
+    parts = final["train_seconds"] + final["test_seconds"] + final["stsb_test_seconds_b16"]
+    assert parts < final["wall_seconds"]  # disjoint parts of the trial
+    assert final["train_seconds_with_frozen_outputs"] == final["train_seconds"]  # SimCSE has no frozen model
+
+
+def test_the_inference_time_is_sts_b_test_alone_tokenised_and_encoded_at_batch_16(tiny_bert, use_tiny_sts,
+                                                                                   monkeypatch):
+    """SG-BERT Table 6's inference (``stsb_test_seconds_b16``): the timed span tokenises STS-B test's distinct
+    sentences, also in a process whose token ids are cached (the second trial), and encodes them in
+    ceil(n / 16) forwards of 16 (the last fewer) whatever ``eval_batch_size`` is; each forward made 20 ms
+    slower there shows in the metric."""
+    sts_b = load_sts("local", ["stsb-test"])["stsb-test"]
+    sentences = sorted(set(sts_b.sentence1) | set(sts_b.sentence2))
+    n = len(sentences)
+    timing, tokenised, forwards = [False], [], []
+
+    def timed(original):
+        def window(self, encode):
+            timing[0] = True
+            try:
+                return original(self, encode)
+            finally:
+                timing[0] = False
+        return window
+
+    def counted_forward(self, features, **kwargs):
+        if timing[0]:
+            forwards.append(len(features["input_ids"]))
+            time.sleep(0.02)
+        return forward(self, features, **kwargs)
+
+    def counted_tokeniser(self, text=None, *args, **kwargs):
+        if timing[0]:
+            tokenised.append(sorted(text))
+        return tokenise(self, text, *args, **kwargs)
+
+    forward, tokenise = SentenceEncoder.forward, PreTrainedTokenizerBase.__call__
+    monkeypatch.setattr(STSEvaluator, "stsb_test_seconds", timed(STSEvaluator.stsb_test_seconds))
+    monkeypatch.setattr(SentenceEncoder, "forward", counted_forward)
+    monkeypatch.setattr(PreTrainedTokenizerBase, "__call__", counted_tokeniser)
+    for _ in range(2):
+        forwards.clear()
+        tokenised.clear()
+        final = run_trial({"method": "none", "model": tiny_bert, "eval_batch_size": 128})
+        assert tokenised == [sentences]
+        assert forwards == [16] * (n // 16) + [n % 16] * (n % 16 > 0) and len(forwards) == math.ceil(n / 16)
+        assert final["stsb_test_seconds_b16"] >= 0.02 * len(forwards)
 
 
 def test_learning_rate_warms_up_then_decays(base):

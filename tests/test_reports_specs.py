@@ -125,6 +125,25 @@ def test_the_latest_run_of_a_trial_counts_and_a_mix_of_budgets_is_flagged():
     assert any("mix several values of budget (none, smoke)" in note for note in table.notes)
 
 
+def test_sg_bert_table6_shows_the_timings_the_paper_measures():
+    """Training: the steps plus BERT_F's table pass; Inference: STS-B test alone at batch 16 (not the seven
+    test sets' test_seconds, not the steps alone)."""
+    frame = pd.DataFrame({
+        "experiment": "sg_main", "status": "FINISHED", "row": ["No tuning (Mean)", "SG-OPT", "SG-OPT"],
+        "seed": [1, 1, 2], "model": "m", "budget": "none", "run_id": ["a", "b", "c"], "trial_id": ["t1", "t2", "t3"],
+        "start_time": pd.to_datetime([1, 2, 3], unit="s", utc=True), "test_seconds": 99.0,
+        "train_seconds": [None, 10.0, 20.0], "train_seconds_with_frozen_outputs": [None, 13.0, 23.0],
+        "stsb_test_seconds_b16": [4.0, 2.0, 3.0],
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        table = build_tables(frame, ["sg-bert-table6"], SPECS, NUMBERS)[0]
+    lines = {line.label: line.cells for line in table.lines if line.cells}
+    assert lines["SG-OPT"]["Training"].values == (13.0, 23.0) and lines["SG-OPT"]["Inference"].values == (2.0, 3.0)
+    assert lines["No tuning (Mean)"]["Inference"].values == (4.0,) and not lines["No tuning (Mean)"]["Training"].n
+    assert "BERT_F's forwards" in table.title and "STS-B test alone" in table.title and "batch size 16" in table.title
+
+
 def test_a_model_cut_to_its_first_layers_is_named_in_the_notes():
     spec = SPECS["consert-table2"]
     frame = pd.DataFrame({

@@ -1,15 +1,17 @@
-"""SG-OPT with back-translated positives (SG-BERT Table 7, "BT + SG-OPT"): each ``bt_into`` gives the loss
-written out independently from the paper, on a tiny back-translation file."""
+"""SG-BERT's back-translated positives, on a tiny back-translation file: SG-OPT with them (Table 7, "BT +
+SG-OPT"), each ``bt_into`` giving the loss written out independently from the paper; and the Contrastive (BT)
+baseline (``loss: bt``, Appendix A.2), Contrastive (SG)'s L_base with the back-translation as the positive."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from torch import nn
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, BertModel
 
+from tests.conftest import build_tiny_bert
 from tests.test_sg import BATCH, HEAD_SEED, TEST_DEFAULTS, build, objective_loss
-from tests.test_sg_losses import slow_opt_bt
+from tests.test_sg_losses import slow_base, slow_opt_bt
 from trainers.backtranslate import write_file
 from trainers.loop import run_trial
 from trainers.registry import get_method
@@ -93,7 +95,12 @@ def test_a_bt_sg_opt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny
     ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV"),
     ({"bt_file": "FILE"}, "bt_file: given, but bt_view is 'none' (set bt_view to bt1 or bt2)"),
     ({"bt_view": "bt2", "bt_file": "FILE", "loss": "sg"},
-     "bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7); got loss 'sg'"),
+     "bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7) or is Contrastive (BT)'s "
+     "positive (loss 'bt', Appendix A.2); got loss 'sg'"),
+    ({"loss": "bt"}, "loss: 'bt' (Contrastive (BT), SG-BERT Appendix A.2) takes each sentence's back-translation "
+                     "as its positive: set bt_view to bt1 or bt2, a column of bt_file"),
+    ({"loss": "bt", "bt_view": "bt1"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2)"),
+    ({"loss": "bt", "bt_view": "bt2", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt2' needs a TSV"),
 ])
 def test_bt_problems_are_named_before_a_sweep(tiny_bert, bt_file, knobs, problem):
     method = get_method("sg")
@@ -107,4 +114,115 @@ def test_a_bt_sg_opt_trial_resumes_exactly(tiny_bert, bt_file, use_tiny_sts, tmp
 
     config = {**BASE, "model": tiny_bert, "method": "sg", "projection_hidden": 16, "bt_view": "bt2",
               "bt_into": "tuned", "bt_file": bt_file, "eval_max_pairs": 20, "epochs": 2}  # 2 x 3 steps
+    assert_resumes_exactly(config, tmp_path / "checkpoints")
+
+
+# --- Contrastive (BT): loss 'bt' (SG-BERT Appendix A.2) ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spread_bert(tmp_path_factory) -> str:
+    """The tiny BERT with its weight matrices scaled 10x. At the 0.02 initialisation every text's last-layer
+    [CLS] is nearly the same vector (cosines within about 1e-6 of each other), so L_base between two [CLS]
+    vectors sits at log(2b - 1) whatever the texts, and a wrong positive moves it by less than float32 noise;
+    here the texts' vectors differ, and so do the losses of different positives (by a factor of 5 below)."""
+    folder = build_tiny_bert(tmp_path_factory.mktemp("spread-bert"))
+    model = BertModel.from_pretrained(folder)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(10.0)
+    model.save_pretrained(folder)
+    return str(folder)
+
+
+def bt_trial(tiny_bert: str, bt_file: str, **overrides) -> dict:
+    return {"method": "sg", "model": tiny_bert, "projection_hidden": 16, "loss": "bt", "bt_view": "bt1",
+            "bt_file": bt_file, "batch_size": 4, "eval_every": 2, "eval_max_pairs": 20, **overrides}
+
+
+def reference_contrastive_bt(tiny_bert: str, rows, bt_view: str = "bt1") -> tuple[torch.Tensor, dict]:
+    """Contrastive (BT)'s loss at initialisation (BERT_T = BERT_F, so L_reg = 0) and its gradient in BERT_T's
+    transformer layers, written out from Appendix A.2 and Section 3.1 independently of the objective: each text
+    read alone by BERT_T (no padding, no dropout, with gradient); c_i its sentence's last-layer [CLS], c'_i its
+    back-translation's; both through f; L_base by loops (:func:`slow_base`) over the 2b vectors."""
+    knobs = get_method("sg").resolve({"model": tiny_bert, **TEST_DEFAULTS})
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+
+    def cls(text: str) -> torch.Tensor:
+        ids = tokenizer([text], truncation=True, max_length=knobs["max_seq_length"], return_tensors="pt")
+        return model(**ids).last_hidden_state[0, 0]
+
+    column = ("sentence", "bt1", "bt2").index(bt_view)
+    torch.manual_seed(HEAD_SEED)
+    width, hidden = model.config.hidden_size, knobs["projection_hidden"]
+    head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+    c = head(torch.stack([cls(row[0]) for row in rows])).double()
+    c_bt = head(torch.stack([cls(row[column]) for row in rows])).double()
+    loss = slow_base(c, c_bt, knobs["temperature"])
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.encoder.named_parameters()}
+
+
+@pytest.mark.parametrize("bt_view", ["bt1", "bt2"])
+def test_contrastive_bt_is_l_base_between_a_sentence_and_its_back_translation(spread_bert, bt_view):
+    """The objective's loss on (sentence, bt1, bt2) rows, and its gradient in BERT_T, equal the reference's: BERT_T
+    reads the back-translation of ``bt_view``, with gradient, and it is the sentence's one positive."""
+    expected, expected_grads = reference_contrastive_bt(spread_bert, ROWS, bt_view)
+    objective = build(spread_bert, loss="bt", bt_view=bt_view)
+    objective.eval()
+    loss = objective.loss(ROWS)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    loss.backward()
+    grads = dict(objective.encoder.model.encoder.named_parameters())
+    ours = torch.cat([grads[name].grad.flatten() for name in expected_grads])
+    reference = torch.cat([grad.flatten() for grad in expected_grads.values()])
+    assert (ours - reference).norm() < 1e-4 * reference.norm()
+
+
+def test_contrastive_bt_takes_its_positive_from_the_back_translation(spread_bert):
+    """Another back-translation in the rows gives another loss, the reference's for the new rows: a loss that
+    ignored the back-translation column would give the same figure twice."""
+    rewritten = [(s, f"In short, {b.lower()}", b2) for s, b, b2 in ROWS]
+    objective = build(spread_bert, loss="bt", bt_view="bt1")
+    objective.eval()
+    original, changed = objective.loss(ROWS).item(), objective.loss(rewritten).item()
+    assert changed != pytest.approx(original, rel=0.1)
+    assert changed == pytest.approx(reference_contrastive_bt(spread_bert, rewritten)[0].item(), rel=1e-5)
+
+
+def test_contrastive_bt_adds_lambda_times_the_distance_to_bert_f(spread_bert):
+    objective = build(spread_bert, loss="bt", bt_view="bt1", reg_lambda=0.0)
+    optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=1e-2)
+    objective.loss(ROWS).backward()
+    optimizer.step()
+    distance = sum(((p.detach() - q) ** 2).sum().item()
+                   for p, q in zip(objective.encoder.model.parameters(), objective.fixed.parameters()))
+    assert distance > 0
+    objective.eval()
+    without = objective.loss(ROWS).item()
+    objective.reg_lambda = 2.0
+    assert objective.loss(ROWS).item() - without == pytest.approx(2.0 * distance, rel=1e-4)
+
+
+def test_contrastive_bt_builds_no_table_of_bert_f_views(tiny_bert, bt_file, monkeypatch):
+    config = get_method("sg").resolve({"model": tiny_bert, "loss": "bt", "bt_view": "bt1", "bt_file": bt_file})
+    assert get_method("sg").frozen_table(config) is None  # what `sweep plan` sizes
+    objective = build(tiny_bert, loss="bt", bt_view="bt1")
+    monkeypatch.setattr(objective, "compute_views", lambda texts: pytest.fail(f"BERT_F's views of {texts} computed"))
+    objective.prepare(ROWS)
+    objective.loss(ROWS).backward()
+    assert objective.table is None and objective.statistics() == {}
+
+
+def test_a_contrastive_bt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny_sts):
+    final = run_trial(bt_trial(tiny_bert, bt_file))
+    assert final["steps"] == 3  # one epoch of the file's 12 rows
+    assert "frozen_outputs_computed" not in final  # no table of BERT_F's views was built or read
+
+
+def test_a_contrastive_bt_trial_resumes_exactly(tiny_bert, bt_file, use_tiny_sts, tmp_path):
+    from tests.test_checkpoint import BASE, assert_resumes_exactly
+
+    config = {**BASE, **bt_trial(tiny_bert, bt_file, bt_view="bt2", eval_every=1), "epochs": 2}  # 2 x 3 steps
     assert_resumes_exactly(config, tmp_path / "checkpoints")

@@ -18,7 +18,7 @@ def test_roberta_base_and_the_bt_file_are_refused_offline(capsys):
     assert sweep_main(["plan", str(SPEC)]) == 2
     err = capsys.readouterr().err
     assert f"{SPEC}: every row: model: 'roberta-base' is not a local folder, not in the Hugging Face cache" in err
-    assert f"{SPEC}: rows['Contrastive (BT)']: bt_file: positive 'bt1' needs a TSV" in err
+    assert f"{SPEC}: rows['Contrastive (BT)']: bt_file: bt_view 'bt1' needs a TSV" in err
     assert "Traceback" not in err
 
 
@@ -27,10 +27,13 @@ def test_every_row_is_a_method_on_roberta_base_at_its_settings():
     assert {config["model"] for config in trials.values()} == {"roberta-base"}
     methods = {row: (config["method"], config["pooling"]) for row, config in trials.items()}
     assert methods == {"No tuning (CLS)": ("none", "cls"), "No tuning (Mean)": ("none", "mean"),
-                       "Contrastive (BT)": ("simcse", "cls"), "Contrastive (SG)": ("sg", "cls"),
+                       "Contrastive (BT)": ("sg", "cls"), "Contrastive (SG)": ("sg", "cls"),
                        "Contrastive (SG-OPT)": ("sg", "cls"), "SimCSE": ("simcse", "cls"),
                        "ConSERT": ("consert", "last2avg"), "SCT": ("sct", "mean")}
     assert (trials["Contrastive (SG)"]["loss"], trials["Contrastive (SG-OPT)"]["loss"]) == ("sg", "opt3")
+    bt = trials["Contrastive (BT)"]
+    assert (bt["loss"], bt["bt_view"], bt["bt_file"]) == ("bt", "bt1", "data/bt_stsb.tsv")
+    assert {**bt, "loss": "sg", "bt_view": "none", "bt_file": ""} == trials["Contrastive (SG)"]  # Table 8's settings
     table = load_table_specs()["sg-bert-table11"]
     assert table.title.startswith("SG-BERT Table 11: ") and list(table.rows) == list(trials)
 

@@ -1,5 +1,6 @@
-"""SG-BERT Table 7's spec: its BT row is SimCSE with a back-translated positive, its BT + SG-OPT row SG-OPT with
-the back-translation joined; both are refused without the file, and run with one."""
+"""SG-BERT Table 7's spec: its BT row is Contrastive (SG) with the back-translation as the positive (`sg`, loss
+'bt', Appendix A.2), its BT + SG-OPT row SG-OPT with the back-translation joined; both are refused without the
+file, and plan with one (only the SG-OPT rows tabling BERT_F's views)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,16 @@ def without_bt(config: dict) -> dict:
 def test_the_bt_rows_are_refused_without_their_file(capsys):
     assert sweep_main(["plan", str(SPEC)]) == 2
     err = capsys.readouterr().err
-    assert f"{SPEC}: rows['Contrastive (BT)']: bt_file: positive 'bt1' needs a TSV" in err and "Traceback" not in err
-    assert f"{SPEC}: rows['Contrastive (BT + SG-OPT)']: bt_file: bt_view 'bt1' needs a TSV" in err
+    assert (f"{SPEC}: rows['Contrastive (BT)', 'Contrastive (BT + SG-OPT)']: bt_file: bt_view 'bt1' needs a TSV"
+            in err and "Traceback" not in err)
 
 
-def test_the_rows_are_simcse_with_bt_positives_sg_opt_and_both():
+def test_the_rows_are_contrastive_bt_sg_opt_and_both():
     trials = {t.point.row: t.config for t in load_spec(SPEC, check_environment=False).distinct_trials()}
     bt, sg, both = trials["Contrastive (BT)"], trials["Contrastive (SG-OPT)"], trials["Contrastive (BT + SG-OPT)"]
-    assert (bt["method"], bt["positive"], bt["bt_file"], bt["pooling"]) == ("simcse", "bt1", "data/bt_stsb.tsv", "cls")
-    assert (bt["temperature"], bt["batch_size"], bt["learning_rate"]) == (sg["temperature"], sg["batch_size"],
-                                                                          sg["learning_rate"])
+    assert (bt["method"], bt["loss"], bt["bt_view"], bt["bt_file"]) == ("sg", "bt", "bt1", "data/bt_stsb.tsv")
+    # Contrastive (SG)'s settings (Table 8: tau, lambda, head f, betas, ...), the back-translation the positive.
+    assert without_bt({**bt, "loss": "opt3"}) == without_bt(sg)
     assert (sg["method"], sg["loss"], sg["bt_view"]) == ("sg", "opt3", "none")
     assert (both["method"], both["loss"], both["bt_view"], both["bt_into"], both["bt_file"]) == (
         "sg", "opt3", "bt1", "fixed", "data/bt_stsb.tsv")
@@ -47,3 +48,8 @@ def test_with_a_bt_file_every_row_plans(tmp_path, capsys):
     path = tmp_path / "sg_bt.yaml"
     path.write_text(yaml.safe_dump(spec))
     assert sweep_main(["plan", str(path)]) == 0, capsys.readouterr().err
+    tables = [line for line in capsys.readouterr().out.splitlines() if "BERT_F's views" in line]
+    # BERT_F's views of the STS-B sentences (SG-OPT), and of the back-translations (BT + SG-OPT); none for BT.
+    assert len(tables) == 2 and not any("'Contrastive (BT)'" in line for line in tables)
+    assert any("'Contrastive (SG-OPT)'" in line for line in tables)
+    assert any("'Contrastive (BT + SG-OPT)'" in line for line in tables)

@@ -9,6 +9,7 @@ import trainers.encoder as encoder_module
 from trainers.data import _read_sts_file
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
+from trainers.record import Metric
 
 
 def clear_process_caches() -> None:
@@ -26,8 +27,7 @@ def trial(tiny_bert, use_tiny_sts):
 def run(config):
     reports = []
     run_trial(config, reports.append)
-    return [{k: v for k, v in r.items() if k not in ("wall_seconds", "test_seconds", "train_seconds",
-                                                      "sentences_per_second")} for r in reports]
+    return [{k: v for k, v in r.items() if k not in Metric.TIMINGS} for r in reports]
 
 
 def test_a_warm_process_gives_the_results_of_a_fresh_one(trial):

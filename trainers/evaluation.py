@@ -12,6 +12,7 @@ seven sets.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
@@ -22,6 +23,8 @@ from scipy.stats import pearsonr, spearmanr
 from trainers.data import DEV_SET, TEST_SETS, STSSet
 
 Encode = Callable[[Sequence[str]], torch.Tensor]
+INFERENCE_BATCH_SIZE = 16
+"""SG-BERT Table 6 times inference "when tested on STS-B ... using batch size 16" (``stsb_test_seconds_b16``)."""
 
 
 def cosine_scores(left: torch.Tensor, right: torch.Tensor) -> np.ndarray:
@@ -94,3 +97,10 @@ class STSEvaluator:
         metrics = evaluate_sets(encode, {name: self._subset(f"{name}-test") for name in TEST_SETS})
         metrics.update(average_metrics(metrics))
         return metrics
+
+    def stsb_test_seconds(self, encode: Encode) -> float:
+        """Seconds to test on STS-B alone with ``encode``: its sentences encoded, their cosines scored (SG-BERT
+        Table 6's inference, "the time elapsed during ... inference when tested on STS-B")."""
+        started = time.perf_counter()
+        evaluate_sets(encode, {"stsb": self._subset("stsb-test")})
+        return time.perf_counter() - started

@@ -30,6 +30,10 @@ still exact across sharing, but not the table's bits. Inputs that change at
 random (masked-LM rewrites, synonym swaps) are never looked up here: their
 owners run the model on each step's batch.
 
+The pass is timed: its seconds are written beside the table (``key.json``'s ``build_seconds``, not part of
+the key) and reported by every trial that uses the table, whether it computed it or read it from another
+trial (``<name>_seconds``): SG-BERT Table 6 counts BERT_F's forwards in the training time of each trial.
+
 The key holds everything an output depends on: the frozen model's weights (a
 digest of every tensor, so a cut ``model_layers`` or a trained copy is another
 key), its tokenizer (vocabulary, a BPE's merges), what the method asks of it
@@ -41,9 +45,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -121,11 +127,13 @@ def _digest(value: Any) -> str:
 
 
 class _Table:
-    """Text -> row of one key's outputs (rows on the CPU, in memory or memory-mapped)."""
+    """Text -> row of one key's outputs (rows on the CPU, in memory or memory-mapped), and the seconds the pass
+    that computed them took (NaN for a table written before that was recorded)."""
 
-    def __init__(self, texts: list[str], values: Tensor):
+    def __init__(self, texts: list[str], values: Tensor, build_seconds: float = math.nan):
         self.rows = {text: i for i, text in enumerate(texts)}
         self.values = values
+        self.build_seconds = build_seconds
 
     def lookup(self, texts: Sequence[str]) -> Tensor:
         return self.values[torch.tensor([self.rows[t] for t in texts])]
@@ -135,7 +143,8 @@ class _Table:
         texts = json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8"))
         meta = json.loads((folder / KEY_FILE).read_text(encoding="utf-8"))
         stored = np.load(folder / TABLE_FILE, mmap_mode="c")  # copy on write: torch wants a writable array; the file is never changed
-        return cls(texts, torch.from_numpy(stored).view(getattr(torch, meta["dtype"])))
+        return cls(texts, torch.from_numpy(stored).view(getattr(torch, meta["dtype"])),
+                   meta.get("build_seconds", math.nan))
 
     def write(self, folder: Path, key: Mapping[str, Any]) -> None:
         """``folder`` with the key, the texts and the table, written whole under another name, then renamed."""
@@ -143,7 +152,8 @@ class _Table:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         dtype = str(self.values.dtype).removeprefix("torch.")
-        (partial / KEY_FILE).write_text(json.dumps({**key, "dtype": dtype}, indent=2, sort_keys=True), "utf-8")
+        meta = {**key, "dtype": dtype, "build_seconds": self.build_seconds}
+        (partial / KEY_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), "utf-8")
         (partial / TEXTS_FILE).write_text(json.dumps(list(self.rows)), encoding="utf-8")
         np.save(partial / TABLE_FILE, self.values.view(_STORED_AS[self.values.dtype]).numpy())
         os.replace(partial, folder)  # readers never see half a table
@@ -182,6 +192,7 @@ class FrozenOutputs:
         self.table: _Table | None = None  # None before prepare(), and when the table does not fit
         self.computed = 0  # inputs this trial ran through the frozen model
         self.reused = 0  # outputs read from the table
+        self.seconds: float | None = None  # the table pass's (None before prepare())
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], key: Mapping[str, Any]) -> "FrozenOutputs":
@@ -199,25 +210,24 @@ class FrozenOutputs:
         node has it, else compute it in one batched pass (and keep it on disk when shared)."""
         key = self.full_key(texts, device.type)
         digest = _digest(key)
-        n = len(set(texts))
         if not self.share:
-            self.table = _compute_table(texts, compute, self.max_bytes)
-            self.computed += n if self.table is not None else 0
+            self._compute(texts, compute)
             return
         if digest in _STORES:
             self.table = _STORES[digest]
+            self.seconds = self.table.build_seconds
             return
         folder = self.root / digest
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.root / f"{digest}.lock")):  # the node's other trials wait, then read it
             if (folder / TABLE_FILE).is_file():
                 self.table = _Table.read(folder)
+                self.seconds = self.table.build_seconds  # the pass of the trial that built it
                 os.utime(folder)  # recently used: evicted last
             else:
-                self.table = _compute_table(texts, compute, self.max_bytes)
+                self._compute(texts, compute)
                 if self.table is None:
                     return
-                self.computed += n
                 size = self.table.values.numel() * self.table.values.element_size()
                 if self._make_room(folder, size):
                     try:
@@ -225,6 +235,16 @@ class FrozenOutputs:
                     except OSError:  # a full disk: this trial keeps its table in memory
                         pass
         _STORES[digest] = self.table
+
+    def _compute(self, texts: Sequence[str], compute: Compute) -> None:
+        """The table pass in this trial, timed (the time counts even when the table does not fit: the first
+        batch was run to find out)."""
+        started = time.perf_counter()
+        self.table = _compute_table(texts, compute, self.max_bytes)
+        self.seconds = time.perf_counter() - started
+        if self.table is not None:
+            self.table.build_seconds = self.seconds
+            self.computed += len(set(texts))
 
     def get(self, texts: Sequence[str], compute: Compute, device: torch.device) -> Tensor:
         """The outputs for ``texts`` (row i for text i) on ``device``: rows of the table, or, when the
@@ -249,9 +269,11 @@ class FrozenOutputs:
         return total + size <= self.max_bytes
 
     def statistics(self, name: str) -> dict[str, float]:
-        """``<name>_computed`` and ``<name>_reused``: inputs run through the frozen model, and outputs read
-        from the table, in this trial; none when the table is not shared (the run's tag
-        ``sweep.shared_frozen_outputs`` follows these figures)."""
+        """``<name>_seconds``: the table pass's seconds (this trial's, or those recorded with a table it read;
+        NaN where an older table has none), once prepared; ``<name>_computed`` and ``<name>_reused``: inputs
+        run through the frozen model, and outputs read from the table, in this trial, only when the table is
+        shared (the run's tag ``sweep.shared_frozen_outputs`` follows these figures)."""
+        seconds = {} if self.seconds is None else {f"{name}_seconds": self.seconds}
         if not self.share:
-            return {}
-        return {f"{name}_computed": float(self.computed), f"{name}_reused": float(self.reused)}
+            return seconds
+        return {f"{name}_computed": float(self.computed), f"{name}_reused": float(self.reused), **seconds}

@@ -17,7 +17,11 @@ from trainers.losses.contrastive import cosine_matrix, info_nce, nt_xent
 
 def sg_base_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
     """L^base without the regulariser: NT-Xent over X = {c_i} u {h_i}, 2b vectors,
-    with mu matching c_i and h_i (Section 3.1), averaged over the 2b anchors."""
+    with mu matching c_i and h_i (Section 3.1), averaged over the 2b anchors.
+
+    Also the loss of the Contrastive (BT) baseline (Appendix A.2, "identical with our Contrastive (SG) model,
+    except that it utilizes back-translation to generate positive samples"): there h_i is BERT_T's [CLS] of
+    sentence i's back-translation."""
     return nt_xent(c, h, temperature)
 
 

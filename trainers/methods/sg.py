@@ -19,6 +19,11 @@ read by every step (:mod:`trainers.frozen_outputs`); with
 sentence on it ("inserting the original sentence into BERT_T and its back-translation into BERT_T")
 leaves open which network reads the back-translation: ``bt_into`` chooses
 (:func:`trainers.losses.self_guided.sg_opt_bt_loss`).
+
+``loss: bt`` with ``bt_view`` and ``bt_file`` is SG-BERT's Contrastive (BT) baseline (Appendix A.2: "identical
+with our Contrastive (SG) model, except that it utilizes back-translation to generate positive samples ...
+trained with the NT-Xent loss"): L_base over BERT_T's [CLS] of each sentence and of its back-translation, both
+through f, plus lambda L_reg against BERT_F. BERT_F only anchors L_reg there, so no table of its views is built.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from trainers.knobs import Knob, KnobSet
 from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 from trainers.pretrained import model_config
 
+LOSSES = ("sg", "opt1", "opt2", "opt3", "bt")
+BT_LOSSES = ("opt3", "bt")
+"""The losses a back-translation (``bt_view``) takes part in: BT + SG-OPT (Table 7) and Contrastive (BT)."""
 VIEW_POOLINGS = ("max", "mean")
 """Poolings p of BERT_F's layers into views (:func:`trainers.encoder.pool_layer`)."""
 BT_VIEWS = ("none", "bt1", "bt2")
@@ -60,8 +68,12 @@ def bert_f_texts(config: Config, examples: Sequence[Any]) -> list[str]:
     return originals + translations if config["bt_into"] == "fixed_join" else originals
 
 
-def views_table(config: Config) -> FrozenTable:
-    """BERT_F's views of each text it reads: layers skip_first_layers..L pooled, each of the model's width."""
+def views_table(config: Config) -> FrozenTable | None:
+    """BERT_F's views of each text it reads: layers skip_first_layers..L pooled, each of the model's width;
+    None for loss 'bt' (Contrastive (BT) contrasts BERT_T's vectors only: BERT_F is read by L_reg alone)."""
+    if config["loss"] == "bt":
+        return None
+
     def numbers_per_text() -> int:
         shape = model_config(config["model"])
         layers = config["model_layers"] or shape.num_hidden_layers
@@ -71,12 +83,15 @@ def views_table(config: Config) -> FrozenTable:
 
 
 def sg_problems(config: Config) -> list[str]:
-    """The back-translation file (or the corpus), and the loss a back-translation joins."""
+    """The back-translation file (or the corpus), and the losses a back-translation takes part in."""
     reader = f"bt_view {config['bt_view']!r}" if reads_bt_file(config) else None
     problems = bt_file_problems(config, reader, "bt_view is 'none' (set bt_view to bt1 or bt2)")
-    if reads_bt_file(config) and config["loss"] != "opt3":
-        problems.append(f"bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7); "
-                        f"got loss {config['loss']!r}")
+    if reads_bt_file(config) and config["loss"] not in BT_LOSSES:
+        problems.append(f"bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7) or is "
+                        f"Contrastive (BT)'s positive (loss 'bt', Appendix A.2); got loss {config['loss']!r}")
+    if config["loss"] == "bt" and not reads_bt_file(config):
+        problems.append("loss: 'bt' (Contrastive (BT), SG-BERT Appendix A.2) takes each sentence's "
+                        "back-translation as its positive: set bt_view to bt1 or bt2, a column of bt_file")
     return problems
 
 
@@ -86,7 +101,9 @@ METHOD = Method(
     knobs=KnobSet(
         (
             Knob("loss", str, "opt3", "Objective: 'sg' (L_base, NT-Xent over c and h), 'opt1', 'opt2' (single "
-                 "sampled view), 'opt3' (SG-OPT: all l+1 views).", choices=("sg", "opt1", "opt2", "opt3")),
+                 "sampled view), 'opt3' (SG-OPT: all l+1 views), 'bt' (Contrastive (BT), Appendix A.2: L_base "
+                 "over BERT_T's [CLS] of each sentence and of its back-translation, bt_view of bt_file; no views "
+                 "of BERT_F, which only anchors L_reg). Every loss adds lambda L_reg.", choices=LOSSES),
             Knob("temperature", float, 0.01, "Temperature tau of phi.", low=1e-5, high=10.0),
             Knob("reg_lambda", float, 0.1, "Weight lambda of L_reg = ||BERT_F - BERT_T||^2.", low=0.0),
             Knob("view_pooling", str, "max", "Pooling p of BERT_F's layers into views. The paper uses max; the "
@@ -94,16 +111,19 @@ METHOD = Method(
             Knob("projection_head", bool, True, "Pass c and h through the projection head f before the loss."),
             Knob("projection_hidden", int, 4096, "Width of both layers of f.", low=1),
             Knob("skip_first_layers", int, 0, "Drop views of layers 0..N-1 (the paper's SentEval variant).", low=0),
-            Knob("bt_view", str, "none", "Join each sentence's back-translation (bt1 or bt2 of bt_file) to SG-OPT as "
-                 "a positive: SG-BERT's 'BT + SG-OPT' (Table 7); needs loss opt3, and the training examples are "
-                 "bt_file's rows. 'none': SG/SG-OPT alone on train_corpus.", choices=BT_VIEWS),
+            Knob("bt_view", str, "none", "Each sentence's back-translation (bt1 or bt2 of bt_file): with loss opt3 "
+                 "it joins SG-OPT as a positive, SG-BERT's 'BT + SG-OPT' (Table 7); with loss bt it is "
+                 "Contrastive (BT)'s positive (Appendix A.2). The training examples are then bt_file's rows. "
+                 "'none': SG/SG-OPT alone on train_corpus.", choices=BT_VIEWS),
             Knob("bt_into", str, "fixed", "Which network reads the back-translation of bt_view. The paper leaves it "
                  "open (Section 6: 'the original sentence into BERT_T and its back-translation into BERT_T'), so "
                  "this is our choice. 'fixed' (default: the framework's two inputs filled, the second BERT_T read "
                  "as BERT_F): BERT_F's l+1 views of the back-translation replace the original's; 'tuned' (as "
                  "printed, BERT_F keeps the original): BERT_T's [CLS] of the back-translation is one more guide "
-                 "beside the original's l+1 views; 'fixed_join': BERT_F's views of both, 2(l+1) guides.",
-                 choices=BT_INTO),
+                 "beside the original's l+1 views; 'fixed_join': BERT_F's views of both, 2(l+1) guides. Does not "
+                 "apply to loss bt, where BERT_T reads both texts by definition, and is ignored there (not "
+                 "refused: a `--set bt_into=...` for sg_bt.yaml's BT + SG-OPT row reaches its Contrastive (BT) "
+                 "row too).", choices=BT_INTO),
         )
     )
     + FROZEN_OUTPUT_KNOBS

@@ -1,4 +1,4 @@
-"""SG and SG-OPT's objective (declared in :mod:`trainers.methods.sg`)."""
+"""SG, SG-OPT and Contrastive (BT)'s objective (declared in :mod:`trainers.methods.sg`)."""
 
 from __future__ import annotations
 
@@ -47,17 +47,23 @@ class SelfGuidedObjective(Objective):
         self.max_length = config["max_seq_length"]
         self.first_layer = config["skip_first_layers"]
         self.view_pooling = config["view_pooling"]
-        # Column of a back-translation row joined as a positive (None: SG/SG-OPT alone), and where it enters.
+        # Column of a back-translation row taken as a positive (None: SG/SG-OPT alone), and where it enters
+        # SG-OPT (loss 'opt3'; loss 'bt' always gives it to BERT_T).
         self.bt_column = BT_COLUMNS.index(config["bt_view"]) if config["bt_view"] in BT_COLUMNS else None
         self.bt_into = config["bt_into"]
+        if self.loss_name == "bt" and self.bt_column is None:
+            raise ValueError("loss 'bt' (Contrastive (BT)) needs bt_view bt1 or bt2: the back-translation is "
+                             "its positive")
         if not 0 <= self.first_layer <= encoder.num_layers:
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
             )
-        key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
-               "view_pooling": self.view_pooling, "first_layer": self.first_layer}
-        self.table = FrozenOutputs.from_config(config, key)
-        self.table_texts = views_table(config).texts
+        self.views_table = views_table(config)  # None for loss 'bt': it reads no views of BERT_F
+        self.table: FrozenOutputs | None = None
+        if self.views_table is not None:
+            key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
+                   "view_pooling": self.view_pooling, "first_layer": self.first_layer}
+            self.table = FrozenOutputs.from_config(config, key)
 
     def train(self, mode: bool = True) -> "SelfGuidedObjective":
         super().train(mode)
@@ -76,18 +82,21 @@ class SelfGuidedObjective(Objective):
         return torch.stack([pool_layer(layer, mask, self.view_pooling) for layer in states[self.first_layer :]], dim=1)
 
     def prepare(self, examples: Sequence[str]) -> None:
-        """Tabulate BERT_F's views of every corpus sentence (one batched pass)."""
-        self.table.prepare(self.table_texts(examples), self.compute_views, self.encoder.device)
+        """Tabulate BERT_F's views of every corpus sentence (one batched pass), where the loss reads views."""
+        if self.table is not None:
+            self.table.prepare(self.views_table.texts(examples), self.compute_views, self.encoder.device)
 
     def views(self, sentences: Sequence[str]) -> Tensor:
         """h of ``sentences``: rows of the table (BERT_F run on the step's batch when it did not fit)."""
         return self.table.get(sentences, self.compute_views, self.encoder.device)
 
     def statistics(self) -> dict[str, float]:
-        return self.table.statistics(Metric.FROZEN_OUTPUTS)
+        return self.table.statistics(Metric.FROZEN_OUTPUTS) if self.table is not None else {}
 
     def loss(self, batch: Sequence[Any]) -> Tensor:
-        if self.bt_column is not None:
+        if self.loss_name == "bt":
+            contrastive = self.contrastive_bt_loss(batch)
+        elif self.bt_column is not None:
             contrastive = self.back_translation_loss(batch)
         else:
             features = self.encoder.tokenize(batch, self.max_length)
@@ -104,6 +113,15 @@ class SelfGuidedObjective(Objective):
         if self.reg_lambda == 0:
             return contrastive
         return contrastive + self.reg_lambda * parameter_distance(self.encoder.model, self.fixed)
+
+    def contrastive_bt_loss(self, rows: Sequence[Any]) -> Tensor:
+        """Contrastive (BT), SG-BERT Appendix A.2: Contrastive (SG)'s L_base with the back-translation as each
+        sentence's positive. BERT_T reads the sentences and their back-translations (with gradient, one pass);
+        L_base (NT-Xent over the 2b vectors, Section 3.1) pairs f(c_i) with f(c'_i)."""
+        sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
+        features = self.encoder.tokenize(sentences + translations, self.max_length)
+        vectors = self.head(self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0])
+        return sg_base_loss(vectors[: len(rows)], vectors[len(rows) :], self.temperature)
 
     def back_translation_loss(self, rows: Sequence[Any]) -> Tensor:
         """SG-OPT with each (sentence, bt1, bt2) row's back-translation joined where ``bt_into`` says."""
