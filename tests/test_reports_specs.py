@@ -167,7 +167,7 @@ def test_a_grid_over_the_model_is_no_mix_of_models():
     table = build_tables(frame, ["sct-figure2-offline"], {"sct-figure2-offline": spec}, NUMBERS)[0]
     assert not any("mix several values of model_layers" in note for note in table.notes)
     assert any("mix several values of budget (none, smoke)" in note for note in table.notes)
-    assert [line.cells["Inference"].values for line in table.lines] == [(1.0,), (2.0,), (3.0,), (4.0,)]
+    assert [line.cells["Inference (STS)"].values for line in table.lines] == [(1.0,), (2.0,), (3.0,), (4.0,)]
 
 
 @pytest.mark.parametrize(
