@@ -266,7 +266,8 @@ def load_spec(
     spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget, spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_contracts and spec.reference is not None:
-        spec = dataclasses.replace(spec, reference_differences=_reference_differences(spec, overrides))
+        reference, found = _reference_differences(spec, overrides)
+        spec = dataclasses.replace(spec, reference=reference, reference_differences=found)
     if check_environment:
         problems = environment_problems(spec, overrides, address)
         if problems:
@@ -281,10 +282,11 @@ def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
     return Reference(raw["row"], spec, raw.get("stands_in_for"))
 
 
-def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> dict[str, dict[str, Difference]]:
-    """Each row's differences from the reference row, checked against the row's ``changes``: a row that breaks
-    its contract is refused (``FILE: rows[i].changes: ...``). A reference of another spec is read with the
-    same ``--set`` overrides, so that they change both sides alike."""
+def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Reference, dict[str, dict[str, Difference]]]:
+    """The reference row, and each row's differences from it, checked against the row's ``changes``: a row that
+    breaks its contract is refused (``FILE: rows[i].changes: ...``). A reference of another spec is read with the
+    same ``--set`` overrides, so that they change both sides alike, and is what that spec's own reference stands
+    in for when it is that row."""
     reference = spec.reference
     source = spec
     if reference.spec is not None:
@@ -295,6 +297,8 @@ def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> dic
         if reference.row not in [row.name for row in source.rows]:
             raise SpecError([f"{spec.path}: reference: {reference.row!r} is not a row of {reference.spec} "
                              f"(rows: {[row.name for row in source.rows]})"])
+        if source.reference and source.reference.row == reference.row and not reference.stands_in_for:
+            reference = dataclasses.replace(reference, stands_in_for=source.reference.stands_in_for)
     reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
     found, problems = {}, []
     for index, row in enumerate(spec.rows):
@@ -308,7 +312,7 @@ def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> dic
             row.name, reference.row, row.changes, found[row.name], exempt(method, reference_method))]
     if problems:
         raise SpecError(problems)
-    return found
+    return reference, found
 
 
 def _resolve_trials(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Trial, ...]:

@@ -180,3 +180,10 @@ def test_the_per_step_views_row_builds_no_table():
     shared.share = False  # a table in this trial only: no shared folder touched
     shared.prepare(["a", "b"], compute, torch.device("cpu"))
     assert shared.table is not None
+
+
+def test_a_reference_of_another_spec_says_what_that_spec_says_it_stands_in_for():
+    ablation = load_spec(ROOT / "search_spaces/sct_ablation.yaml", check_environment=False)
+    augmentations = load_spec(ROOT / "search_spaces/sct_augmentations.yaml", check_environment=False)
+    assert augmentations.reference.spec == ablation.path and augmentations.reference.row == ablation.reference.row
+    assert augmentations.reference.stands_in_for == ablation.reference.stands_in_for and ablation.reference.stands_in_for
