@@ -74,7 +74,7 @@ def reference_lines(spec: SweepSpec) -> list[str]:
     contract names (:mod:`sweep.contracts`)."""
     if spec.reference is None:
         return []
-    width = max(len(row) for row in spec.reference_differences) + 2
+    width = max([len(row) for row in spec.reference_differences] + [3]) + 2
     lines = [f"against the reference row {spec.reference.describe()} (knob: reference -> row):"]
     for row, found in spec.reference_differences.items():
         lines.append(f"  {row:<{width}}{describe(found) if found else 'the same trial'}")

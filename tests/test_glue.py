@@ -64,8 +64,11 @@ def glue_folder(folder: Path, n_train: int = 64, n_dev: int = 100, flipped: int 
 
 
 def write_spec(tmp_path: Path, rows: dict[str, str], glue=None, name: str = "sg_glue") -> Path:
-    raw = {"name": name, "method": "none", "base": {"pooling": "cls"},
-           "rows": [{"name": row, "set": {"model": model}} for row, model in rows.items()], "seeds": [1]}
+    first = next(iter(rows))  # the reference row; the others start from another encoder
+    raw = {"name": name, "method": "none", "base": {"pooling": "cls"}, "reference": first,
+           "rows": [{"name": row, "set": {"model": model},
+                     **({"changes": ["model"] if model != rows[first] else []} if row != first else {})}
+                    for row, model in rows.items()], "seeds": [1]}
     if glue is not None:
         raw[Glue.KEY] = glue
     path = tmp_path / f"{name}.yaml"
