@@ -204,16 +204,18 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
 
 def _table_reference(spec_file: str, sweep: SweepSpec, rows: tuple[str, ...], row_sweeps: Mapping,
                      fail: Callable[[str], TableSpecError]) -> Reference | None:
-    """The one reference row of a rows table's search spaces: a table of several rows needs one, and rows
-    drawn from several search spaces must be measured against the same row."""
+    """The one reference row of a rows table's search spaces (None: its one search space names none): rows
+    drawn from several search spaces must be measured against the same row. Every shipped table has one
+    (tests/test_row_contracts.py)."""
     sources = {spec_file: sweep, **{path: source for path, source in row_sweeps.values()}}
-    if len(rows) < 2:
+    if len(rows) < 2 or (len(sources) == 1 and sweep.reference is None):
         return sweep.reference
     found: dict[tuple, Reference] = {}
     for path, source in sources.items():
         if source.reference is None:
-            raise fail(f"{path} names no reference row: a table's rows are each measured against one "
-                       "(its `reference:` key, and each row's `changes:`)")
+            raise fail(f"{path} names no reference row: the table's rows come from several search spaces, so "
+                       "each must name the one they are measured against (its `reference:` key, and each row's "
+                       "`changes:`)")
         found.setdefault((source.reference.spec or source.path, source.reference.row), source.reference)
     if len(found) > 1:
         named = ", ".join(f"{row!r} of {Path(where).name}" for where, row in found)

@@ -37,6 +37,7 @@ def test_each_row_of_a_table_differs_from_the_tables_reference_in_its_changes_on
     if len(table.rows) < 2:
         return
     reference = table.reference
+    assert reference is not None, f"{name}: a paper table of several rows names its reference row"
     source = load_spec(reference.spec, check_environment=False) if reference.spec else table.sweep
     reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
     for line in table.rows:
@@ -94,6 +95,19 @@ def test_a_change_the_row_does_not_make_fails(tmp_path):
     edit_row(project / "search_spaces/sg_opt_ablation.yaml", "tau = 0.1", changes=["temperature", "reg_lambda"])
     with pytest.raises(SpecError, match=r"row 'tau = 0.1' names \['reg_lambda'\] in its changes, but does not differ"):
         load_spec(project / "search_spaces/sg_opt_ablation.yaml", check_environment=False)
+
+
+def test_rows_from_several_search_spaces_need_a_reference(tmp_path):
+    project = project_copy(tmp_path)
+    for name in ("sct_ablation.yaml", "sct_text_views.yaml", "sct_augmentations.yaml"):
+        path = project / "search_spaces" / name
+        raw = yaml.safe_load(path.read_text())
+        raw.pop("reference")
+        for row in raw["rows"]:
+            row.pop("changes", None)
+        path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(TableSpecError, match="sct-table4.*names no reference row: the table's rows come from several"):
+        load_table_specs(project / "reports/table_specs.yaml", project)
 
 
 def test_tables_rows_must_share_one_reference(tmp_path):
