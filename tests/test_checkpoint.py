@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -120,7 +121,7 @@ def test_checkpoint_leaves_out_what_the_config_rebuilds(tiny_bert, tiny_teacher,
     with pytest.raises(Interrupted):
         run_trial(config, StopAfterCheckpoint(tmp_path, 1, []))
     (newest,) = [p for p in sorted(tmp_path.glob("checkpoint_*"))][-1:]
-    state = torch.load(newest / TRAINING_STATE, weights_only=False)
+    state = torch.load(newest / TRAINING_STATE, weights_only=True)
     keys = set(state["objective"])
     assert not any(k.startswith(("reference.", "teacher.encoder.")) for k in keys)
     assert {"teacher.queue_list.0.vectors", "queue_list.1.pointer", "teacher.to_teacher.0.weight"} <= keys
@@ -139,6 +140,63 @@ def test_a_truncated_checkpoint_falls_back_to_the_previous_one_with_a_warning(ti
         final = run_trial(config, LocalSession(tmp_path))
     assert final["resumed_from_step"] == 3  # the previous checkpoint
     assert comparable(final) == comparable(expected)
+
+
+class WritesMarker:
+    """Unpickled, it opens ``marker`` for writing: a stand-in for code planted in a shared checkpoint."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+def plant_payload(state_file: Path, marker: Path) -> None:
+    """Rewrite a checkpoint's training state with an object whose unpickling would create ``marker``."""
+    state = torch.load(state_file, weights_only=True)
+    state["rng"]["planted"] = WritesMarker(marker)  # where a trusting reader would not notice it
+    torch.save(state, state_file)
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_the_trial_falls_back(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 4, []))
+    newest = sorted(tmp_path.glob("checkpoint_*"))[-1] / TRAINING_STATE
+    marker = tmp_path / "marker"
+    plant_payload(newest, marker)
+    with pytest.warns(CheckpointWarning, match=str(newest)):
+        final = run_trial(config, LocalSession(tmp_path))
+    assert not marker.exists()  # nothing in the file ran
+    assert final["resumed_from_step"] == 3  # the previous checkpoint
+    assert comparable(final) == comparable(expected)
+
+
+def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, use_tiny_sts, tmp_path,
+                                                                       monkeypatch, capsys):
+    """`sweep export` (and `sweep evaluate`, through the same reader) of a trial stopped before its end reads
+    its training state: a planted one is refused, exit 2, one line, and nothing in it runs."""
+    import sweep.export
+    from sweep.cli import main
+
+    with pytest.raises(Interrupted):
+        run_trial({**BASE, "model": tiny_bert, "method": "simcse"}, StopAfterCheckpoint(tmp_path / "ray", 2, []))
+    checkpoint = sorted((tmp_path / "ray").glob("checkpoint_*"))[-1]
+    marker = tmp_path / "marker"
+    plant_payload(checkpoint / TRAINING_STATE, marker)
+    # The trial as MLflow holds it: its checkpoint tag names the folder in Ray's storage.
+    run = SimpleNamespace(data=SimpleNamespace(tags={"sweep.checkpoint": str(checkpoint), "sweep.trial_id": "t_00000"},
+                                               params={}, metrics={}))
+    monkeypatch.setattr(sweep.export, "chosen_trial", lambda *args: run)
+    capsys.readouterr()
+    assert main(["export", "planted", "--out", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    err = capsys.readouterr().err
+    assert not marker.exists()
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"checkpoint {checkpoint} is refused" in err and "unpickling" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_with_no_readable_checkpoint_the_trial_starts_afresh(tiny_bert, use_tiny_sts, tmp_path):

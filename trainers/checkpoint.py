@@ -16,6 +16,7 @@ it is Ray Tune's (``tune.report(..., checkpoint=...)`` and
 
 from __future__ import annotations
 
+import pickle
 import random
 import shutil
 import tempfile
@@ -87,15 +88,26 @@ class LocalSession(TrialSession):
 
 
 def rng_states() -> dict[str, Any]:
-    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python's, NumPy's and torch's RNG states as tensors, lists and numbers only: what
+    ``torch.load(weights_only=True)`` reads back (a NumPy array would need unpickling)."""
+    version, internal, gauss = random.getstate()
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    states = {
+        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
+        "numpy": [name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 
 
 def set_rng_states(states: Mapping[str, Any]) -> None:
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    """Restore what :func:`rng_states` took, bit for bit."""
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal.tolist()), gauss))
+    name, key, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
@@ -138,9 +150,18 @@ def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoi
         try:
             return TrainingState.read(directory)
         except Exception as error:  # any unreadable file: fall back, never crash the sweep
-            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({type(error).__name__}: "
-                          f"{error}); falling back to an older checkpoint or a fresh start", CheckpointWarning)
+            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({unreadable(error)}); "
+                          "falling back to an older checkpoint or a fresh start", CheckpointWarning)
     return None
+
+
+def unreadable(error: Exception) -> str:
+    """Why a checkpoint could not be read, in one line (torch's own refusal of an object ends with
+    advice to load the file unsafely, which is not for a file in shared storage)."""
+    if isinstance(error, pickle.UnpicklingError):
+        return "it holds objects that only full unpickling reads, and unpickling can run code from the file"
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def write_final_checkpoint(encoder, record: FinalRecord) -> Path:

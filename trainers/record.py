@@ -300,20 +300,26 @@ class TrainingState:
         return {k[len(ENCODER_PREFIX):]: v for k, v in self.objective.items() if k.startswith(ENCODER_PREFIX)}
 
     def write(self, directory: Path) -> None:
+        """Tensors, lists, dicts, strings and numbers only (the RNG states come so from
+        :func:`trainers.checkpoint.rng_states`), so that :meth:`read` never unpickles an object."""
         import torch
 
         # Field by field, not dataclasses.asdict: that would deep-copy every tensor first.
         state = {f.name: getattr(self, f.name) for f in fields(self)}
         state["selection"] = vars(self.selection)
+        # As JSON, like trial.json: a sampled knob may be a NumPy number, which only unpickling reads.
+        state["config"] = json.dumps(self.config, sort_keys=True)
         torch.save(state, Path(directory) / TRAINING_STATE)
 
     @classmethod
     def read(cls, directory: Path) -> TrainingState:
-        """Raises whatever torch raises for an unreadable file (the caller falls back)."""
+        """Raises whatever torch raises for an unreadable file (the caller falls back), and refuses one
+        that holds anything but tensors and plain containers: checkpoints live in shared storage that
+        others can write, and reading one must never run code from it."""
         import torch
 
-        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=False)
-        return cls(**{**state, "selection": SelectionState(**state["selection"])})
+        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=True)
+        return cls(**{**state, "selection": SelectionState(**state["selection"]), "config": json.loads(state["config"])})
 
 
 class TrialConfig(dict):
