@@ -53,9 +53,12 @@ def open_checkpoint(uri: str):
 def load_trial_encoder(directory: Path, source: str | None = None) -> tuple[SentenceEncoder, FinalRecord]:
     """The best encoder in a downloaded checkpoint, and the trial's record (config, metrics); an
     unreadable checkpoint is an :class:`ExportError` naming ``source`` (where it was downloaded from)."""
-    from trainers.checkpoint import unreadable
+    from trainers.checkpoint import incomplete, unreadable
     from trainers.encoder import SentenceEncoder
 
+    problem = incomplete(directory)
+    if problem:
+        raise ExportError(f"checkpoint {source or directory} is refused: {problem}")
     if FinalRecord.exists(directory):
         record = FinalRecord.read(directory)
         weights = str(directory / ENCODER_DIR) if record.trained else None

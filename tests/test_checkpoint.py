@@ -4,6 +4,9 @@ method, on the tiny BERT."""
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -13,7 +16,7 @@ import pytest
 import torch
 
 import trainers.methods.consert as consert
-from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession
+from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
 from trainers.loop import run_trial
 
 # Not results: how long things took, and how much the shared frozen-output cache (warm in the
@@ -157,6 +160,7 @@ def plant_payload(state_file: Path, marker: Path) -> None:
     state = torch.load(state_file, weights_only=True)
     state["rng"]["planted"] = WritesMarker(marker)  # where a trusting reader would not notice it
     torch.save(state, state_file)
+    seal(state_file.parent)  # whoever can write the file can write its seal
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_and_the_trial_falls_back(tiny_bert, use_tiny_sts, tmp_path):
@@ -197,6 +201,90 @@ def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, 
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert f"checkpoint {checkpoint} is refused" in err and "unpickling" in err
     assert not (tmp_path / "out").exists()
+
+
+def enospc(path) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+class DiskFullsAt(LocalSession):
+    """Keeps checkpoints like a sweep would, until the disk fills while the checkpoint of ``step`` is
+    copied in: half of its training state is written, then the write fails with ENOSPC."""
+
+    def __init__(self, folder, step: int):
+        super().__init__(folder)
+        self.step = step
+
+    def report(self, metrics, checkpoint=None):
+        if metrics.get("step") != self.step:
+            return super().report(metrics, checkpoint)
+        copytree = shutil.copytree
+
+        def half_then_full(source, target, *args, **kwargs):
+            if Path(source).name != TRAINING_STATE:
+                return shutil.copy2(source, target, *args, **kwargs)
+            data = Path(source).read_bytes()
+            Path(target).write_bytes(data[: len(data) // 2])
+            raise enospc(target)
+
+        shutil.copytree = lambda source, target, **kwargs: copytree(source, target, copy_function=half_then_full)
+        try:
+            super().report(metrics, checkpoint)
+        finally:
+            shutil.copytree = copytree
+
+
+def test_a_full_disk_while_a_checkpoint_is_stored_keeps_the_older_one_in_use(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    with pytest.raises(OSError, match="No space left on device"):  # the trial fails, saying why
+        run_trial(config, DiskFullsAt(tmp_path, 4))
+    # Nothing half-written is left under any name; the checkpoints of steps 2 and 3 are as they were.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)  # nothing is skipped: the newest whole one is used
+        final = run_trial(config, LocalSession(tmp_path))
+    assert final["resumed_from_step"] == 3
+    assert comparable(final) == comparable(expected)
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_leaves_nothing_and_fails_the_trial(tiny_bert, use_tiny_sts,
+                                                                                      tmp_path, monkeypatch):
+    """The loop's own temporary copy: the disk fills while torch writes it (half the bytes are out)."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    temporary = tmp_path / "temp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    save, reports = torch.save, []
+
+    def half_then_full(state, path, *args, **kwargs):
+        if len(reports) < 3:
+            return save(state, path, *args, **kwargs)
+        save(state, path, *args, **kwargs)
+        Path(path).write_bytes(Path(path).read_bytes()[: Path(path).stat().st_size // 2])
+        raise enospc(path)
+
+    monkeypatch.setattr(torch, "save", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        run_trial(config, LocalSession(tmp_path / "kept", reports.append))
+    monkeypatch.undo()
+    assert [r["step"] for r in reports] == [1, 2, 3] and list(temporary.iterdir()) == []
+    final = run_trial(config, LocalSession(tmp_path / "kept"))
+    assert final["resumed_from_step"] == 3
+
+
+def test_a_final_checkpoint_cut_short_is_not_taken_for_the_trials_end(tiny_bert, use_tiny_sts, tmp_path):
+    """Its trial.json is whole but its encoder is not (a copy that stopped on a full disk): its seal
+    says so, and the trial continues from the training state before it instead of reporting a broken end."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4}
+    first = run_trial(config, LocalSession(tmp_path, keep=3))
+    final_checkpoint = sorted(tmp_path.glob("checkpoint_*"))[-1]
+    (weights,) = (final_checkpoint / "encoder").glob("model.safetensors")
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.warns(CheckpointWarning, match=str(weights)):
+        again = run_trial(config, LocalSession(tmp_path, keep=3))
+    assert again["resumed_from_step"] == 3  # the training state of step 3, not the broken end
+    assert comparable(again) == comparable(first)
 
 
 def test_with_no_readable_checkpoint_the_trial_starts_afresh(tiny_bert, use_tiny_sts, tmp_path):

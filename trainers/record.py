@@ -14,6 +14,9 @@ writes and reads them):
   folder; absent for a method that trains nothing) and ``trial.json``: a
   :class:`FinalRecord`.
 
+Both carry ``checkpoint.json`` (:data:`CHECKPOINT_SEAL`), written last, which
+says the directory is whole.
+
 Importing this module imports neither torch nor Ray (reports read the names).
 """
 
@@ -256,6 +259,9 @@ class Summary:
 TRAINING_STATE = "training_state.pt"
 ENCODER_DIR = "encoder"
 FINAL_RECORD = "trial.json"
+CHECKPOINT_SEAL = "checkpoint.json"
+"""Written last into either layout: every other file's size. A checkpoint without it, or whose files
+differ from it, is incomplete (a write that stopped on a full disk, a copy cut short)."""
 ENCODER_PREFIX = "encoder."
 """State-dict prefix of the encoder inside an objective's state."""
 
