@@ -65,12 +65,18 @@ from sweep.store import open_client  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
 from sweep.trial import run_sweep_trial  # noqa: E402
 from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
+from trainers.data import STS_DIR_ENV  # noqa: E402
+from trainers.evaluations import SUITES  # noqa: E402
+from trainers.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
 from trainers.record import Metric, Tag  # noqa: E402
+from trainers.wordnet import WORDNET_DIR_ENV  # noqa: E402
 
-# Environment that trial workers must see as the driver does (data and model locations).
-FORWARDED_ENV = (
-    "STS_DATA_DIR", "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", "SWEEP_FROZEN_OUTPUTS_DIR",
-)
+# Environment that trial workers must see as the driver does: the data folders, named where each is read
+# (on a cluster each must exist at that path on every node, docs/clusters.md), and the models' hub settings.
+FORWARDED_ENV = tuple(dict.fromkeys((
+    STS_DIR_ENV, WORDNET_DIR_ENV, FROZEN_OUTPUTS_ENV, *(suite.env for suite in SUITES.values() if suite.env),
+    "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM",
+)))
 
 
 def tune_domain(axis: Mapping[str, Any]):

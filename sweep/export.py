@@ -50,16 +50,24 @@ def open_checkpoint(uri: str):
     return Checkpoint(path, filesystem)
 
 
-def load_trial_encoder(directory: Path) -> tuple[SentenceEncoder, FinalRecord]:
-    """The best encoder in a downloaded checkpoint, and the trial's record (config, metrics)."""
+def load_trial_encoder(directory: Path, source: str | None = None) -> tuple[SentenceEncoder, FinalRecord]:
+    """The best encoder in a downloaded checkpoint, and the trial's record (config, metrics); an
+    unreadable checkpoint is an :class:`ExportError` naming ``source`` (where it was downloaded from)."""
+    from trainers.checkpoint import incomplete, unreadable
     from trainers.encoder import SentenceEncoder
 
+    problem = incomplete(directory)
+    if problem:
+        raise ExportError(f"checkpoint {source or directory} is refused: {problem}")
     if FinalRecord.exists(directory):
         record = FinalRecord.read(directory)
         weights = str(directory / ENCODER_DIR) if record.trained else None
         return SentenceEncoder.from_config(record.config, weights), record
     # A trial stopped before its end (ASHA): its training state holds the best encoder.
-    state = TrainingState.read(directory)
+    try:
+        state = TrainingState.read(directory)
+    except Exception as error:  # truncated, or holding what only unpickling (running its code) would read
+        raise ExportError(f"checkpoint {source or directory} is refused: {unreadable(error)}") from error
     encoder = SentenceEncoder.from_config(state.config)
     encoder.load_state_dict(state.best_encoder_state())
     return encoder, FinalRecord(state.config, {Metric.BEST_DEV: state.selection.best_score}, trained=True)
@@ -166,7 +174,7 @@ def trial_encoder(run) -> tuple[SentenceEncoder, FinalRecord]:
         raise ExportError(problem)
     with tempfile.TemporaryDirectory() as download:
         open_checkpoint(run.data.tags[Tag.CHECKPOINT]).to_directory(download)
-        return load_trial_encoder(Path(download))
+        return load_trial_encoder(Path(download), run.data.tags[Tag.CHECKPOINT])
 
 
 def export_trial(run, out: Path) -> Path:

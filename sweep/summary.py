@@ -110,12 +110,16 @@ def log_to_parent(client: SharedStoreClient, tracking_uri: str, spec: SweepSpec,
 
 def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_variants: bool) -> str:
     name = f"{spec.name}-{spec.spec_hash}" if several_variants else spec.name
+    if tracking_uri.startswith(("http://", "https://")):  # a tracking server is its own UI
+        ui = f"  open {runs_view_url(experiment_id, tracking_uri.rstrip('/'))}"
+    else:
+        ui = f"  mlflow ui --backend-store-uri {tracking_uri}    then open {runs_view_url(experiment_id)}"
     return "\n".join([
         "next:",
         f"  python -m sweep status {name}",
         f"  python -m reports.collect && python -m reports.tables --sweep {spec.name}",
         f"  python -m reports.plots --sweep {spec.name}",
-        f"  mlflow ui --backend-store-uri {tracking_uri}    then open {runs_view_url(experiment_id)}",
+        ui,
     ])
 
 

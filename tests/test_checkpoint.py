@@ -4,15 +4,19 @@ method, on the tiny BERT."""
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import trainers.methods.consert as consert
-from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession
+from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
 from trainers.loop import run_trial
 from trainers.record import Metric
 
@@ -120,7 +124,7 @@ def test_checkpoint_leaves_out_what_the_config_rebuilds(tiny_bert, tiny_teacher,
     with pytest.raises(Interrupted):
         run_trial(config, StopAfterCheckpoint(tmp_path, 1, []))
     (newest,) = [p for p in sorted(tmp_path.glob("checkpoint_*"))][-1:]
-    state = torch.load(newest / TRAINING_STATE, weights_only=False)
+    state = torch.load(newest / TRAINING_STATE, weights_only=True)
     keys = set(state["objective"])
     assert not any(k.startswith(("reference.", "teacher.encoder.")) for k in keys)
     assert {"teacher.queue_list.0.vectors", "queue_list.1.pointer", "teacher.to_teacher.0.weight"} <= keys
@@ -139,6 +143,148 @@ def test_a_truncated_checkpoint_falls_back_to_the_previous_one_with_a_warning(ti
         final = run_trial(config, LocalSession(tmp_path))
     assert final["resumed_from_step"] == 3  # the previous checkpoint
     assert comparable(final) == comparable(expected)
+
+
+class WritesMarker:
+    """Unpickled, it opens ``marker`` for writing: a stand-in for code planted in a shared checkpoint."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return open, (str(self.marker), "w")
+
+
+def plant_payload(state_file: Path, marker: Path) -> None:
+    """Rewrite a checkpoint's training state with an object whose unpickling would create ``marker``."""
+    state = torch.load(state_file, weights_only=True)
+    state["rng"]["planted"] = WritesMarker(marker)  # where a trusting reader would not notice it
+    torch.save(state, state_file)
+    seal(state_file.parent)  # whoever can write the file can write its seal
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_the_trial_falls_back(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    with pytest.raises(Interrupted):
+        run_trial(config, StopAfterCheckpoint(tmp_path, 4, []))
+    newest = sorted(tmp_path.glob("checkpoint_*"))[-1] / TRAINING_STATE
+    marker = tmp_path / "marker"
+    plant_payload(newest, marker)
+    with pytest.warns(CheckpointWarning, match=str(newest)):
+        final = run_trial(config, LocalSession(tmp_path))
+    assert not marker.exists()  # nothing in the file ran
+    assert final["resumed_from_step"] == 3  # the previous checkpoint
+    assert comparable(final) == comparable(expected)
+
+
+def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, use_tiny_sts, tmp_path,
+                                                                       monkeypatch, capsys):
+    """`sweep export` (and `sweep evaluate`, through the same reader) of a trial stopped before its end reads
+    its training state: a planted one is refused, exit 2, one line, and nothing in it runs."""
+    import sweep.export
+    from sweep.cli import main
+
+    with pytest.raises(Interrupted):
+        run_trial({**BASE, "model": tiny_bert, "method": "simcse"}, StopAfterCheckpoint(tmp_path / "ray", 2, []))
+    checkpoint = sorted((tmp_path / "ray").glob("checkpoint_*"))[-1]
+    marker = tmp_path / "marker"
+    plant_payload(checkpoint / TRAINING_STATE, marker)
+    # The trial as MLflow holds it: its checkpoint tag names the folder in Ray's storage.
+    run = SimpleNamespace(data=SimpleNamespace(tags={"sweep.checkpoint": str(checkpoint), "sweep.trial_id": "t_00000"},
+                                               params={}, metrics={}))
+    monkeypatch.setattr(sweep.export, "chosen_trial", lambda *args: run)
+    capsys.readouterr()
+    assert main(["export", "planted", "--out", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    err = capsys.readouterr().err
+    assert not marker.exists()
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert f"checkpoint {checkpoint} is refused" in err and "unpickling" in err
+    assert not (tmp_path / "out").exists()
+
+
+def enospc(path) -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+class DiskFullsAt(LocalSession):
+    """Keeps checkpoints like a sweep would, until the disk fills while the checkpoint of ``step`` is
+    copied in: half of its training state is written, then the write fails with ENOSPC."""
+
+    def __init__(self, folder, step: int):
+        super().__init__(folder)
+        self.step = step
+
+    def report(self, metrics, checkpoint=None):
+        if metrics.get("step") != self.step:
+            return super().report(metrics, checkpoint)
+        copytree = shutil.copytree
+
+        def half_then_full(source, target, *args, **kwargs):
+            if Path(source).name != TRAINING_STATE:
+                return shutil.copy2(source, target, *args, **kwargs)
+            data = Path(source).read_bytes()
+            Path(target).write_bytes(data[: len(data) // 2])
+            raise enospc(target)
+
+        shutil.copytree = lambda source, target, **kwargs: copytree(source, target, copy_function=half_then_full)
+        try:
+            super().report(metrics, checkpoint)
+        finally:
+            shutil.copytree = copytree
+
+
+def test_a_full_disk_while_a_checkpoint_is_stored_keeps_the_older_one_in_use(tiny_bert, use_tiny_sts, tmp_path):
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    with pytest.raises(OSError, match="No space left on device"):  # the trial fails, saying why
+        run_trial(config, DiskFullsAt(tmp_path, 4))
+    # Nothing half-written is left under any name; the checkpoints of steps 2 and 3 are as they were.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_000001", "checkpoint_000002"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)  # nothing is skipped: the newest whole one is used
+        final = run_trial(config, LocalSession(tmp_path))
+    assert final["resumed_from_step"] == 3
+    assert comparable(final) == comparable(expected)
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_leaves_nothing_and_fails_the_trial(tiny_bert, use_tiny_sts,
+                                                                                      tmp_path, monkeypatch):
+    """The loop's own temporary copy: the disk fills while torch writes it (half the bytes are out)."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    temporary = tmp_path / "temp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    save, reports = torch.save, []
+
+    def half_then_full(state, path, *args, **kwargs):
+        if len(reports) < 3:
+            return save(state, path, *args, **kwargs)
+        save(state, path, *args, **kwargs)
+        Path(path).write_bytes(Path(path).read_bytes()[: Path(path).stat().st_size // 2])
+        raise enospc(path)
+
+    monkeypatch.setattr(torch, "save", half_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        run_trial(config, LocalSession(tmp_path / "kept", reports.append))
+    monkeypatch.undo()
+    assert [r["step"] for r in reports] == [1, 2, 3] and list(temporary.iterdir()) == []
+    final = run_trial(config, LocalSession(tmp_path / "kept"))
+    assert final["resumed_from_step"] == 3
+
+
+def test_a_final_checkpoint_cut_short_is_not_taken_for_the_trials_end(tiny_bert, use_tiny_sts, tmp_path):
+    """Its trial.json is whole but its encoder is not (a copy that stopped on a full disk): its seal
+    says so, and the trial continues from the training state before it instead of reporting a broken end."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4}
+    first = run_trial(config, LocalSession(tmp_path, keep=3))
+    final_checkpoint = sorted(tmp_path.glob("checkpoint_*"))[-1]
+    (weights,) = (final_checkpoint / "encoder").glob("model.safetensors")
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.warns(CheckpointWarning, match=str(weights)):
+        again = run_trial(config, LocalSession(tmp_path, keep=3))
+    assert again["resumed_from_step"] == 3  # the training state of step 3, not the broken end
+    assert comparable(again) == comparable(first)
 
 
 def test_with_no_readable_checkpoint_the_trial_starts_afresh(tiny_bert, use_tiny_sts, tmp_path):

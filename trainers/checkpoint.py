@@ -16,6 +16,9 @@ it is Ray Tune's (``tune.report(..., checkpoint=...)`` and
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 import random
 import shutil
 import tempfile
@@ -27,7 +30,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import torch
 
-from trainers.record import ENCODER_DIR, TRAINING_STATE, FinalRecord, TrainingState
+from trainers.record import CHECKPOINT_SEAL, ENCODER_DIR, TRAINING_STATE, FinalRecord, TrainingState
 
 Reporter = Callable[[dict[str, Any]], None]
 
@@ -56,8 +59,9 @@ class TrialSession:
 class LocalSession(TrialSession):
     """Keeps the newest ``keep`` checkpoints under ``folder`` as ``checkpoint_NNNNNN`` (by report count).
 
-    Each checkpoint is copied in under a temporary name and renamed, so a killed
-    process never leaves a half-written directory under a final name.
+    Each checkpoint is copied in under a temporary name, synced and renamed, so a killed process or a
+    full disk never leaves a half-written directory under a final name; a copy that fails is removed and
+    its error raised (the older checkpoints are untouched).
     """
 
     keeps_checkpoints = True
@@ -76,8 +80,14 @@ class LocalSession(TrialSession):
             index = int(existing[-1].name.split("_")[1]) + 1 if existing else 0
             final = self.folder / f"checkpoint_{index:06d}"
             partial = self.folder / f".partial_{index:06d}"
-            shutil.copytree(checkpoint, partial)
+            try:
+                shutil.copytree(checkpoint, partial)
+                sync_files(partial)
+            except BaseException:
+                shutil.rmtree(partial, ignore_errors=True)
+                raise
             partial.rename(final)
+            sync_directory(self.folder)
             for old in self._existing()[: -self.keep]:
                 shutil.rmtree(old)
         super().report(metrics)
@@ -87,24 +97,97 @@ class LocalSession(TrialSession):
 
 
 def rng_states() -> dict[str, Any]:
-    states = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """Python's, NumPy's and torch's RNG states as tensors, lists and numbers only: what
+    ``torch.load(weights_only=True)`` reads back (a NumPy array would need unpickling)."""
+    version, internal, gauss = random.getstate()
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    states = {
+        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
+        "numpy": [name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available():
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states
 
 
 def set_rng_states(states: Mapping[str, Any]) -> None:
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    """Restore what :func:`rng_states` took, bit for bit."""
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal.tolist()), gauss))
+    name, key, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
 
 
+def sync_files(directory: Path) -> list[Path]:
+    """Flush every file under ``directory`` to the disk (a full disk raises here, not later); return them."""
+    files = sorted(path for path in Path(directory).rglob("*") if path.is_file())
+    for path in files:
+        with path.open("rb") as handle:
+            os.fsync(handle.fileno())
+    return files
+
+
+def sync_directory(directory: Path) -> None:
+    """Flush a directory's entries (a rename into it) to the disk, where the platform allows it."""
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:  # some filesystems cannot sync a directory; the rename itself is still atomic
+        pass
+    finally:
+        os.close(handle)
+
+
+def seal(directory: Path) -> None:
+    """Mark a fully written checkpoint directory whole: its files synced, then :data:`CHECKPOINT_SEAL`
+    listing their sizes, itself written by another name, synced and renamed. Copies of the directory
+    (Ray's upload to storage, in any order) carry the seal; :func:`incomplete` checks them against it."""
+    directory = Path(directory)
+    files = sync_files(directory)
+    sizes = {path.relative_to(directory).as_posix(): path.stat().st_size for path in files
+             if path.name != CHECKPOINT_SEAL}
+    partial = directory / f".{CHECKPOINT_SEAL}.partial"
+    with partial.open("w", encoding="utf-8") as handle:
+        json.dump({"files": sizes}, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    partial.rename(directory / CHECKPOINT_SEAL)
+    sync_directory(directory)
+
+
+def incomplete(directory: Path) -> str | None:
+    """Why ``directory`` is not a whole checkpoint (None when it is): no seal, or a file missing or of
+    another size than the seal says (a write or copy that stopped on a full disk or a lost node)."""
+    directory = Path(directory)
+    try:
+        sizes = json.loads((directory / CHECKPOINT_SEAL).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"{directory} has no readable {CHECKPOINT_SEAL}, so it may be half-written ({type(error).__name__})"
+    for name, size in sizes.items():
+        path = directory / name
+        found = path.stat().st_size if path.is_file() else None
+        if found != size:
+            return f"{path} is {'missing' if found is None else f'{found} bytes'}, not the {size} bytes written"
+    return None
+
+
 def write_training_state(state: TrainingState) -> Path:
-    """A new temporary checkpoint directory holding ``state``; the caller removes it once reported."""
+    """A new temporary checkpoint directory holding ``state``, sealed; the caller removes it once reported.
+    A failed write (a full disk) leaves nothing behind and raises."""
     directory = Path(tempfile.mkdtemp(prefix="trial-checkpoint-"))
-    state.write(directory)
+    try:
+        state.write(directory)
+        seal(directory)
+    except BaseException:
+        remove(directory)
+        raise
     return directory
 
 
@@ -128,6 +211,10 @@ def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoi
     """
     for directory in session.checkpoints():
         directory = Path(directory)
+        problem = incomplete(directory)
+        if problem:
+            warnings.warn(f"checkpoint {directory} is skipped: {problem}", CheckpointWarning)
+            continue
         if FinalRecord.exists(directory):
             copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
             shutil.copytree(directory, copy)
@@ -138,18 +225,32 @@ def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoi
         try:
             return TrainingState.read(directory)
         except Exception as error:  # any unreadable file: fall back, never crash the sweep
-            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({type(error).__name__}: "
-                          f"{error}); falling back to an older checkpoint or a fresh start", CheckpointWarning)
+            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({unreadable(error)}); "
+                          "falling back to an older checkpoint or a fresh start", CheckpointWarning)
     return None
+
+
+def unreadable(error: Exception) -> str:
+    """Why a checkpoint could not be read, in one line (torch's own refusal of an object ends with
+    advice to load the file unsafely, which is not for a file in shared storage)."""
+    if isinstance(error, pickle.UnpicklingError):
+        return "it holds objects that only full unpickling reads, and unpickling can run code from the file"
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def write_final_checkpoint(encoder, record: FinalRecord) -> Path:
     """The trial's product: its best encoder (when it trained one) and its record."""
     directory = Path(tempfile.mkdtemp(prefix="trial-final-"))
-    if record.trained:
-        encoder.model.save_pretrained(directory / ENCODER_DIR)
-        encoder.tokenizer.save_pretrained(directory / ENCODER_DIR)
-    record.write(directory)
+    try:
+        if record.trained:
+            encoder.model.save_pretrained(directory / ENCODER_DIR)
+            encoder.tokenizer.save_pretrained(directory / ENCODER_DIR)
+        record.write(directory)
+        seal(directory)
+    except BaseException:
+        remove(directory)
+        raise
     return directory
 
 

@@ -14,6 +14,9 @@ writes and reads them):
   folder; absent for a method that trains nothing) and ``trial.json``: a
   :class:`FinalRecord`.
 
+Both carry ``checkpoint.json`` (:data:`CHECKPOINT_SEAL`), written last, which
+says the directory is whole.
+
 Importing this module imports neither torch nor Ray (reports read the names).
 """
 
@@ -266,6 +269,9 @@ class Summary:
 TRAINING_STATE = "training_state.pt"
 ENCODER_DIR = "encoder"
 FINAL_RECORD = "trial.json"
+CHECKPOINT_SEAL = "checkpoint.json"
+"""Written last into either layout: every other file's size. A checkpoint without it, or whose files
+differ from it, is incomplete (a write that stopped on a full disk, a copy cut short)."""
 ENCODER_PREFIX = "encoder."
 """State-dict prefix of the encoder inside an objective's state."""
 
@@ -310,20 +316,26 @@ class TrainingState:
         return {k[len(ENCODER_PREFIX):]: v for k, v in self.objective.items() if k.startswith(ENCODER_PREFIX)}
 
     def write(self, directory: Path) -> None:
+        """Tensors, lists, dicts, strings and numbers only (the RNG states come so from
+        :func:`trainers.checkpoint.rng_states`), so that :meth:`read` never unpickles an object."""
         import torch
 
         # Field by field, not dataclasses.asdict: that would deep-copy every tensor first.
         state = {f.name: getattr(self, f.name) for f in fields(self)}
         state["selection"] = vars(self.selection)
+        # As JSON, like trial.json: a sampled knob may be a NumPy number, which only unpickling reads.
+        state["config"] = json.dumps(self.config, sort_keys=True)
         torch.save(state, Path(directory) / TRAINING_STATE)
 
     @classmethod
     def read(cls, directory: Path) -> TrainingState:
-        """Raises whatever torch raises for an unreadable file (the caller falls back)."""
+        """Raises whatever torch raises for an unreadable file (the caller falls back), and refuses one
+        that holds anything but tensors and plain containers: checkpoints live in shared storage that
+        others can write, and reading one must never run code from it."""
         import torch
 
-        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=False)
-        return cls(**{**state, "selection": SelectionState(**state["selection"])})
+        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=True)
+        return cls(**{**state, "selection": SelectionState(**state["selection"]), "config": json.loads(state["config"])})
 
 
 class TrialConfig(dict):
