@@ -28,9 +28,9 @@ from trainers.checkpoint import rng_states, write_training_state
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder
 from trainers.loop import make_optimizer, make_schedule
-from trainers.steps import total_steps
 from trainers.record import SelectionState, TrainingState
 from trainers.registry import get_method
+from trainers.steps import total_steps
 
 METHODS = {"SG-OPT": "sg", "ConSERT": "consert", "SCT": "sct"}
 
@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> None:
             rerun = killed_at - (killed_at // every) * every
             rows.append(
                 f"| {label} | {min(steps):.2f} | {config['eval_every']} | {min(saves):.2f} | "
-                f"{100 * min(saves) / between:.2f}% | {checkpoint_bytes / 1e6:.0f} MB | {folder_bytes(export) / 1e6:.0f} MB | "
+                f"{100 * min(saves) / between:.2f}% | {checkpoint_bytes / 1e6:.0f} MB | "
+                f"{folder_bytes(export) / 1e6:.0f} MB | "
                 f"{n_steps:,} | {rerun:,} of {killed_at:,} ({rerun * min(steps) / 60:.1f} min vs "
                 f"{killed_at * min(steps) / 3600:.1f} h) |"
             )

@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         before = f" Before: commit {before_commit}; after: commit {commit}."
     load = (f"{os.cpu_count()} CPUs, load average {load_at_start:.1f} at the start and {os.getloadavg()[0]:.1f} at "
             f"the end, {time.strftime('%Y-%m-%d')}")
-    body = (f"Fresh process per command ({load}), median of {args.repeats} interleaved rounds; `x floor` is the ratio to "
+    body = (f"Fresh process per command ({load}), median of {args.repeats} interleaved rounds; "
+            "`x floor` is the ratio to "
             f"`python -c pass` ({floor:.2f} s here). Heavy imports from `python -X importtime`.{before} "
             f"Written by `python -m benchmarks.cli_latency --project DIR"
             f"{' --before CHECKOUT' if args.before else ''}` (DIR: a collected smoke sweep).\n\n" + "\n".join(lines))

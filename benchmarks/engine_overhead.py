@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
             serial = min(serial, sweep_seconds(Path(folder), concurrent=1))
             parallel = min(parallel, sweep_seconds(Path(folder), concurrent=2))
     (serial, serial_startup), (parallel, parallel_startup) = serial, parallel
-    body = f"""Command: `python -m benchmarks.engine_overhead --repeats {args.repeats}` (fastest of interleaved repeats; 8 trials of the `none` baseline, bundled model,
+    body = f"""Command: `python -m benchmarks.engine_overhead --repeats {args.repeats}` (fastest of interleaved \
+repeats; 8 trials of the `none` baseline, bundled model,
 first 200 pairs of each STS set, {os.cpu_count()} CPU cores, {time.strftime('%Y-%m-%d')}). The plain loop uses
 2 torch threads; through `sweep run` each trial gets 2 / (trials at a time) CPUs and as many threads.
 Start-up is `ray.init` of a local Ray, side by side with creating the sweep's new MLflow store (SQLite);
@@ -101,7 +102,8 @@ the rest of the difference is the trial processes' start and MLflow tracking.
 | 8 trials one after another in one Python process | {plain:.1f} | 1.00 |
 | `sweep run`, 1 trial at a time (2 CPUs each): pure engine overhead | {serial:.1f} | **{serial / plain:.2f}** |
 | of which fixed start-up (Ray and the store) | {serial_startup:.1f} | |
-| of which the trial process's imports (torch, transformers, trainers; the plain loop's came before its clock) | {imports:.1f} | |
+| of which the trial process's imports (torch, transformers, trainers; the plain loop's came before its clock) \
+| {imports:.1f} | |
 | `sweep run`, 2 trials at a time (1 CPU each), the default | {parallel:.1f} | **{parallel / plain:.2f}** |
 | of which fixed start-up (Ray and the store) | {parallel_startup:.1f} | |
 

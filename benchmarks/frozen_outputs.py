@@ -14,7 +14,8 @@ first 2 layers), three ways, the trials of the three sides interleaved:
 - batched table, unshared: the same pass inside each trial.
 
 It reports each side's wall time, first epoch's time (from the trial's start, model loading included, to
-the end of its 4th step), the time of its teacher forwards alone, steps per second from epoch 2 on, and the largest difference of a logged loss
+the end of its 4th step), the time of its teacher forwards alone, steps per second from epoch 2 on, and \
+the largest difference of a logged loss
 and of a test score between the two table sides (0: bitwise equal). Figures go to benchmarks/results.md.
 """
 
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
             with per_text_teacher(), timed_calls(Teacher, "compute_vectors", teacher["per-text"]):
                 timed_trial({**config, "frozen_outputs_dir": alone}, steps_per_epoch, per_text)
             with timed_calls(Teacher, "compute_vectors", teacher["shared"]):
-                timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch, shared)
+                timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch,
+                            shared)
             with timed_calls(Teacher, "compute_vectors", teacher["unshared"]):
                 timed_trial({**config, "share_frozen_outputs": False}, steps_per_epoch, unshared)
     loss, score = largest_differences(shared, unshared)

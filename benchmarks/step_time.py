@@ -80,7 +80,8 @@ def plain_sg(steps: int) -> float:
     tuned, tokenizer = encoder.model, encoder.tokenizer
     fixed = copy.deepcopy(tuned).eval().requires_grad_(False)
     tuned.embeddings.requires_grad_(False)
-    head = torch.nn.Sequential(torch.nn.Linear(384, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 4096), torch.nn.GELU())
+    head = torch.nn.Sequential(torch.nn.Linear(384, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 4096),
+                               torch.nn.GELU())
     tuned.train()
 
     def step(batch: list[str]) -> torch.Tensor:
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(f"| {DESCRIPTION[method]} | {plain:.3f} | {ours:.3f} | {ours / plain:.2f} |")
         print(rows[-1], flush=True)
     body = [
-        f"Command: `python -m benchmarks.step_time --steps {args.steps} --repeats {args.repeats}` (bundled all-MiniLM-L6-v2, "
+        f"Command: `python -m benchmarks.step_time --steps {args.steps} --repeats {args.repeats}` "
+        "(bundled all-MiniLM-L6-v2, "
         f"{torch.get_num_threads()} torch threads, CPU, {time.strftime('%Y-%m-%d')}; seconds per step after "
         f"{WARMUP} warm-up steps, fastest of the interleaved repeats; target ratio <= 1.15).",
         "",

@@ -62,7 +62,8 @@ def timed(run: Callable[[], dict[str, float]]) -> tuple[float, dict[str, float]]
     return time.perf_counter() - started, scores
 
 
-def interleaved(sides: dict[str, Callable[[], dict[str, float]]], repeats: int) -> dict[str, tuple[float, dict[str, float]]]:
+def interleaved(sides: dict[str, Callable[[], dict[str, float]]],
+                repeats: int) -> dict[str, tuple[float, dict[str, float]]]:
     """Each side's median seconds over ``repeats`` rounds of all sides in turn, and its scores."""
     seconds: dict[str, list[float]] = {label: [] for label in sides}
     scores: dict[str, dict[str, float]] = {}
@@ -126,14 +127,19 @@ def main(argv: list[str] | None = None) -> None:
     peer_seconds = results[peer_label][0]
     if bf16_native:
         bf16_seconds = results[bf16_label][0]
-        bf16_line = (f"ours in bf16 against sentence-transformers: **{peer_seconds / bf16_seconds:.2f}x**; bf16 against fp32:\n"
+        bf16_line = (f"ours in bf16 against sentence-transformers: **{peer_seconds / bf16_seconds:.2f}x**; "
+                     "bf16 against fp32:\n"
                      f"**{base_seconds / bf16_seconds:.2f}x**")
     else:
         bf16_line = "bf16 not measured: this CPU emulates it (no AMX, no AVX-512 bf16)"
-    body = f"""Command: `python -m benchmarks.sts_eval --repeats {args.repeats}{' --without-reference' if args.without_reference else ''}` (all-MiniLM-L6-v2, mean pooling, seven test sets,
+    body = f"""Command: `python -m benchmarks.sts_eval --repeats \
+{args.repeats}{' --without-reference' if args.without_reference else ''}` (all-MiniLM-L6-v2, mean pooling, \
+seven test sets,
 {n_sentences} sentences of which {n_unique} distinct; {torch.get_num_threads()} torch threads on
-{platform.processor() or platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), AMX / AVX-512 bf16: {'yes' if cpu_runs_bf16_fast() else 'no'};
-{time.strftime('%Y-%m-%d')}; median of {args.repeats} interleaved passes each, in one process; load average {os.getloadavg()[0]:.1f} at the end on
+{platform.processor() or platform.machine()} ({torch.backends.cpu.get_cpu_capability()}), AMX / AVX-512 bf16: \
+{'yes' if cpu_runs_bf16_fast() else 'no'};
+{time.strftime('%Y-%m-%d')}; median of {args.repeats} interleaved passes each, in one process; load average \
+{os.getloadavg()[0]:.1f} at the end on
 {os.cpu_count()} cores).
 
 | run | seconds | time / ours fp32 | seven-set avg Spearman | largest set difference to ours fp32 |

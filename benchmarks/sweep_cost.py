@@ -106,7 +106,8 @@ def compare(spec_name: str, rows: list[str], seeds: list[int], overrides: dict[s
             for seed in seeds:
                 config = trial_config(spec, row, seed, {})
                 timed_trial({**config, "share_frozen_outputs": False}, steps_per_epoch, fresh)
-                timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch, shared)
+                timed_trial({**config, "share_frozen_outputs": True, "frozen_outputs_dir": folder}, steps_per_epoch,
+                            shared)
     return fresh, shared, len(rows) * len(seeds)
 
 

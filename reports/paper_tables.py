@@ -187,7 +187,8 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
     for name in ("model", "budget", "model_layers"):
         # A grid table over the knob (SCT Figure 2: model, or model_layers offline) mixes it on purpose.
         if name in runs.columns and name not in (spec.index, spec.across) and runs[name].nunique() > 1:
-            table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): filter or re-run before comparing")
+            table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): "
+                                  "filter or re-run before comparing")
     if spec.paper and spec.across:
         shown = {(line.label, label) for line in table.lines for label in line.paper}
         reported = [(k, c) for k, row in spec.paper.rows.items() for c, pc in spec.paper.columns.items()

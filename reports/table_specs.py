@@ -83,7 +83,8 @@ class TableSpec:
 
     def sweep_of(self, line: Any) -> tuple[str, SweepSpec]:
         """(search space path, search space) that a line's trials come from."""
-        return self.row_sweeps.get(line, (self.spec_file, self.sweep)) if self.kind == "rows" else (self.spec_file, self.sweep)
+        return (self.row_sweeps.get(line, (self.spec_file, self.sweep)) if self.kind == "rows"
+                else (self.spec_file, self.sweep))
 
     def sweeps(self) -> dict[str, str]:
         """Experiment name -> search space path, of every sweep the table draws from."""

@@ -139,7 +139,8 @@ def grid_table(table: Table, column: str = "Avg") -> Table | None:
     columns = list(dict.fromkeys(point[1] for point in cells))
     return Table(table.name, f"{table.name}: {table.formats[column].metric} over its grid", knobs[0], columns,
                  {c: table.formats[column] for c in columns},
-                 [Line(value, {c: cells.get((value, c), Cell(())) for c in columns}) for value in lines], across=knobs[1])
+                 [Line(value, {c: cells.get((value, c), Cell(())) for c in columns}) for value in lines],
+                 across=knobs[1])
 
 
 def row_curves(table: Table, path: Path, column: str = "Avg") -> Path:

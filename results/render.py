@@ -150,7 +150,8 @@ def latex_tabular(header: Sequence[str], lines: Sequence[Sequence[str]], bold: s
                               else "" for j in range(len(line))] for i, line in enumerate(lines)],
                             index=frame.index, columns=frame.columns)
 
-    styler = frame.style.hide(axis="index").format(latex_escape).relabel_index([latex_escape(h) for h in header], axis=1)
+    styler = (frame.style.hide(axis="index").format(latex_escape)
+              .relabel_index([latex_escape(h) for h in header], axis=1))
     return styler.apply(styles, axis=None).to_latex(hrules=True, column_format="l" + "r" * (len(header) - 1))
 
 

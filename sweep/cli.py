@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Sequence
 
+from results.names import UsageError
 from sweep.budget import BUDGETS
 from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec
 from sweep.spec_yaml import parse_override
-from results.names import UsageError
 from trainers.record import DEFAULT_TRACKING_URI
 
 
@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--trial", help="Only this trial id, as `sweep status NAME` shows.")
     evaluate.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
     glue = commands.add_parser("glue", help="Fine-tune each row's encoder on GLUE tasks (a spec with a 'glue' key; "
-                                            "SG-BERT Table 10): the first 10%% of validation selects, the rest reports.")
+                                            "SG-BERT Table 10): the first 10%% of validation selects, "
+                                            "the rest reports.")
     _add_spec_arguments(glue)
     glue.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
 
@@ -169,7 +170,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_status(args.name, args.tracking_uri)
         elif args.command == "run":
             from sweep.engine import run
-
             from sweep.plan import warn
 
             options = _options(args)

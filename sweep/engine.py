@@ -6,7 +6,8 @@ out) beside the spec's sampled axes. Each trial's config was resolved when the
 spec was loaded (:meth:`sweep.spec.SweepSpec.config_of` looks it up, and
 resolves it again only with values Tune chose: sampled axes, PBT mutations);
 the tracker logs it and the worker runs it as it is with
-:func:`trainers.loop.run_trial` in a :class:`sweep.trial.RaySession`: metrics and checkpoints go to ``tune.report``, and a
+:func:`trainers.loop.run_trial` in a :class:`sweep.trial.RaySession`: metrics and checkpoints go to \
+``tune.report``, and a
 trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
 continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
 holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one

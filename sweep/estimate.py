@@ -97,9 +97,9 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.encoder import SentenceEncoder, pick_device
     from trainers.evaluation import STSEvaluator
     from trainers.loop import _autocast, encode_fn, train
-    from trainers.steps import load_examples
     from trainers.record import Metric
     from trainers.registry import get_method
+    from trainers.steps import load_examples
 
     method = get_method(config["method"])
     started = time.perf_counter()

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Mapping
 from results.names import UsageError
 from results.reader import DEFAULT_METRIC
 from results.schema import FINISHED
-from trainers.data import TEST_SETS
 from sweep.status import export_refusal, trial_runs
+from trainers.data import TEST_SETS
 from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
@@ -102,7 +102,8 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
         encoder.tokenizer.save_pretrained(staging)
         modules: list[torch.nn.Module] = [Transformer(staging, max_seq_length=max_length)]
         if layered:
-            modules.append(WeightedLayerPooling(width, layers, layer_start=0, layer_weights=torch.nn.Parameter(weights)))
+            modules.append(WeightedLayerPooling(width, layers, layer_start=0,
+                                                layer_weights=torch.nn.Parameter(weights)))
         mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
         modules.append(Pooling(width, pooling_mode=mode))
         SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
@@ -131,7 +132,8 @@ The best-dev (STS-B) encoder of one trial of the sweep `{identity['sweep']}`
 - base model: `{config['model']}`{cut}
 - sentence vector: `{config['pooling']}` pooling{layer} (what the scores below used)
 
-## Scores (Spearman x 100 of cosine similarity; STS12-16 'all'; evaluation precision `{config.get('eval_precision', 'fp32')}`)
+## Scores (Spearman x 100 of cosine similarity; STS12-16 'all'; evaluation precision \
+`{config.get('eval_precision', 'fp32')}`)
 
 | {' | '.join(names)} |
 |{'---|' * len(names)}

@@ -60,5 +60,6 @@ class StopOnSignal:
         if not callable(tune_stop):
             raise KeyboardInterrupt
         self.signal = signal.Signals(number)
-        self.note(f"{name}: stopping; Ray saves the sweep's state and stops its trials (press Ctrl-C again to quit at once)")
+        self.note(f"{name}: stopping; Ray saves the sweep's state and stops its trials "
+                  "(press Ctrl-C again to quit at once)")
         tune_stop(signal.SIGUSR1, frame)  # it puts back the SIGINT handler it found: this one

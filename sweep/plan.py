@@ -37,7 +37,8 @@ def print_plan(spec: SweepSpec) -> None:
         method = row_method(spec, row).name
         for axes in spec.grid_points():
             cells = [str(axes[k]) for k in spec.grid] + [str(spec.sample[k]) for k in spec.sample]
-            mirror = f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run" if spec.is_mirror(axes) else ""
+            mirror = (f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run"
+                      if spec.is_mirror(axes) else "")
             print(f"{row.name:<{width}}{method:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
     for line in reference_lines(spec):
         print(line)
@@ -63,7 +64,8 @@ def _savings(spec) -> list[str]:
     if spec.symmetric:
         first, second = spec.symmetric
         mirrors = sum(spec.is_mirror(axes) for axes in spec.grid_points())
-        reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable if set(p.knobs) == {first, second}}
+        reasons = {p.reason for row in spec.rows for p in row_method(spec, row).exchangeable
+                   if set(p.knobs) == {first, second}}
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
     return lines + frozen_table_lines(spec)

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 
 from sweep.spec import SweepSpec
 from sweep.spec_environment import attribute, holds_for
-from trainers.steps import load_examples, total_steps
 from trainers.method import Method
+from trainers.steps import load_examples, total_steps
 
 
 def corpus_needs_hub(config: Mapping[str, Any]) -> bool:

@@ -263,7 +263,8 @@ def load_spec(
         if parts["glue"] is not None:
             parts["glue"] = budget.apply(parts["glue"], GLUE_KNOBS)
     spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
-    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget, spec_hash=spec_hash)
+    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget,
+                     spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_contracts and spec.reference is not None:
         reference, found = _reference_differences(spec, overrides)
@@ -282,7 +283,8 @@ def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
     return Reference(raw["row"], spec, raw.get("stands_in_for"))
 
 
-def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Reference, dict[str, dict[str, Difference]]]:
+def _reference_differences(spec: SweepSpec,
+                           overrides: Mapping[str, Any]) -> tuple[Reference, dict[str, dict[str, Difference]]]:
     """The reference row, and each row's differences from it, checked against the row's ``changes``: a row that
     breaks its contract is refused (``FILE: rows[i].changes: ...``). A reference of another spec is read with the
     same ``--set`` overrides, so that they change both sides alike, and is what that spec's own reference stands
@@ -293,7 +295,8 @@ def _reference_differences(spec: SweepSpec, overrides: Mapping[str, Any]) -> tup
         try:
             source = load_spec(reference.spec, overrides, check_environment=False, check_contracts=False)
         except SpecError as error:
-            raise SpecError([f"{spec.path}: reference: {reference.spec} cannot be read: {'; '.join(error.problems)}"]) from None
+            raise SpecError([f"{spec.path}: reference: {reference.spec} cannot be read: "
+                             f"{'; '.join(error.problems)}"]) from None
         if reference.row not in [row.name for row in source.rows]:
             raise SpecError([f"{spec.path}: reference: {reference.row!r} is not a row of {reference.spec} "
                              f"(rows: {[row.name for row in source.rows]})"])

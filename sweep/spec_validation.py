@@ -5,14 +5,13 @@ reported at once (:class:`SpecError`)."""
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainers.knobs import Knob
-from trainers.method import Method
 from trainers.common_knobs import COMMON_KNOBS
 from trainers.evaluations import Names, parse_evaluations, parse_glue
+from trainers.knobs import Knob
+from trainers.method import Method
 from trainers.record import SELECTABLE_METRICS, Glue, Metric, Suite
 from trainers.registry import METHODS, get_method
 
@@ -57,7 +56,8 @@ TOP_LEVEL_KEYS = {
 REQUIRED = "required"
 DEFAULTS = {
     "name": REQUIRED, "method": REQUIRED, "description": "", "tags": {}, "base": {}, "rows": "one row, unnamed",
-    "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1, "metric": Metric.BEST_DEV,
+    "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1,
+    "metric": Metric.BEST_DEV,
     "mode": "max", "scheduler": None, "resources": {"cpu": 1, "gpu": 0}, "max_concurrent_trials": 2,
     "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None, Suite.KEY: list(Names.DEFAULT),
     Glue.KEY: None,
@@ -109,7 +109,8 @@ def _check_knob_values(problems: _Problems, where: str, values: Mapping[str, Any
 
 def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -> None:
     if not isinstance(axis, Mapping) or len(axis) != 1 or next(iter(axis)) not in SAMPLERS:
-        problems.add(key, f"expected one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, got {axis!r}")
+        problems.add(key, f"expected one of {{choice: [...]}}, {{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, "
+                          f"got {axis!r}")
         return
     sampler, arguments = next(iter(axis.items()))
     if not isinstance(arguments, list) or not arguments:
@@ -128,7 +129,8 @@ def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -
 
 def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: Mapping[str, Any]) -> None:
     if not isinstance(scheduler, Mapping) or len(scheduler) != 1 or next(iter(scheduler)) not in ("asha", "pbt"):
-        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or {{pbt: {{perturbation_interval, "
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
+                                  "{pbt: {perturbation_interval, "
                                   f"hyperparam_mutations}}}}, got {scheduler!r}")
         return
     if "asha" in scheduler:
@@ -156,7 +158,8 @@ def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[
     continuous ranges only for float knobs. Exploits restore checkpoints, so the interval (in evaluations)
     must be a multiple of ``checkpoint_every``."""
     key = "scheduler.pbt"
-    if not isinstance(options, Mapping) or "perturbation_interval" not in options or "hyperparam_mutations" not in options:
+    if (not isinstance(options, Mapping) or "perturbation_interval" not in options
+            or "hyperparam_mutations" not in options):
         problems.add(key, f"expected {{perturbation_interval: N, hyperparam_mutations: {{knob: [values] or "
                           f"{{uniform|loguniform: [lo, hi]}}}}}}, got {options!r}")
         return
@@ -183,7 +186,8 @@ def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[
     knobs = method.all_knobs
     mutations = options["hyperparam_mutations"]
     if not isinstance(mutations, Mapping) or not mutations:
-        problems.add(f"{key}.hyperparam_mutations", f"expected a non-empty mapping of knob -> values, got {mutations!r}")
+        problems.add(f"{key}.hyperparam_mutations",
+                     f"expected a non-empty mapping of knob -> values, got {mutations!r}")
         return
     for name, values in mutations.items():
         where = f"{key}.hyperparam_mutations.{name}"
@@ -205,7 +209,8 @@ def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[
                                                      "restores the other trial's checkpoint")
 
 
-def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any], methods: list[Method]) -> tuple[str, str] | None:
+def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any],
+                     methods: list[Method]) -> tuple[str, str] | None:
     """``symmetric: [A, B]``: two grid axes with the same values, declared exchangeable by every method
     of the sweep that has both knobs."""
     if symmetric is None:
@@ -231,7 +236,8 @@ def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any
     return (first, second)
 
 
-def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[str, dict[str, Any], tuple[str, ...] | None]]:
+def _parse_rows(problems: _Problems, rows: Any,
+                method: Method) -> list[tuple[str, dict[str, Any], tuple[str, ...] | None]]:
     """(name, overrides, changes) of each row; ``changes`` is None where the row declares no contract."""
     if rows is None:
         return [("", {}, None)]
@@ -241,7 +247,8 @@ def _parse_rows(problems: _Problems, rows: Any, method: Method) -> list[tuple[st
     parsed, seen = [], set()
     for index, row in enumerate(rows):
         key = f"rows[{index}]"
-        if not isinstance(row, Mapping) or not isinstance(row.get("name"), str) or set(row) - {"name", "set", "changes"}:
+        if (not isinstance(row, Mapping) or not isinstance(row.get("name"), str)
+                or set(row) - {"name", "set", "changes"}):
             problems.add(key, f"expected {{name: str, set: {{knob: value}}, changes: [knob, ...]}}, got {row!r}")
             continue
         name, overrides = row["name"], dict(row.get("set") or {})
@@ -280,14 +287,16 @@ def _check_reference(problems: _Problems, reference: Any, rows: list) -> dict[st
     row declares its ``changes`` and the reference row none."""
     if reference is None:
         if any(changes is not None for _, _, changes in rows):
-            problems.add("reference", "rows declare changes, but the spec names no reference row to measure them against")
+            problems.add("reference", "rows declare changes, but the spec names no reference row "
+                                      "to measure them against")
         return None
     if isinstance(reference, str):
         reference = {"row": reference}
     if (not isinstance(reference, Mapping) or not isinstance(reference.get("row"), str)
             or set(reference) - {"row", "spec", "stands_in_for"}
             or not all(isinstance(reference.get(k, ""), str) for k in ("spec", "stands_in_for"))):
-        problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT}}, got {reference!r}")
+        problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT}}, "
+                                  f"got {reference!r}")
         return None
     names = [name for name, _, _ in rows]
     for index, (name, _, changes) in enumerate(rows):
@@ -411,7 +420,8 @@ def _check_axes(problems: _Problems, grid: Any, sample: Any, method: Method) -> 
     for knob_name, values in grid.items():
         key = f"grid.{knob_name}"
         if knob_name in ("seed", "method"):
-            problems.add(key, "use the top-level 'seeds' key" if knob_name == "seed" else "use rows to change the method")
+            problems.add(key, "use the top-level 'seeds' key" if knob_name == "seed"
+                         else "use rows to change the method")
         elif knob_name not in knobs:
             _check_knob_values(problems, "grid", {knob_name: None}, method)
         elif not isinstance(values, list) or not values:

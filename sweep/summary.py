@@ -63,7 +63,8 @@ def best_trial(trials: pd.DataFrame, spec: SweepSpec) -> pd.Series | None:
     if spec.metric not in scored or scored[spec.metric].isna().all():
         return None
     scored = scored.dropna(subset=[spec.metric])
-    index = scored[spec.metric].astype(float).idxmax() if spec.mode == "max" else scored[spec.metric].astype(float).idxmin()
+    index = (scored[spec.metric].astype(float).idxmax() if spec.mode == "max"
+             else scored[spec.metric].astype(float).idxmin())
     return scored.loc[index]
 
 

@@ -202,7 +202,8 @@ class MLflowTracker(DriverLocal):
         their trials run again under new trial ids."""
         for run in self.child_runs():
             if run.info.status in (RunStatus.to_string(RunStatus.RUNNING), RunStatus.to_string(RunStatus.SCHEDULED)):
-                self.client.set_tag(run.info.run_id, Tag.ERROR, "the driver stopped and Ray kept no state of this trial")
+                self.client.set_tag(run.info.run_id, Tag.ERROR,
+                                    "the driver stopped and Ray kept no state of this trial")
                 self.client.set_terminated(run.info.run_id, KILLED)
 
     def _is_finished(self, trial) -> bool:
@@ -213,7 +214,8 @@ class MLflowTracker(DriverLocal):
             return self._runs[trial.trial_id]
         found = self.client.search_runs(
             [self.experiment_id],
-            filter_string=f"tags.`{Tag.TRIAL_ID}` = '{trial.trial_id}' and tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'",
+            filter_string=(f"tags.`{Tag.TRIAL_ID}` = '{trial.trial_id}' and "
+                           f"tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'"),
             max_results=1,
         )
         if found:

@@ -34,7 +34,8 @@ class RaySession(TrialSession):
         self.worker = dict(worker)
 
     def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
-        tune.report({**metrics, **self.worker}, checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+        tune.report({**metrics, **self.worker},
+                    checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
 
     def checkpoints(self) -> Iterator[Path]:
         """Ray's checkpoint, then the older ones in its folder (the trial's own, or its PBT donor's),

@@ -94,7 +94,8 @@ def recorded_variants(root: str, text: str) -> list[Variant]:
 
     fs, path = filesystem(root)
     entries = fs.get_file_info(pyarrow.fs.FileSelector(path, allow_not_found=True))
-    folders = [f"{root.rstrip('/')}/{entry.base_name}" for entry in entries if entry.type == pyarrow.fs.FileType.Directory]
+    folders = [f"{root.rstrip('/')}/{entry.base_name}" for entry in entries
+               if entry.type == pyarrow.fs.FileType.Directory]
     records = {folder: record for folder in folders if (record := read_record(folder)) is not None}
     variants = [Variant(folder, record) for folder, record in records.items()]
     name, prefix = split_name(text, {_sweep_name(v) for v in variants})

@@ -47,7 +47,8 @@ def senteval_folder(root: Path, n: int = 20, invert_sst2_test: bool = False) -> 
         _write(root / task / second, bad, "latin-1")
     for split in ("train", "dev", "test"):
         one, zero = ("0", "1") if invert_sst2_test and split == "test" else ("1", "0")
-        _write(root / "SST/binary" / f"sentiment-{split}", [f"{s}\t{one}" for s in good] + [f"{s}\t{zero}" for s in bad])
+        _write(root / "SST/binary" / f"sentiment-{split}",
+               [f"{s}\t{one}" for s in good] + [f"{s}\t{zero}" for s in bad])
     for name in ("train_5500.label", "TREC_10.label"):
         _write(root / "TREC" / name, [f"{word.upper()}:fine what {word} question {i}"
                                       for word in CLASS_WORDS for i in range(n // 2)], "latin-1")
@@ -64,7 +65,8 @@ def nli_folder(root: Path, n: int = 12) -> Path:
     pairs = {"entailment": "topic here", "contradiction": "not topic here", "neutral": "elsewhere"}
     header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment"
     for name in ("SICK_train.txt", "SICK_trial.txt", "SICK_test_annotated.txt"):
-        rows = [f"{i}\ttopic {i}\t{second} {i}\t3.0\t{label.upper()}" for label, second in pairs.items() for i in range(n)]
+        rows = [f"{i}\ttopic {i}\t{second} {i}\t3.0\t{label.upper()}"
+                for label, second in pairs.items() for i in range(n)]
         _write(root / "SICK" / name, [header, *rows])
     for split in ("train", "dev", "test"):
         labels = [label for label in pairs for _ in range(n)]

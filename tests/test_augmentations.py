@@ -81,7 +81,8 @@ def test_augmentations_reach_the_encoder(tiny_bert):
         again = augmented_hidden_states(encoder, features, "none", 0.0)[-1]
     assert not torch.allclose(plain, shuffled) and not torch.allclose(plain, cut)
     torch.testing.assert_close(plain, again)  # the hook is removed afterwards
-    assert torch.equal(features["input_ids"], encoder.tokenize(["A man is playing a guitar on stage.", "Dogs run."], 32)["input_ids"])
+    assert torch.equal(features["input_ids"],
+                       encoder.tokenize(["A man is playing a guitar on stage.", "Dogs run."], 32)["input_ids"])
 
 
 def test_fgv_perturbation_has_the_given_norm_along_each_tokens_gradient():

@@ -73,10 +73,11 @@ def test_evaluate_and_plan_name_a_bad_sts_file_and_line(damage, message, sts_cop
 
 def test_evaluate_refuses_a_missing_model_folder_and_a_hub_id_without_the_hub(capsys, tmp_path):
     assert evaluate_main(["--model", str(tmp_path / "nowhere")]) == 2
-    assert capsys.readouterr().err == f"model: '{tmp_path / 'nowhere'}' is not a local folder, nor a Hugging Face model id\n"
+    assert capsys.readouterr().err == (f"model: '{tmp_path / 'nowhere'}' is not a local folder, "
+                                       "nor a Hugging Face model id\n")
     assert evaluate_main(["--model", "someone/not-cached"]) == 2  # tests run with HF_HUB_OFFLINE=1
-    assert "'someone/not-cached' is not a local folder, not in the Hugging Face cache, and the hub cannot be reached" in (
-        capsys.readouterr().err)
+    assert ("'someone/not-cached' is not a local folder, not in the Hugging Face cache, "
+            "and the hub cannot be reached") in capsys.readouterr().err
 
 
 def test_a_model_folder_whose_config_names_no_model_is_refused_at_plan_time(tmp_path, tiny_bert, capsys):
@@ -127,7 +128,8 @@ def test_a_problem_of_every_row_from_set_is_said_once_against_set(capsys):
 def test_a_mistyped_row_method_gets_a_did_you_mean(tmp_path, tiny_bert, capsys):
     path = spec(tmp_path, tiny_bert, rows=[{"name": "x", "set": {"method": "sgg"}}])
     assert sweep_main(["plan", str(path)]) == 2
-    assert "rows[0].set.method: unknown method 'sgg'" in (err := capsys.readouterr().err) and "did you mean 'sg'?" in err
+    assert ("rows[0].set.method: unknown method 'sgg'" in (err := capsys.readouterr().err)
+            and "did you mean 'sg'?" in err)
 
 
 def test_a_missing_bt_file_is_said_not_to_exist(tmp_path, capsys):

@@ -195,7 +195,8 @@ def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, 
                                                params={}, metrics={}))
     monkeypatch.setattr(sweep.export, "chosen_trial", lambda *args: run)
     capsys.readouterr()
-    assert main(["export", "planted", "--out", str(tmp_path / "out"), "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
+    assert main(["export", "planted", "--out", str(tmp_path / "out"),
+                 "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
     err = capsys.readouterr().err
     assert not marker.exists()
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -37,13 +37,15 @@ def slow_nt_xent(a, b, tau):
     for i in range(2 * n):
         j = i + n if i < n else i - n
         sim = lambda u, v: torch.exp(torch.dot(u, v) / (u.norm() * v.norm()) / tau)  # noqa: E731
-        total = total - torch.log(sim(views[i], views[j]) / sum(sim(views[i], views[k]) for k in range(2 * n) if k != i))
+        total = total - torch.log(sim(views[i], views[j])
+                                  / sum(sim(views[i], views[k]) for k in range(2 * n) if k != i))
     return total / (2 * n)
 
 
 def slow_info_nce(a, b, tau):
     sim = lambda u, v: torch.exp(torch.dot(u, v) / (u.norm() * v.norm()) / tau)  # noqa: E731
-    return sum(-torch.log(sim(a[i], b[i]) / sum(sim(a[i], b[j]) for j in range(len(b)))) for i in range(len(a))) / len(a)
+    return sum(-torch.log(sim(a[i], b[i]) / sum(sim(a[i], b[j]) for j in range(len(b))))
+               for i in range(len(a))) / len(a)
 
 
 def slow_nli_classification_loss(r1, r2, labels, weight, bias):
@@ -124,7 +126,8 @@ def test_each_knob_changes_the_loss(tiny_bert, knob, value):
 
 @pytest.mark.parametrize("knob, aug, value", [
     ("token_cutoff_rate", "token_cutoff", 0.15),  # control: the default rate on both sides
-    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6), ("span_cutoff_rate", "span_cutoff", 0.6),
+    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6),
+    ("span_cutoff_rate", "span_cutoff", 0.6),
 ])
 def test_each_rate_changes_its_augmentation(tiny_bert, knob, aug, value):
     assert_knob_changes_the_loss(lambda **o: loss_of(build(tiny_bert, aug1=aug, **o)), knob, value, default_of(knob))
@@ -135,7 +138,8 @@ def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
                        "learning_rate": 1e-3, "eval_every": 3})
     assert final["steps"] == 3 and "test_avg_spearman" in final
     config = get_method("consert").resolve({})
-    assert (config["batch_size"], config["learning_rate"], config["optimizer"], config["pooling"]) == (96, 5e-7, "adam", "last2avg")
+    assert ((config["batch_size"], config["learning_rate"], config["optimizer"], config["pooling"])
+            == (96, 5e-7, "adam", "last2avg"))
     assert (config["epochs"], config["patience"], config["supervision"]) == (10, 10, "none")
 
 

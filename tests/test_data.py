@@ -5,8 +5,8 @@ import pytest
 
 from trainers.data import (
     ALL_FILES,
-    DataError,
     SHIPPED_STS_DIR,
+    DataError,
     load_corpus,
     load_sts_local,
     read_sts_tsv,

@@ -56,7 +56,8 @@ def test_last2avg_uses_the_last_two_layers(tiny_bert, tmp_path):
         hidden = deep.hidden_states(features)
     mask = features["attention_mask"]
     torch.testing.assert_close(pool(hidden, mask, "last2avg"), hand_pool((hidden[2] + hidden[3]) / 2, mask, "mean"))
-    torch.testing.assert_close(pool(hidden, mask, "first_last_avg"), hand_pool((hidden[1] + hidden[3]) / 2, mask, "mean"))
+    torch.testing.assert_close(pool(hidden, mask, "first_last_avg"),
+                               hand_pool((hidden[1] + hidden[3]) / 2, mask, "mean"))
 
 
 def test_encode_equals_one_by_one_and_deduplicates(encoder, monkeypatch):
@@ -74,7 +75,8 @@ def test_encode_equals_one_by_one_and_deduplicates(encoder, monkeypatch):
     torch.testing.assert_close(batched[0], batched[3])
     encoder.pooling = "mean"  # padding must not leak into mean pooling either
     try:
-        torch.testing.assert_close(encoder.encode(sentences, batch_size=4), torch.cat([encoder.encode([s]) for s in sentences]), atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(encoder.encode(sentences, batch_size=4),
+                                   torch.cat([encoder.encode([s]) for s in sentences]), atol=1e-5, rtol=1e-4)
     finally:
         encoder.pooling = "cls"
 

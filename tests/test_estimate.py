@@ -40,7 +40,8 @@ def test_steps_are_timed_on_examples_spread_over_the_training_set():
 
 @pytest.mark.parametrize("resources, concurrent, cpus, gpus, expected", [
     ({"cpu": 1, "gpu": 0}, 2, 2, 0, 2), ({"cpu": 1, "gpu": 0}, 4, 2, 0, 2), ({"cpu": 2, "gpu": 0}, 4, 2, 0, 1),
-    ({"cpu": 1, "gpu": 0.25}, 8, 16, 1, 4), ({"cpu": 1, "gpu": 0.25}, 3, 16, 1, 3), ({"cpu": 4, "gpu": 0.25}, 8, 8, 1, 2),
+    ({"cpu": 1, "gpu": 0.25}, 8, 16, 1, 4), ({"cpu": 1, "gpu": 0.25}, 3, 16, 1, 3),
+    ({"cpu": 4, "gpu": 0.25}, 8, 8, 1, 2),
 ])
 def test_slots_are_max_concurrent_trials_capped_by_resources(resources, concurrent, cpus, gpus, expected):
     assert slots(resources, concurrent, cpus, gpus) == expected

@@ -10,11 +10,24 @@ import numpy as np
 import pytest
 import torch
 
-from tests.evaluation_fixtures import (keyword_encode, multilingual_sts_folder, nli_folder, reranking_folder,
-                                       senteval_folder)
+from tests.evaluation_fixtures import (
+    keyword_encode,
+    multilingual_sts_folder,
+    nli_folder,
+    reranking_folder,
+    senteval_folder,
+)
 from trainers.data import DataError
-from trainers.evaluations import SUITES, evaluate_suites, parse_evaluations
-from trainers.evaluations import classifier, multilingual_sts, nli, reranking, senteval
+from trainers.evaluations import (
+    SUITES,
+    classifier,
+    evaluate_suites,
+    multilingual_sts,
+    nli,
+    parse_evaluations,
+    reranking,
+    senteval,
+)
 from trainers.record import Metric, Suite
 
 

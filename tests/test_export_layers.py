@@ -65,10 +65,11 @@ def test_the_four_layer_model_tells_the_poolings_apart(exported_sweep):
     uri, _ = exported_sweep
     (trial,) = [r for r in child_runs(uri, NAME) if r.data.tags["sweep.row"] == "first_last_avg"]
     encoder = Path(trial.data.tags["sweep.checkpoint"]) / ENCODER_DIR
-    first_last, last_two = (reference_vectors(encoder, pooling, -1, SENTENCES) for pooling in ("first_last_avg", "last2avg"))
+    first_last, last_two = (reference_vectors(encoder, pooling, -1, SENTENCES)
+                            for pooling in ("first_last_avg", "last2avg"))
     assert not torch.allclose(first_last, last_two, atol=1e-3)
-    assert not torch.allclose(reference_vectors(encoder, "cls", 2, SENTENCES), reference_vectors(encoder, "cls", -1, SENTENCES),
-                              atol=1e-3)
+    assert not torch.allclose(reference_vectors(encoder, "cls", 2, SENTENCES),
+                              reference_vectors(encoder, "cls", -1, SENTENCES), atol=1e-3)
 
 
 @pytest.mark.parametrize("row", [row["name"] for row in ROWS])

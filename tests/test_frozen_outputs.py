@@ -7,8 +7,8 @@ import time
 
 import pytest
 import torch
-
 from conftest import build_tiny_bert
+
 from trainers import frozen_outputs
 from trainers.encoder import SentenceEncoder
 from trainers.frozen_outputs import FrozenOutputs, model_key, table_batches, weights_digest
@@ -182,7 +182,8 @@ def test_the_table_equals_a_direct_batched_forward_of_the_same_sorted_batches(ti
     new_process()
     monkeypatch.setattr(frozen_outputs, "TABLE_BATCH_SIZE", 2)
     texts = TEXTS + ["A dog.", "Someone is slicing a tomato with a very large knife."]
-    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 32, "frozen_outputs_dir": str(tmp_path)})
+    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 32,
+                                       "frozen_outputs_dir": str(tmp_path)})
     objective = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
     objective.prepare(texts)
     direct = {t: row for batch in table_batches(texts) for t, row in zip(batch, objective.compute_views(batch))}
@@ -207,7 +208,8 @@ def test_sg_with_shared_views_gives_the_same_trial_and_a_second_trial_runs_no_be
     trial = {**SG_TRIAL, "model": tiny_bert, "frozen_outputs_dir": str(tmp_path)}
     forwards = []
     compute = SelfGuidedObjective.compute_views
-    monkeypatch.setattr(SelfGuidedObjective, "compute_views", lambda self, s: forwards.append(len(s)) or compute(self, s))
+    monkeypatch.setattr(SelfGuidedObjective, "compute_views",
+                        lambda self, s: forwards.append(len(s)) or compute(self, s))
     fresh = history(trial, share=False)
     assert forwards == [24] and "frozen_outputs_computed" not in fresh[1]  # one batched pass, in the trial
     assert not list(tmp_path.iterdir())
@@ -248,7 +250,8 @@ def test_sct_with_a_shared_teacher_gives_the_same_trial_and_a_second_trial_runs_
         tiny_bert, use_tiny_sts, tmp_path_factory, monkeypatch):
     new_process()
     teacher = str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=3, hidden_size=48))
-    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher, "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
+    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher,
+             "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
     forwards, _ = recording_teacher(monkeypatch)
     fresh = history(trial, share=False)
     assert forwards == [24]  # one pass over the corpus sentences (both views encode the plain sentence)

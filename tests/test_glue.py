@@ -51,7 +51,8 @@ def write_task(folder: Path, task: str, split: str, rows: list[tuple[int, int]])
         }[task])
     header = {"qnli": "index\tquestion\tsentence\tlabel", "sst2": "sentence\tlabel", "cola": None,
               "mrpc": "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String", "rte": "index\tsentence1\tsentence2\tlabel"}[task]
-    path = folder / {"qnli": "QNLI", "sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "rte": "RTE"}[task] / f"{split}.tsv"
+    path = (folder / {"qnli": "QNLI", "sst2": "SST-2", "cola": "CoLA", "mrpc": "MRPC", "rte": "RTE"}[task]
+            / f"{split}.tsv")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(([header] if header else []) + lines) + "\n", encoding="utf-8")
 
@@ -240,7 +241,8 @@ def test_bad_glue_specs_exit_2_naming_the_file_and_key(tmp_path, tiny_bert, use_
     assert f"{path}: glue.batch_size: expected a value >= 2, got 1" in err
     plain = write_spec(tmp_path, {"BERT-base": tiny_bert}, name="plain")
     assert sweep_main(["glue", str(plain)]) == 2
-    assert f"{plain.resolve()}: glue: missing: `python -m sweep glue` runs a spec with a 'glue' key" in capsys.readouterr().err
+    assert (f"{plain.resolve()}: glue: missing: `python -m sweep glue` runs a spec with a 'glue' key"
+            in capsys.readouterr().err)
     glue = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"]}, name="fine")
     assert sweep_main(["run", str(glue)]) == 2
     assert "glue: a GLUE fine-tuning spec: run it with `python -m sweep glue" in capsys.readouterr().err

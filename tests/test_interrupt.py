@@ -15,7 +15,7 @@ import pytest
 from mlflow import MlflowClient
 
 from tests.test_sweep_run import ROOT, child_runs, spec_file, step_history, wait_for
-from tests.test_sweep_tracking import trial, tracker
+from tests.test_sweep_tracking import tracker, trial
 
 LONG_TRIAL = {"max_steps": 40, "eval_every": 4, "epochs": 10}
 
@@ -27,7 +27,8 @@ def test_ctrl_c_kills_the_runs_prints_the_resume_and_the_resume_finishes_the_sam
     path = spec_file(tmp_path, tiny_bert, "stopped", seeds=[1], max_concurrent_trials=1,
                      rows=[{"name": f"simcse {i}", "set": LONG_TRIAL} for i in range(2)])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]
+    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri,
+               "--storage", str(tmp_path / "ray")]
     out = tmp_path / "driver.out"
     with out.open("w") as stdout:
         process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=stdout, stderr=subprocess.STDOUT,

@@ -167,7 +167,8 @@ def test_batches_cover_the_epoch_and_total_steps_agree():
 
 def test_constant_schedule_keeps_the_rate_after_warmup(base):
     reports = []
-    run_trial({**base, "max_steps": 6, "warmup_ratio": 0.5, "learning_rate": 1e-3, "lr_schedule": "constant"}, reports.append)
+    run_trial({**base, "max_steps": 6, "warmup_ratio": 0.5, "learning_rate": 1e-3, "lr_schedule": "constant"},
+              reports.append)
     assert [r["lr"] for r in reports[:-1]] == pytest.approx([2e-3 / 3, 1e-3, 1e-3])
 
 

@@ -125,7 +125,8 @@ def test_the_summary_url_opens_the_trials_and_a_click_from_home_needs_the_switch
         text = _page_text(browser, "matching runs")
         assert f"#/experiments/{experiment_id}/runs" in browser.current_url
         assert "Smoke sweep: untuned all-MiniLM-L6-v2" in text and "matching runs" in text
-        assert "tags.`sweep.role` = 'trial'" in [e.get_attribute("value") for e in browser.find_elements(By.TAG_NAME, "input")]
+        assert "tags.`sweep.role` = 'trial'" in [e.get_attribute("value")
+                                                 for e in browser.find_elements(By.TAG_NAME, "input")]
         # The trials are nested under the parent run's row; its expander shows them.
         _expander(browser).click()
         assert "SimCSE | seed 42 | abcde_00002" in _page_text(browser, "abcde_00002", 30)

@@ -279,7 +279,8 @@ def test_sct_cross_table_and_quoted_figures():
     # Figures the text quotes.
     tiny = row("sct", "table4", "SCT", "bert-tiny")["Avg"]
     assert tiny + row("sct", "table4", "No update queues", "bert-tiny")["Delta"] == pytest.approx(65.88, abs=0.005)
-    assert tiny + row("sct", "table4", "Using the same BT (T=T)", "bert-tiny")["Delta"] == pytest.approx(64.07, abs=0.005)
+    assert (tiny + row("sct", "table4", "Using the same BT (T=T)", "bert-tiny")["Delta"]
+            == pytest.approx(64.07, abs=0.005))
     assert row("sct", "table4", "Cross-view -> Identical-view", "bert-tiny")["Delta"] == -7.82
     assert t2("SCT", "bert-tiny") - t2("SimCSE", "bert-tiny") == pytest.approx(5.26, abs=0.005)
     assert t2("DiffCSE", "bert-base") - t2("SCT", "bert-base") == pytest.approx(2.94, abs=0.005)
@@ -296,7 +297,8 @@ def test_sct_cross_table_and_quoted_figures():
     assert len(NUMBERS["sct"]["table7"]["rows"]) == 2 * 8
 
 
-@pytest.mark.parametrize("table,caption", [("table2", "Table 2: SemEval-2014"), ("table3", "Table 3: Results on SemEval-2017")])
+@pytest.mark.parametrize("table,caption", [("table2", "Table 2: SemEval-2014"),
+                                           ("table3", "Table 3: Results on SemEval-2017")])
 def test_sg_bert_multilingual_tables_are_the_papers_text(table, caption):
     """Every row and number of SG-BERT Tables 2 and 3, read from the paper's text (rows "+ X" entered as X)."""
     text = PAPERS / "sg-bert.txt"

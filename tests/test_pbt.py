@@ -11,9 +11,11 @@ from tests.test_sweep_run import spec_file
 
 
 @pytest.mark.parametrize("scheduler, message", [
-    ({"pbt": {"perturbation_interval": 1, "hyperparam_mutations": {"temprature": [0.1]}}}, "did you mean 'temperature'"),
+    ({"pbt": {"perturbation_interval": 1, "hyperparam_mutations": {"temprature": [0.1]}}},
+     "did you mean 'temperature'"),
     ({"pbt": {"perturbation_interval": 0, "hyperparam_mutations": {"temperature": [0.1]}}}, "perturbation_interval"),
-    ({"pbt": {"perturbation_interval": 1, "hyperparam_mutations": {"temperature": [99.0]}}}, "expected a value <= 10.0"),
+    ({"pbt": {"perturbation_interval": 1, "hyperparam_mutations": {"temperature": [99.0]}}},
+     "expected a value <= 10.0"),
     ({"pbt": {"perturbation_interval": 1, "hyperparam_mutations": {"batch_size": {"uniform": [8, 16]}}}},
      "a int knob takes a list of values"),
     ({"pbt": {"perturbation_interval": 3, "hyperparam_mutations": {"temperature": [0.1]}}},

@@ -39,7 +39,8 @@ def test_precision_knobs_are_validated():
 
 
 @pytest.mark.parametrize("setting", ["fp32", "bf16"])
-def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_bert, use_tiny_sts, monkeypatch, setting):
+def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_bert, use_tiny_sts, monkeypatch,
+                                                                          setting):
     seen = {"eval": set(), "train": set()}
     forward = SentenceEncoder.forward
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from scipy.stats import ttest_1samp
 import ray
 import yaml
 from mlflow import MlflowClient
+from scipy.stats import ttest_1samp
 
 from reports import collect as collect_module
 from reports import plots, tables
@@ -236,8 +236,10 @@ def test_command_lines_end_to_end(sweep, tmp_path, capsys):
     # Any collected sweep by name, in every format.
     assert tables.main(["--results", str(results), "--sweep", "tiny_rows"]) == 0
     out = capsys.readouterr().out
-    assert "| untuned |" in out and "| simcse |" in out and "| broken | – |" in out and "broken: left out 2 FAILED" in out
-    assert tables.main(["--results", str(results), "--sweep", "tiny_grid", "--format", "csv", "--out", str(tmp_path / "c")]) == 0
+    assert ("| untuned |" in out and "| simcse |" in out and "| broken | – |" in out
+            and "broken: left out 2 FAILED" in out)
+    assert tables.main(["--results", str(results), "--sweep", "tiny_grid", "--format", "csv",
+                        "--out", str(tmp_path / "c")]) == 0
     grid_csv = pd.read_csv(next((tmp_path / "c").glob("tiny_grid-*.csv")))
     assert len(grid_csv) == 6 and "pooling=mean, pooling_layer=1" in set(grid_csv["row [grid point]"])
     assert tables.main(["--results", str(results), "--sweep", "nonesuch"]) == 2

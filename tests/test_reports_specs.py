@@ -232,7 +232,8 @@ def test_markdown_lists_what_is_missing():
 def test_sct_table4_draws_its_rows_from_three_sweeps():
     """The augmentation rows live in sct_text_views.yaml and sct_augmentations.yaml; their cells and
     Delta (against sct_ablation's default row) come from those sweeps' trials."""
-    scores = {("sct_ablation", "SCT (default)"): [60.0, 61.0], ("sct_text_views", "Masked language model"): [58.0, 58.5],
+    scores = {("sct_ablation", "SCT (default)"): [60.0, 61.0],
+              ("sct_text_views", "Masked language model"): [58.0, 58.5],
               ("sct_augmentations", "Same BT (T = T)"): [55.0, 56.0],
               ("sct_ablation", "Masked language model"): [99.0, 99.0]}  # a same-named row elsewhere must not count
     records = [

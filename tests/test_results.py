@@ -44,7 +44,7 @@ def fixed_table() -> Table:
 
 
 # What the hand-written emitters (reports/tables.py before results.render) wrote for fixed_table().
-HAND_WRITTEN_LATEX = r"""% needs \usepackage{booktabs} and \usepackage{graphicx}
+HAND_WRITTEN_LATEX = (r"""% needs \usepackage{booktabs} and \usepackage{graphicx}
 \begin{table}[ht]
 \centering
 \small
@@ -56,14 +56,15 @@ HAND_WRITTEN_LATEX = r"""% needs \usepackage{booktabs} and \usepackage{graphicx}
 row & Avg & Delta & Steps & p \\
 \midrule
 No tuning (CLS) & 60.00 (seed-free) & +0.00 (seed-free) & 0 (seed-free) & ref \\
-f\_ref $\rightarrow$ 50\% \& \#1 & \textbf{71.25 $\pm$ 1.77 (2)} & \textbf{+11.25 $\pm$ 1.77 (2)} & 30 $\pm$ 0 (2) & 0.012 * \\
+f\_ref $\rightarrow$ 50\% \& \#1 & \textbf{71.25 $\pm$ 1.77 (2)} & """
+    r"""\textbf{+11.25 $\pm$ 1.77 (2)} & 30 $\pm$ 0 (2) & 0.012 * \\
 \textit{paper (ours $-$ paper)} & \textit{71.00 (+0.25)} & \textit{+11.00 (+0.25)} & \textit{--} & \textit{} \\
 \{x\} \textasciitilde{} \textasciicircum{} \textbackslash{} \$ & 65.00 (1, mirror) & +5.00 (1, mirror) & -- & n/a \\
 \textit{paper (ours $-$ paper)} & \textit{--} & \textit{--} & \textit{930} & \textit{} \\
 \bottomrule
 \end{tabular}}
 \end{table}
-"""
+""")
 HAND_WRITTEN_MARKDOWN = """### Title_with 50% – x
 
 | row | Avg | Delta | Steps | p |
@@ -116,9 +117,11 @@ def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], s
 
 
 def test_the_summary_lays_out_its_lines_as_the_hand_written_summary(tmp_path):
-    path = write_spec(tmp_path, {"name": "s", "method": "simcse", "rows": [{"name": r} for r in "abc"], "seeds": [1, 2]})
-    frame = trials(path, [("a", {}, 1, "FINISHED", 70.0), ("a", {}, 2, "FINISHED", 71.5), ("b", {}, 1, "FINISHED", 73.0),
-                          ("b", {}, 2, "FINISHED", 74.0), ("c", {}, 1, "FAILED", None)])
+    path = write_spec(tmp_path, {"name": "s", "method": "simcse", "rows": [{"name": r} for r in "abc"],
+                                 "seeds": [1, 2]})
+    frame = trials(path, [("a", {}, 1, "FINISHED", 70.0), ("a", {}, 2, "FINISHED", 71.5),
+                          ("b", {}, 1, "FINISHED", 73.0), ("b", {}, 2, "FINISHED", 74.0),
+                          ("c", {}, 1, "FAILED", None)])
     frame["best_dev_spearman"] = [80.0, 81.0, 82.0, 82.5, None]
     spec = load_spec(path, check_environment=False)
     text = summary_markdown(summary_table(frame, spec), sampled=False)
@@ -137,7 +140,8 @@ def test_seed_free_rows_and_mirror_cells_look_the_same_in_every_output(tmp_path)
     path = write_spec(tmp_path, {"name": "sym", "method": "consert", "seeds": [1, 2], "grid": SYMMETRIC,
                                  "symmetric": ["aug1", "aug2"],
                                  "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "consert"}]})
-    ran = [{"aug1": "none", "aug2": "none"}, {"aug1": "none", "aug2": "shuffle"}, {"aug1": "shuffle", "aug2": "shuffle"}]
+    ran = [{"aug1": "none", "aug2": "none"}, {"aug1": "none", "aug2": "shuffle"},
+           {"aug1": "shuffle", "aug2": "shuffle"}]
     points = [("untuned", axes, 1, "FINISHED", 50.0 + i) for i, axes in enumerate(ran)]
     points += [("consert", axes, seed, "FINISHED", 60.0 + i + seed) for i, axes in enumerate(ran) for seed in (1, 2)]
     frame = trials(path, points, seeds="1,2")
@@ -230,7 +234,8 @@ def test_layers_only_point_down():
 
 def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each_line(tmp_path):
     path = write_spec(tmp_path, {"name": "s", "method": "simcse", "seeds": [1, 2],
-                                 "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "a"}, {"name": "b"}]})
+                                 "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "a"},
+                                          {"name": "b"}]})
     seed_free_first = sweep_tables(trials(path, [("untuned", {}, 1, "FINISHED", 50.0), ("a", {}, 1, "FINISHED", 60.0),
                                                  ("a", {}, 2, "FINISHED", 61.0), ("b", {}, 1, "FINISHED", 55.0)],
                                           seeds="1,2"), "s")[0]

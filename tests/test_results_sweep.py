@@ -55,7 +55,8 @@ def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(t
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name("pvalues")
     runs = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
-    scores = {row: [r.data.metrics["test_avg_spearman"] for r in runs if r.data.tags["sweep.row"] == row] for row in ROWS}
+    scores = {row: [r.data.metrics["test_avg_spearman"] for r in runs if r.data.tags["sweep.row"] == row]
+              for row in ROWS}
     assert [len(scores[row]) for row in ROWS] == [1, 2, 2]
     expected = {row: ttest_1samp(scores[row], scores["untuned"][0]).pvalue for row in ROWS[1:]}
     assert all(math.isfinite(p) for p in expected.values())

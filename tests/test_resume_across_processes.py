@@ -143,11 +143,12 @@ def test_a_killed_sweep_resumes_in_new_processes_exactly(scenario):
         assert after.data.metrics["resumed_from_step"] > 0  # it continued from a checkpoint...
         # ...in a process whose frozen outputs (BERT_F's views, the teacher's vectors) were all computed again
         assert after.data.metrics["frozen_outputs_computed"] > 0
-        for key in PROGRESS:  # every evaluation, before the kill and after it 
+        for key in PROGRESS:  # every evaluation, before the kill and after it
             expected = history(scenario.reference_uri, before.info.run_id, key)
             assert sorted(expected) == list(range(EVAL_EVERY, STEPS + 1, EVAL_EVERY))
             assert history(scenario.resumed_uri, after.info.run_id, key) == expected, (row, key)
-        tests = sorted(k for k in before.data.metrics if k.startswith("test_") and k.endswith(("_spearman", "_pearson")))
+        tests = sorted(k for k in before.data.metrics
+                       if k.startswith("test_") and k.endswith(("_spearman", "_pearson")))
         assert "test_avg_spearman" in tests and len(tests) > 7
         for key in (*tests, *FINAL):
             assert after.data.metrics[key] == before.data.metrics[key], (row, key)

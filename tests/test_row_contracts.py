@@ -133,7 +133,8 @@ def spec_with(tmp_path: Path, **keys) -> Path:
 @pytest.mark.parametrize("keys, expected", [
     ({"reference": "SG-OPT"}, r"rows\[1\]: row 'SG' needs 'changes'"),
     ({"reference": "Nope"}, "reference: 'Nope' is not a row of this spec"),
-    ({"reference": {"row": "SG-OPT", "spec": "missing.yaml"}, "rows": [{"name": "SG", "changes": ["loss"], "set": {"loss": "sg"}}]},
+    ({"reference": {"row": "SG-OPT", "spec": "missing.yaml"},
+      "rows": [{"name": "SG", "changes": ["loss"], "set": {"loss": "sg"}}]},
      "reference: .*missing.yaml cannot be read"),
     ({"reference": ["SG-OPT"]}, "reference: expected a row name or"),
 ])
@@ -182,8 +183,9 @@ def test_a_substitute_reference_is_named_in_the_caption():
 
 def test_the_per_step_views_row_builds_no_table():
     """'views recomputed every step' runs BERT_F on each step's batch: a table bound of 0 GB builds none."""
-    from trainers.frozen_outputs import FrozenOutputs
     import torch
+
+    from trainers.frozen_outputs import FrozenOutputs
 
     spec = load_spec(ROOT / "search_spaces/sg_variants.yaml", check_environment=False)
     per_step = FrozenOutputs.from_config(spec.row_config("views recomputed every step"), {"test": "per-step"})
@@ -200,4 +202,5 @@ def test_a_reference_of_another_spec_says_what_that_spec_says_it_stands_in_for()
     ablation = load_spec(ROOT / "search_spaces/sct_ablation.yaml", check_environment=False)
     augmentations = load_spec(ROOT / "search_spaces/sct_augmentations.yaml", check_environment=False)
     assert augmentations.reference.spec == ablation.path and augmentations.reference.row == ablation.reference.row
-    assert augmentations.reference.stands_in_for == ablation.reference.stands_in_for and ablation.reference.stands_in_for
+    assert (augmentations.reference.stands_in_for == ablation.reference.stands_in_for
+            and ablation.reference.stands_in_for)

@@ -17,9 +17,9 @@ from trainers.losses.sct import (
 )
 from trainers.methods.sct import sct_problems
 from trainers.objectives.sct import SCTObjective
-from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 from trainers.queues import InstanceQueue
 from trainers.registry import get_method
+from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 
@@ -124,7 +124,8 @@ def test_soft_cross_entropy_has_the_gradient_of_kl():
 def test_kl_direction_is_reference_to_online():
     p = torch.log(torch.tensor([[0.7, 0.2, 0.1]]))
     q = torch.log(torch.tensor([[0.2, 0.5, 0.3]]))
-    expected = sum(a * (torch.log(torch.tensor(a)) - torch.log(torch.tensor(b))) for a, b in zip([0.7, 0.2, 0.1], [0.2, 0.5, 0.3]))
+    expected = sum(a * (torch.log(torch.tensor(a)) - torch.log(torch.tensor(b)))
+                   for a, b in zip([0.7, 0.2, 0.1], [0.2, 0.5, 0.3]))
     torch.testing.assert_close(kl_to_reference(p, q), expected)
     assert not torch.isclose(kl_to_reference(p, q), kl_to_reference(q, p))
 
@@ -188,7 +189,8 @@ def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_b
     torch.testing.assert_close(objective.queue_list[0].vectors, before)  # read before the step...
     objective.after_step()
     assert int(objective.queue_list[0].pointer) == len(BATCH)  # ...written after it
-    torch.testing.assert_close(objective.queue_list[0].vectors[: len(BATCH)], objective.queue_list[0].oldest_first()[-len(BATCH):])
+    torch.testing.assert_close(objective.queue_list[0].vectors[: len(BATCH)],
+                               objective.queue_list[0].oldest_first()[-len(BATCH):])
 
 
 def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
@@ -206,7 +208,8 @@ def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
 @pytest.mark.parametrize(
     "knob, value",
     [("objective", "kl"),  # control: the defaults on both sides
-     ("objective", "ce"), ("objective", "ce_hard"), ("objective", "contrastive"), ("cross_view", False), ("queues", "one"),
+     ("objective", "ce"), ("objective", "ce_hard"), ("objective", "contrastive"), ("cross_view", False),
+     ("queues", "one"),
      ("queues", "in_batch"), ("projector", False), ("projector_expansion", 3), ("tau_theta", 0.3),
      ("tau_ref", 0.3), ("queue_size", 8), ("view1", "token_cutoff"), ("view2", "dropout_mask"), ("model_layers", 1),
      ("reference", "frozen"), ("feature_cutoff_rate", 0.5)],
@@ -246,7 +249,8 @@ def test_the_objective_knob_reaches_the_divergence(tiny_bert):
 
 @pytest.mark.parametrize("knob, view, value", [
     ("token_cutoff_rate", "token_cutoff", 0.15),  # control: the default rate on both sides
-    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6), ("span_cutoff_rate", "span_cutoff", 0.6),
+    ("token_cutoff_rate", "token_cutoff", 0.6), ("dropout_rate", "dropout", 0.6),
+    ("span_cutoff_rate", "span_cutoff", 0.6),
 ])
 def test_each_rate_changes_its_view(tiny_bert, knob, view, value):
     """SCT's embedding-level views take their rates from the same knobs as ConSERT's (feature_cutoff_rate is
@@ -307,7 +311,8 @@ def test_back_translation_views_read_their_columns(tiny_bert, tmp_path):
     path.write_text("sentence\tbt1\tbt2\nA cat sat.\tA cat was sitting.\tThe cat sat down.\n", encoding="utf-8")
     objective = build(tiny_bert, view1="bt1", view2="bt2", bt_file=str(path))
     rows = read_backtranslations(path)
-    assert objective._texts(rows, "bt1") == ["A cat was sitting."] and objective._texts(rows, "bt2") == ["The cat sat down."]
+    assert (objective._texts(rows, "bt1") == ["A cat was sitting."]
+            and objective._texts(rows, "bt2") == ["The cat sat down."])
 
 
 def test_back_translation_views_train_on_the_rows_of_bt_file(tmp_path):
@@ -403,7 +408,8 @@ def test_congen_loss_by_hand():
 def test_ckd_and_mse_losses_by_hand():
     torch.manual_seed(6)
     z1, z2, t1, t2, d1, d2 = unit(2, 3), unit(2, 3), unit(2, 3), unit(2, 3), unit(4, 3), unit(4, 3)
-    expected = 0.5 * slow_info_nce(z1, t1, d1, 0.1) + 0.5 * slow_info_nce(z2, t2, d2, 0.1)  # same view: the teacher's vector is the positive
+    # same view: the teacher's vector is the positive
+    expected = 0.5 * slow_info_nce(z1, t1, d1, 0.1) + 0.5 * slow_info_nce(z2, t2, d2, 0.1)
     torch.testing.assert_close(ckd_loss((z1, z2), (t1, t2), (d1, d2), 0.1), expected)
     squared = (((z1 - t1) ** 2).mean() + ((z2 - t2) ** 2).mean()) / 2
     torch.testing.assert_close(mse_loss((z1, z2), (t1, t2)), squared)
@@ -511,7 +517,8 @@ def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, 
 def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tmp_path):
     from tests.conftest import build_tiny_bert
 
-    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=str(build_tiny_bert(tmp_path / "m", masked_lm=True)))
+    objective = build(tiny_bert, view1="mlm", view2="mlm",
+                      mlm_model=str(build_tiny_bert(tmp_path / "m", masked_lm=True)))
     loss_of(objective).backward()
     assert not objective.mlm.training and all(p.grad is None for p in objective.mlm.parameters())
     first, second = (objective._texts(BATCH, "mlm") for _ in range(2))
@@ -540,6 +547,7 @@ def test_distributions_range_over_the_queue_and_the_batch_entering_it(tiny_bert,
     torch.manual_seed(0)
     seeds = [int(torch.randint(2**31 - 1, ())) for _ in range(2)]
     online = [F.normalize(objective.head(objective._encode(objective.encoder, objective.encoder.tokenize(BATCH, 64),
-                                                          view, seed)), dim=1) for view, seed in zip(objective.views, seeds)]
+                                                          view, seed)), dim=1)
+              for view, seed in zip(objective.views, seeds)]
     expected = sct_loss(tuple(online), (ref1, ref2), objective.candidates((ref1, ref2)), 0.03, 0.02)
     torch.testing.assert_close(loss, expected)

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from tests.test_checkpoint import comparable
-from trainers.losses.contrastive import nt_xent
 from trainers.loop import run_trial
+from trainers.losses.contrastive import nt_xent
 from trainers.registry import get_method
 
 

@@ -68,7 +68,8 @@ def test_regulariser_adds_lambda_times_the_distance(tiny_bert):
     objective = build(tiny_bert, reg_lambda=0.0)
     take_step(objective)
     distance = sum(
-        ((p.detach() - q) ** 2).sum().item() for p, q in zip(objective.encoder.model.parameters(), objective.fixed.parameters())
+        ((p.detach() - q) ** 2).sum().item()
+        for p, q in zip(objective.encoder.model.parameters(), objective.fixed.parameters())
     )
     assert distance > 0
     without = loss_of(objective, seed=3).item()
@@ -171,7 +172,8 @@ def test_tabled_views_equal_fresh_views_and_are_reused(tiny_bert, monkeypatch):
 def test_short_sg_opt_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
     reports = []
     final = run_trial(
-        {"method": "sg", "model": tiny_bert, "projection_hidden": 64, "max_steps": 4, "eval_every": 2, "train_limit": 80},
+        {"method": "sg", "model": tiny_bert, "projection_hidden": 64, "max_steps": 4, "eval_every": 2,
+         "train_limit": 80},
         reports.append,
     )
     assert [r["step"] for r in reports[:-1]] == [2, 4] and final["steps"] == 4

@@ -34,7 +34,8 @@ def multilingual_fixture(root, tiny_sts_dir):
     """The four sets, each a different slice of the tiny STS-B test pairs (real sentences and gold)."""
     pairs = read_sts_tsv(tiny_sts_dir / "stsb-test.tsv")
     rows = list(zip(pairs.sentence1, pairs.sentence2, pairs.scores.tolist()))
-    return multilingual_sts_folder(root, {name: rows[10 * i: 10 * i + 10] for i, name in enumerate(multilingual_sts.SETS)})
+    return multilingual_sts_folder(root, {name: rows[10 * i: 10 * i + 10]
+                                          for i, name in enumerate(multilingual_sts.SETS)})
 
 
 def refused(capsys, argv: list[str], expected: str) -> None:

@@ -121,7 +121,8 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
 
 
 def driver(path: Path, uri: str, tmp_path: Path) -> tuple[list[str], dict[str, str]]:
-    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]
+    command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri,
+               "--storage", str(tmp_path / "ray")]
     return command, {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
@@ -159,13 +160,15 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
     def mid_trial():
         runs = child_runs(uri, "killed")
         finished = [r for r in runs if r.info.status == "FINISHED"]
-        running = [r for r in runs if r.info.status == "RUNNING" and int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8]
+        running = [r for r in runs
+                   if r.info.status == "RUNNING" and int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8]
         return (finished, running[0]) if len(finished) >= 2 and running else None
 
     finished, cut = wait_for(mid_trial, log=tmp_path / "driver.log")
     os.killpg(process.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
     process.wait()
-    before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed") if r.info.status == "FINISHED"}
+    before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed")
+              if r.info.status == "FINISHED"}
     assert 2 <= len(before) < 6, f"the sweep should be cut off part way, {len(before)} trials had finished"
     assert cut.data.tags["sweep.trial_id"] not in before
 
@@ -187,7 +190,8 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
 
 def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tiny_bert, use_tiny_sts):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    path = spec_file(tmp_path, tiny_bert, "lost", rows=[{"name": "simcse", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}}],
+    path = spec_file(tmp_path, tiny_bert, "lost",
+                     rows=[{"name": "simcse", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}}],
                      seeds=[1], max_failures=1)
     command, env = driver(path, uri, tmp_path)
     process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,

@@ -127,7 +127,8 @@ def test_a_seed_free_row_shows_as_one_deterministic_run_for_all_seeds():
     frame = _frame("sg_main", [
         {"row": "No tuning (CLS)", "seed": 1, "seeds": seeds, "test_avg_spearman": 30.0},
         {"row": "No tuning (Mean)", "seed": 1, "seeds": seeds, "test_avg_spearman": 50.0},
-        *({"row": "SG", "seed": s, "test_avg_spearman": 60.0 + i} for i, s in enumerate((1, 2, 3, 4, 1234, 2345, 3456, 7890))),
+        *({"row": "SG", "seed": s, "test_avg_spearman": 60.0 + i}
+          for i, s in enumerate((1, 2, 3, 4, 1234, 2345, 3456, 7890))),
     ])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MissingResults)
@@ -152,7 +153,8 @@ def test_mirror_cells_of_symmetric_axes_are_filled_and_marked(tmp_path):
     for point in spec.trial_points():
         first, second = point.axes["aug1"], point.axes["aug2"]
         values[(first, second)] = 60.0 + AUGMENTATIONS.index(first) + 0.1 * AUGMENTATIONS.index(second)
-        rows.append({"row": "", "seed": 42, "aug1": first, "aug2": second, "test_avg_spearman": values[(first, second)]})
+        rows.append({"row": "", "seed": 42, "aug1": first, "aug2": second,
+                     "test_avg_spearman": values[(first, second)]})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", MissingResults)
         table = build_tables(_frame("consert_augmentation_grid", rows), ["consert-figure5"], specs)[0]
@@ -185,6 +187,7 @@ def test_the_plan_says_where_the_frozen_outputs_table_is_and_its_size(capsys, na
     assert main(["plan", str(ROOT / f"search_spaces/{name}.yaml"), "--set", "share_frozen_outputs=false",
                  "--set", "frozen_outputs_gb=0.01"]) == 0
     out, err = capsys.readouterr()
-    assert "shared:" not in out and f"{shared} (every row): one batched pass over the training texts inside each trial" in out
+    assert ("shared:" not in out
+            and f"{shared} (every row): one batched pass over the training texts inside each trial" in out)
     assert f"{size}, does not fit frozen_outputs_gb 0.01" in out
     assert f"warning: frozen_outputs_gb: {shared} (every row) take" in err

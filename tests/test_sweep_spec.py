@@ -97,7 +97,8 @@ def test_unknown_method_and_bad_yaml(tmp_path):
 
 def test_missing_training_file_fails_validation(tmp_path):
     spec = {**SPEC, "base": {"train_corpus": str(tmp_path / "missing.txt")}}
-    with pytest.raises(SpecError, match=r"rows\['tau = 0.1', 'default'\]: train_corpus: .*missing.txt' is neither a named corpus"):
+    with pytest.raises(SpecError,
+                       match=r"rows\['tau = 0.1', 'default'\]: train_corpus: .*missing.txt' is neither a named corpus"):
         load_spec(write(tmp_path, spec))
 
 
@@ -160,7 +161,8 @@ def test_shipped_specs_validate():
 
 
 def test_asha_options_are_validated(tmp_path):
-    good = load_spec(write(tmp_path, {**SPEC, "scheduler": {"asha": {"max_t": 20, "grace_period": 2, "reduction_factor": 2}}}))
+    good = load_spec(write(tmp_path, {**SPEC, "scheduler": {"asha": {"max_t": 20, "grace_period": 2,
+                                                                     "reduction_factor": 2}}}))
     assert good.scheduler == {"asha": {"max_t": 20, "grace_period": 2, "reduction_factor": 2}}
     bad = {**SPEC, "scheduler": {"asha": {"max_t": 2, "grace_period": 5, "reduction_factor": 1, "patience": 3}}}
     with pytest.raises(SpecError) as error:

@@ -90,7 +90,8 @@ def test_scheduler_stopped_and_failed_trials(tmp_path):
     callback.on_trial_error(0, [], failed)
     callback.on_experiment_end([SimpleNamespace(status="TERMINATED"), SimpleNamespace(status="ERROR")])
 
-    runs = {r.data.tags["sweep.trial_id"]: r for r in client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")}
+    runs = {r.data.tags["sweep.trial_id"]: r
+            for r in client.search_runs([callback.experiment_id], "tags.`sweep.role` = 'trial'")}
     assert runs["t_stop"].info.status == "FINISHED" and runs["t_stop"].data.tags["sweep.stopped_by_scheduler"] == "true"
     assert runs["t_fail"].info.status == "FAILED" and runs["t_fail"].data.tags["sweep.failures"] == "2"
     error = runs["t_fail"].data.tags["sweep.error"]

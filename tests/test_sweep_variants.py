@@ -78,7 +78,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     assert f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&searchFilter=" in first_out
 
     # Parent run: metrics, best-trial tags and artifacts that match its children.
-    first_hash = next(f.split("-", 1)[1] for f in folders if '"learning_rate"' not in (storage / f / "sweep.json").read_text())
+    first_hash = next(f.split("-", 1)[1] for f in folders
+                      if '"learning_rate"' not in (storage / f / "sweep.json").read_text())
     parent = next(p for p in parents if p.data.tags["sweep.spec_hash"] == first_hash)
     own = [c for c in children if c.data.tags["mlflow.parentRunId"] == parent.info.run_id]
     assert parent.data.metrics["trials_finished"] == 3 and parent.data.metrics["trials_failed"] == 0
@@ -94,7 +95,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     lines = summary_csv.read_text().splitlines()
     untuned = [c.data.metrics["test_avg_spearman"] for c in own if c.data.tags["sweep.row"] == "untuned"]
     assert lines[1].startswith("untuned,1,0,") and f"{statistics.mean(untuned)}" in lines[1]
-    resolved = yaml.safe_load(Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))).read_text())
+    resolved = yaml.safe_load(
+        Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))).read_text())
     assert resolved["spec_hash"] == first_hash and resolved["seeds"] == [1, 2]
     # MLflow's own columns: source, version (commit) and user on every run; the spec file relative where it can be.
     for run in [*parents, *children]:

@@ -40,7 +40,8 @@ COMMON_KNOBS = KnobSet(
              "negative counts from the end (-1 = last).", low=-64, high=64),
         Knob("pooling_skip_frequent", int, 0, "Leave the k most frequent tokens out of the average of the "
              "pooling (ConSERT Section 5.1, Figure 4; 0 = none). Only for the averaging poolings "
-             f"{list(MEAN_POOLINGS)}: a config with cls or max is refused. Frequencies are counted over the tokens of both sentences of "
+             f"{list(MEAN_POOLINGS)}: a config with cls or max is refused. Frequencies are counted over the tokens "
+             "of both sentences of "
              f"every pair of {FREQUENCY_SET!r} (the paper's caption), [CLS] and [SEP] included (they rank first, as "
              "the caption says), padding never; ties go to the lower token id. A sentence made only of such tokens "
              "gets the zero vector, as in the authors' code. `sweep export` refuses such a trial: "

@@ -166,7 +166,8 @@ class SentenceEncoder(nn.Module):
         self.skip_token_ids: tuple[int, ...] = ()
 
     @classmethod
-    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1, keep_layers: int = 0) -> "SentenceEncoder":
+    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1,
+                        keep_layers: int = 0) -> "SentenceEncoder":
         """Load ``model``; with ``keep_layers`` > 0 only its first transformer layers are kept."""
         transformer, tokenizer = load_pretrained(model)
         if keep_layers:

@@ -27,7 +27,8 @@ def format_table(metrics: Mapping[str, float]) -> str:
     for name in TEST_SETS:
         cells = [metrics[Metric.test_set(name)], metrics[Metric.test_set(name, "pearson")]]
         extra = [metrics.get(Metric.test_set(name, f"{agg}_spearman")) for agg in ("mean", "wmean")]
-        text = "".join(f"{c:10.2f}" for c in cells) + "".join(f"{e:10.2f}" if e is not None else f"{'':>10}" for e in extra)
+        text = ("".join(f"{c:10.2f}" for c in cells)
+                + "".join(f"{e:10.2f}" if e is not None else f"{'':>10}" for e in extra))
         lines.append(f"{name:<8}{text}")
     lines.append(f"{'avg':<8}{metrics[Metric.TEST_AVG]:10.2f}")
     lines.append(f"{'dev':<8}{metrics[Metric.BEST_DEV]:10.2f}  (STS-B dev)")

@@ -142,7 +142,8 @@ class _Table:
     def read(cls, folder: Path) -> "_Table":
         texts = json.loads((folder / TEXTS_FILE).read_text(encoding="utf-8"))
         meta = json.loads((folder / KEY_FILE).read_text(encoding="utf-8"))
-        stored = np.load(folder / TABLE_FILE, mmap_mode="c")  # copy on write: torch wants a writable array; the file is never changed
+        # copy on write: torch wants a writable array; the file is never changed
+        stored = np.load(folder / TABLE_FILE, mmap_mode="c")
         return cls(texts, torch.from_numpy(stored).view(getattr(torch, meta["dtype"])),
                    meta.get("build_seconds", math.nan))
 

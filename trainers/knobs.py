@@ -63,7 +63,8 @@ class Knob:
         if self.choices is not None:
             text += f" in {list(self.choices)}"
         if self.low is not None or self.high is not None:
-            text += f" in [{self.low if self.low is not None else '-inf'}, {self.high if self.high is not None else 'inf'}]"
+            text += (f" in [{self.low if self.low is not None else '-inf'}, "
+                     f"{self.high if self.high is not None else 'inf'}]")
         if self.nullable:
             text += " or null"
         return text

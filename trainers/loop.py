@@ -198,7 +198,8 @@ def train(
         with _autocast(config, device):
             loss = objective.loss([examples[i] for i in batch_indices])
         if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; the trial stops here")
+            raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; "
+                                     "the trial stops here")
         loss.backward()
         optimizer.step()
         schedule.step()

@@ -50,14 +50,16 @@ class Objective(nn.Module):
         queues and their pointers, momentum encoders, extra state such as generators), less the
         rebuilt modules."""
         rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
-        return {k: v for k, v in self.state_dict().items() if not k.startswith(rebuilt)} if rebuilt else self.state_dict()
+        return ({k: v for k, v in self.state_dict().items() if not k.startswith(rebuilt)} if rebuilt
+                else self.state_dict())
 
     def load_trained_state(self, state: Mapping[str, Tensor]) -> None:
         rebuilt = tuple(f"{name}." for name in self.rebuilt_modules())
         missing, unexpected = self.load_state_dict(state, strict=False)
         absent = [k for k in missing if not k.startswith(rebuilt)] if rebuilt else missing
         if absent or unexpected:
-            raise ValueError(f"checkpoint does not fit the objective: missing {absent[:5]}, unexpected {unexpected[:5]}")
+            raise ValueError(f"checkpoint does not fit the objective: missing {absent[:5]}, "
+                             f"unexpected {unexpected[:5]}")
 
     def statistics(self) -> dict[str, float]:
         """Figures for the trial's final report beside the loop's (e.g. what shared frozen outputs saved)."""

@@ -335,7 +335,8 @@ class TrainingState:
         import torch
 
         state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=True)
-        return cls(**{**state, "selection": SelectionState(**state["selection"]), "config": json.loads(state["config"])})
+        return cls(**{**state, "selection": SelectionState(**state["selection"]),
+                      "config": json.loads(state["config"])})
 
 
 class TrialConfig(dict):

@@ -7,7 +7,8 @@ import difflib
 from trainers.method import Method
 from trainers.methods import baseline, consert, sct, sg, simcse
 
-METHODS: dict[str, Method] = {m.name: m for m in (baseline.METHOD, simcse.METHOD, sg.METHOD, consert.METHOD, sct.METHOD)}
+METHODS: dict[str, Method] = {m.name: m for m in (baseline.METHOD, simcse.METHOD, sg.METHOD, consert.METHOD,
+                                                   sct.METHOD)}
 
 
 def get_method(name: str) -> Method:

@@ -152,7 +152,8 @@ def parse_glue(value: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     options = dict(value)
     tasks = options.pop(Glue.TASKS_KEY, list(Glue.TASKS))
     problems = []
-    if not isinstance(tasks, list) or not tasks or any(t not in Glue.TASKS for t in tasks) or len(set(tasks)) < len(tasks):
+    if (not isinstance(tasks, list) or not tasks or any(t not in Glue.TASKS for t in tasks)
+            or len(set(tasks)) < len(tasks)):
         problems.append((f".{Glue.TASKS_KEY}", f"expected a non-empty list of distinct tasks from {list(Glue.TASKS)}, "
                                                f"got {tasks!r}"))
     try:
@@ -187,7 +188,8 @@ def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str,
         except ConfigError as error:
             for problem in error.problems:  # KnobSet's words are about knobs; these are a suite's options
                 option, message = problem.split(":", 1)
-                problems.append((f"[{index}].{name}.{option}", message.strip().replace("unknown knob", "unknown option")))
+                problems.append((f"[{index}].{name}.{option}",
+                                 message.strip().replace("unknown knob", "unknown option")))
             continue
         if name != Names.STS and all(c["suite"] != name for c in chosen):
             chosen.append({"suite": name, **resolved})

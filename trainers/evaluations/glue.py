@@ -53,7 +53,8 @@ class Classifier(nn.Module):
         super().__init__()
         config = encoder.model.config
         self.encoder = encoder
-        self.dropout = nn.Dropout(getattr(config, "classifier_dropout", None) or getattr(config, "hidden_dropout_prob", 0.1))
+        self.dropout = nn.Dropout(getattr(config, "classifier_dropout", None)
+                                  or getattr(config, "hidden_dropout_prob", 0.1))
         self.head = nn.Linear(config.hidden_size, n_labels)
         nn.init.normal_(self.head.weight, std=getattr(config, "initializer_range", 0.02))  # as BERT initialises it
         nn.init.zeros_(self.head.bias)

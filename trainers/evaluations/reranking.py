@@ -87,7 +87,8 @@ def mean_average_precision(queries: list[Query], encode: Encode) -> float:
     return 100 * float(np.mean(precisions))
 
 
-def evaluate(encode: Encode, data: Mapping[str, list[Query]], options: Mapping[str, Any], seed: int) -> dict[str, float]:
+def evaluate(encode: Encode, data: Mapping[str, list[Query]], options: Mapping[str, Any],
+             seed: int) -> dict[str, float]:
     maps = {name: mean_average_precision(data[name], encode) for name in DATASETS}
     metrics = {Metric.suite(Suite.RERANKING, name, Suite.MAP): value for name, value in maps.items()}
     metrics[Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)] = float(np.mean(list(maps.values())))

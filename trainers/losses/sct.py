@@ -67,11 +67,15 @@ def sct_loss(
     (z1, z2), (r1, r2), (d1, d2) = online, reference, queues
     measure = DIVERGENCES[divergence]
     if cross_view:
-        c1_online, c2_online = similarity_log_distribution(z1, d2, tau_online), similarity_log_distribution(z2, d1, tau_online)
-        targets = (similarity_log_distribution(r2, d2, tau_reference), similarity_log_distribution(r1, d1, tau_reference))
+        c1_online, c2_online = (similarity_log_distribution(z1, d2, tau_online),
+                                similarity_log_distribution(z2, d1, tau_online))
+        targets = (similarity_log_distribution(r2, d2, tau_reference),
+                   similarity_log_distribution(r1, d1, tau_reference))
     else:
-        c1_online, c2_online = similarity_log_distribution(z1, d1, tau_online), similarity_log_distribution(z2, d2, tau_online)
-        targets = (similarity_log_distribution(r1, d1, tau_reference), similarity_log_distribution(r2, d2, tau_reference))
+        c1_online, c2_online = (similarity_log_distribution(z1, d1, tau_online),
+                                similarity_log_distribution(z2, d2, tau_online))
+        targets = (similarity_log_distribution(r1, d1, tau_reference),
+                   similarity_log_distribution(r2, d2, tau_reference))
     return 0.5 * measure(targets[0], c1_online) + 0.5 * measure(targets[1], c2_online)
 
 

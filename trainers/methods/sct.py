@@ -80,7 +80,8 @@ def sct_problems(config: Config) -> list[str]:
         elif not config["bt_file"]:
             problems.append(
                 f"view1/view2: a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
-                f"`python -m trainers.backtranslate` writes on a machine with translation models; got {config['bt_file']!r}"
+                "`python -m trainers.backtranslate` writes on a machine with translation models; "
+                f"got {config['bt_file']!r}"
             )
     else:
         if config["bt_file"]:

@@ -18,7 +18,8 @@ class SimCSEObjective(Objective):
         super().__init__(encoder)
         hidden = encoder.model.config.hidden_size
         # SimCSE's MLP pooler (a dense layer with tanh), used in training only.
-        self.head = nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh()) if config["mlp_during_training"] else nn.Identity()
+        self.head = (nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh()) if config["mlp_during_training"]
+                     else nn.Identity())
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
         # Column of a back-translation row that is the positive (None: the sentence itself).
