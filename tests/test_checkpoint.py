@@ -132,17 +132,24 @@ def test_checkpoint_leaves_out_what_the_config_rebuilds(tiny_bert, tiny_teacher,
     assert {"optimizer", "schedule", "generator", "rng", "selection", "position", "timer"} <= set(state)
 
 
-def test_a_truncated_checkpoint_falls_back_to_the_previous_one_with_a_warning(tiny_bert, use_tiny_sts, tmp_path):
+def assert_a_damaged_newest_checkpoint_falls_back(tiny_bert: str, folder: Path, damage) -> None:
+    """A trial stopped after its 4th checkpoint, whose newest training state ``damage`` then spoils, resumes from
+    the previous checkpoint with a warning naming the spoilt file, and ends as an uninterrupted trial."""
     config = {**BASE, "model": tiny_bert, "method": "simcse"}
     expected = run_trial(config)
     with pytest.raises(Interrupted):
-        run_trial(config, StopAfterCheckpoint(tmp_path, 4, []))
-    newest = sorted(tmp_path.glob("checkpoint_*"))[-1] / TRAINING_STATE
-    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+        run_trial(config, StopAfterCheckpoint(folder, 4, []))
+    newest = sorted(folder.glob("checkpoint_*"))[-1] / TRAINING_STATE
+    damage(newest)
     with pytest.warns(CheckpointWarning, match=str(newest)):
-        final = run_trial(config, LocalSession(tmp_path))
+        final = run_trial(config, LocalSession(folder))
     assert final["resumed_from_step"] == 3  # the previous checkpoint
     assert comparable(final) == comparable(expected)
+
+
+def test_a_truncated_checkpoint_falls_back_to_the_previous_one_with_a_warning(tiny_bert, use_tiny_sts, tmp_path):
+    assert_a_damaged_newest_checkpoint_falls_back(
+        tiny_bert, tmp_path, lambda state: state.write_bytes(state.read_bytes()[: state.stat().st_size // 2]))
 
 
 class WritesMarker:
@@ -164,18 +171,9 @@ def plant_payload(state_file: Path, marker: Path) -> None:
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_and_the_trial_falls_back(tiny_bert, use_tiny_sts, tmp_path):
-    config = {**BASE, "model": tiny_bert, "method": "simcse"}
-    expected = run_trial(config)
-    with pytest.raises(Interrupted):
-        run_trial(config, StopAfterCheckpoint(tmp_path, 4, []))
-    newest = sorted(tmp_path.glob("checkpoint_*"))[-1] / TRAINING_STATE
     marker = tmp_path / "marker"
-    plant_payload(newest, marker)
-    with pytest.warns(CheckpointWarning, match=str(newest)):
-        final = run_trial(config, LocalSession(tmp_path))
+    assert_a_damaged_newest_checkpoint_falls_back(tiny_bert, tmp_path, lambda state: plant_payload(state, marker))
     assert not marker.exists()  # nothing in the file ran
-    assert final["resumed_from_step"] == 3  # the previous checkpoint
-    assert comparable(final) == comparable(expected)
 
 
 def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, use_tiny_sts, tmp_path,
