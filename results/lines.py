@@ -27,7 +27,7 @@ import pandas as pd
 from results.schema import FAILED, FINISHED
 from results.significance import add_significance, line_p
 from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
-from trainers.record import Metric
+from trainers.record import parse_metric_tag
 
 LINE = "line"
 SEEDS_FINISHED = "seeds finished"
@@ -160,8 +160,7 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
         if len(left_out):
             table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
     add_significance(table)
-    metric, mode = (str(trials["sweep_metric"].iloc[0]).split() + ["max"])[:2] if "sweep_metric" in trials else (
-        Metric.BEST_DEV, "max")
+    metric, mode = parse_metric_tag(str(trials["sweep_metric"].iloc[0]) if "sweep_metric" in trials else None)
     if "sampled_axes" in trials and str(trials["sampled_axes"].iloc[0]):
         column = next((c for c, f in formats.items() if f.metric == metric), columns[0])
         scored = [line for line in table.lines if line.cells[column].n]

@@ -18,13 +18,11 @@ from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
 from results.schema import IDENTITY, IDENTITY_DTYPES
-from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Tag
+from trainers.record import PARENT_FILTER, TRIAL_FILTER, Tag, metric_tag, parse_metric_tag
 from trainers.registry import METHODS
 
 SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
-DEFAULT_METRIC = f"{Metric.BEST_DEV} max"
-"""A trial's ``sweep.metric`` where it has none (recorded before the tag existed)."""
 
 
 def absolute_tracking_uri(uri: str) -> str:
@@ -172,7 +170,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "row": tags.get(Tag.ROW, ""),
         "axes": tags.get(Tag.AXES, ""),
         "sampled_axes": tags.get(Tag.SAMPLED_AXES, ""),
-        "sweep_metric": tags.get(Tag.METRIC, DEFAULT_METRIC),
+        "sweep_metric": metric_tag(*parse_metric_tag(tags.get(Tag.METRIC))),
         "seed": int(tags.get(Tag.SEED, params.get("seed", -1))),
         "seeds": tags.get(Tag.SEEDS, ""),  # a seed-free trial: the seeds its one run stands for
         "method": method,

@@ -25,11 +25,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from results.names import UsageError
-from results.reader import DEFAULT_METRIC
 from results.schema import FINISHED
 from sweep.status import export_refusal, trial_runs
 from trainers.data import TEST_SETS
-from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState
+from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState, parse_metric_tag
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
     from trainers.encoder import SentenceEncoder
@@ -240,7 +239,7 @@ def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None
     """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
     finished = finished_runs(name, tracking_uri)
     tags = finished[0].data.tags if finished else {}
-    metric, mode = tags.get(Tag.METRIC, DEFAULT_METRIC).split()
+    metric, mode = parse_metric_tag(tags.get(Tag.METRIC))
     return select_run(finished, metric, mode, row, seed, trial)
 
 

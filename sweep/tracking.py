@@ -28,7 +28,7 @@ from ray.tune.experiment import Trial
 from sweep.driver_local import DriverLocal
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag
+from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag, metric_tag
 
 KILLED = RunStatus.to_string(RunStatus.KILLED)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
@@ -76,7 +76,7 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
         Tag.GIT_COMMIT: commit,
         # What reports need to lay out any sweep's table: which axes are sampled, what ranks trials.
         Tag.SAMPLED_AXES: ", ".join(spec.sample),
-        Tag.METRIC: f"{spec.metric} {spec.mode}",
+        Tag.METRIC: metric_tag(spec.metric, spec.mode),
     }
 
 

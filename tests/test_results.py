@@ -250,3 +250,12 @@ def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each
     assert one_seed_first.notes[-1] == ("significance: no test was possible: p needs >= 2 seeds on a line and on the "
                                         "reference 'untuned' (or a seed-free reference); seeds per line: 'untuned' 1, "
                                         "'a' 2")
+
+
+def test_the_metric_tag_reads_back_what_it_wrote_and_old_runs_rank_by_best_dev():
+    from trainers.record import Metric, metric_tag, parse_metric_tag
+
+    for metric, mode in ((Metric.TEST_AVG, "max"), (Metric.LOSS, "min")):
+        assert parse_metric_tag(metric_tag(metric, mode)) == (metric, mode)
+    assert parse_metric_tag(None) == parse_metric_tag("") == (Metric.BEST_DEV, "max")
+    assert parse_metric_tag(Metric.DEV) == (Metric.DEV, "max")

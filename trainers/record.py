@@ -230,6 +230,18 @@ class Glue:
 
 
 SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
+
+
+def metric_tag(metric: str, mode: str) -> str:
+    """The value of :attr:`Tag.METRIC`: what ranks a sweep's trials, and which way."""
+    return f"{metric} {mode}"
+
+
+def parse_metric_tag(value: str | None) -> tuple[str, str]:
+    """(metric, mode) of a :attr:`Tag.METRIC` value; a run recorded before the tag existed ranked its trials by
+    the best dev score, highest first (the spec's default)."""
+    metric, _, mode = (value or "").partition(" ")
+    return (metric, mode or "max") if metric else (Metric.BEST_DEV, "max")
 """A spec's ``metric`` is one of these or a ``test_*`` metric."""
 
 
