@@ -10,7 +10,7 @@ from typing import Iterable
 
 from sweep.export import MODEL_CARD, export_trial, open_checkpoint, select_run
 from sweep.status import export_refusal
-from trainers.record import FINAL_RECORD, ModelState, Tag
+from trainers.record import FINAL_RECORD, ModelState, Tag, checkpoint_index
 
 MODEL_ARTIFACT = "model"
 
@@ -42,7 +42,7 @@ def delete_resume_states(uri: str) -> None:
     final = open_checkpoint(uri)
     trial_dir = final.path.rsplit("/", 1)[0]
     for info in final.filesystem.get_file_info(pyarrow.fs.FileSelector(trial_dir)):
-        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith("checkpoint_") \
+        if info.type == pyarrow.fs.FileType.Directory and checkpoint_index(info.base_name) is not None \
                 and info.path != final.path:
             final.filesystem.delete_dir(info.path)
 

@@ -15,7 +15,7 @@ from ray import tune
 
 from sweep.spec import SweepSpec
 from trainers.checkpoint import TrialSession
-from trainers.record import Report
+from trainers.record import Report, checkpoint_index
 
 
 class RaySession(TrialSession):
@@ -26,8 +26,6 @@ class RaySession(TrialSession):
     report, for the tracker's tags; ``restored_from`` names the checkpoint the trial last opened."""
 
     keeps_checkpoints = True
-    CHECKPOINT_PREFIX = "checkpoint_"
-    """Ray names a trial's checkpoints ``checkpoint_NNNNNN`` by their index."""
 
     def __init__(self, worker: Mapping[str, Any]):
         super().__init__()
@@ -49,26 +47,20 @@ class RaySession(TrialSession):
                 yield Path(directory)
 
     @classmethod
-    def _index(cls, name: str) -> int | None:
-        """The index of a checkpoint folder named ``checkpoint_NNNNNN`` (None for any other name)."""
-        digits = name[len(cls.CHECKPOINT_PREFIX):] if name.startswith(cls.CHECKPOINT_PREFIX) else ""
-        return int(digits) if digits.isdigit() else None
-
-    @classmethod
     def _older_than(cls, latest: tune.Checkpoint) -> list[tune.Checkpoint]:
         """The checkpoints beside ``latest`` with a lower index, newest first, on its filesystem (a local
         folder or a URI's). Newer ones are left alone: Ray's state did not name them."""
         import pyarrow.fs
 
         folder, _, name = latest.path.rstrip("/").rpartition("/")
-        index = cls._index(name)
+        index = checkpoint_index(name)
         if index is None or not folder:
             return []
         entries = latest.filesystem.get_file_info(pyarrow.fs.FileSelector(folder, allow_not_found=True))
         older = [
             (found, entry.path) for entry in entries
             if entry.type == pyarrow.fs.FileType.Directory
-            and (found := cls._index(entry.base_name)) is not None and found < index
+            and (found := checkpoint_index(entry.base_name)) is not None and found < index
         ]
         return [tune.Checkpoint(path, latest.filesystem) for _, path in sorted(older, reverse=True)]
 

@@ -30,7 +30,16 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 import torch
 
-from trainers.record import CHECKPOINT_SEAL, ENCODER_DIR, TRAINING_STATE, FinalRecord, TrainingState
+from trainers.record import (
+    CHECKPOINT_PREFIX,
+    CHECKPOINT_SEAL,
+    ENCODER_DIR,
+    TRAINING_STATE,
+    FinalRecord,
+    TrainingState,
+    checkpoint_folder,
+    checkpoint_index,
+)
 
 Reporter = Callable[[dict[str, Any]], None]
 
@@ -72,13 +81,15 @@ class LocalSession(TrialSession):
         self.keep = keep
 
     def _existing(self) -> list[Path]:
-        return sorted(self.folder.glob("checkpoint_[0-9]*"))
+        """The checkpoint folders kept, oldest first."""
+        found = [path for path in self.folder.glob(f"{CHECKPOINT_PREFIX}*") if checkpoint_index(path.name) is not None]
+        return sorted(found, key=lambda path: checkpoint_index(path.name))
 
     def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
         if checkpoint is not None:
             existing = self._existing()
-            index = int(existing[-1].name.split("_")[1]) + 1 if existing else 0
-            final = self.folder / f"checkpoint_{index:06d}"
+            index = checkpoint_index(existing[-1].name) + 1 if existing else 0
+            final = self.folder / checkpoint_folder(index)
             partial = self.folder / f".partial_{index:06d}"
             try:
                 shutil.copytree(checkpoint, partial)

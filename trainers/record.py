@@ -286,6 +286,20 @@ CHECKPOINT_SEAL = "checkpoint.json"
 differ from it, is incomplete (a write that stopped on a full disk, a copy cut short)."""
 ENCODER_PREFIX = "encoder."
 """State-dict prefix of the encoder inside an objective's state."""
+CHECKPOINT_PREFIX = "checkpoint_"
+"""A trial's checkpoint folders are ``checkpoint_NNNNNN``, numbered in the order they were reported: Ray Tune
+names them so, and a local session (:class:`trainers.checkpoint.LocalSession`) does the same."""
+
+
+def checkpoint_folder(index: int) -> str:
+    """The name of a trial's checkpoint folder number ``index``."""
+    return f"{CHECKPOINT_PREFIX}{index:06d}"
+
+
+def checkpoint_index(name: str) -> int | None:
+    """The number of a checkpoint folder named ``checkpoint_NNNNNN`` (None for any other name)."""
+    digits = name[len(CHECKPOINT_PREFIX):] if name.startswith(CHECKPOINT_PREFIX) else ""
+    return int(digits) if digits.isdigit() else None
 
 
 @dataclass
