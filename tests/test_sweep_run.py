@@ -149,7 +149,7 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = spec_file(
         tmp_path, tiny_bert, "killed",
-        rows=[{"name": f"simcse {i}", "set": {"max_steps": 40, "eval_every": 4, "epochs": 10}} for i in range(3)],
+        rows=[{"name": f"simcse {i}", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}} for i in range(3)],
         seeds=[1, 2],
         max_concurrent_trials=1,
     )
@@ -165,6 +165,11 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
         return (finished, running[0]) if len(finished) >= 2 and running else None
 
     finished, cut = wait_for(mid_trial, log=tmp_path / "driver.log")
+    # Ray writes its experiment state, which names each trial's latest checkpoint, at most every
+    # TUNE_GLOBAL_CHECKPOINT_S (1 s, sweep.engine): the kill waits for a state written after the checkpoint.
+    seen = time.time()
+    states = tmp_path / "ray"
+    wait_for(lambda: any(state.stat().st_mtime > seen for state in states.glob("*/experiment_state-*.json")), 30)
     os.killpg(process.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
     process.wait()
     before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed")
@@ -185,7 +190,7 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
     continued = after[cut.data.tags["sweep.trial_id"]]
     assert continued.info.run_id == cut.info.run_id  # still one MLflow run
     assert continued.data.metrics["resumed_from_step"] >= 8  # continued from its checkpoint, not from step 0
-    assert step_history(uri, continued.info.run_id) == list(range(4, 41, 4))  # each step once
+    assert step_history(uri, continued.info.run_id) == list(range(4, 61, 4))  # each step once
 
 
 def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tiny_bert, use_tiny_sts):
