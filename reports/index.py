@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from reports.table_specs import ENCODER_ANALYSES, HERE, PAPER_NUMBERS, TableSpec, load_table_specs, load_yaml
-from sweep.spec import SpecError, SweepSpec, load_spec
+from sweep.spec import SpecError, load_spec
 
 PAPER_INDEX = HERE / "paper_index.yaml"
 KINDS = ("results", "analysis", "hyperparameters", "data", "diagram")
@@ -78,16 +78,11 @@ def load_index(tables: Mapping[str, TableSpec] | None = None, path: Path = PAPER
     return items
 
 
-def search_spaces(table: TableSpec) -> dict[str, SweepSpec]:
-    """Path -> search space, of every search space the table draws from (its own first)."""
-    return {table.spec_file: table.sweep, **dict(table.row_sweeps.values())}
-
-
 def spec_lines(table: TableSpec) -> list[str]:
     """A table spec's search spaces, each with its rows (or grid) and the command that fills it."""
     commands = table.fill_commands()
     lines = []
-    for path, sweep in search_spaces(table).items():
+    for path, sweep in table.search_spaces().items():
         shown = [line for line in table.rows if table.sweep_of(line)[0] == path] if table.kind == "rows" else []
         what = f"rows {', '.join(repr(r) for r in shown)}" if shown else f"grid {', '.join(sweep.grid) or '-'}"
         lines.append(f"`{commands[sweep.name]}` ({what})")
@@ -127,7 +122,7 @@ def markdown(items: Sequence[Item], here: Callable[[TableSpec], str] | None = No
 def runs_here(table: TableSpec) -> str:
     """"yes", or what this machine lacks for the table's search spaces (the first problem of each)."""
     lacking = []
-    for path, sweep in search_spaces(table).items():
+    for path, sweep in table.search_spaces().items():
         try:
             load_spec(sweep.path)
         except SpecError as error:

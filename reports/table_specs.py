@@ -15,6 +15,7 @@ reference stands in for the paper's, the caption says so.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -86,18 +87,19 @@ class TableSpec:
         return (self.row_sweeps.get(line, (self.spec_file, self.sweep)) if self.kind == "rows"
                 else (self.spec_file, self.sweep))
 
+    def search_spaces(self) -> dict[str, SweepSpec]:
+        """Path -> search space, of every search space the table draws from (its own first)."""
+        return {self.spec_file: self.sweep, **dict(self.row_sweeps.values())}
+
     def sweeps(self) -> dict[str, str]:
         """Experiment name -> search space path, of every sweep the table draws from."""
-        found = {self.experiment: self.spec_file}
-        found.update({sweep.name: path for path, sweep in self.row_sweeps.values()})
-        return found
+        return {sweep.name: path for path, sweep in self.search_spaces().items()}
 
     def fill_commands(self) -> dict[str, str]:
         """Experiment name -> the command that runs its search space, for every sweep the table draws from:
         ``sweep glue`` for a GLUE fine-tuning spec (its ``glue`` key), ``sweep run`` for the others."""
-        sources = [(self.spec_file, self.sweep), *self.row_sweeps.values()]
         return {sweep.name: f"python -m sweep {'glue' if sweep.glue is not None else 'run'} {path}"
-                for path, sweep in sources}
+                for path, sweep in self.search_spaces().items()}
 
     def line_keys(self) -> list[Any]:
         return list(self.rows) if self.kind == "rows" else list(self.sweep.grid[self.index])
@@ -190,27 +192,27 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
         delta = (raw["delta"]["of"], raw["delta"]["from"])
     rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
     _check_lines(raw, sweep, rows, row_sweeps, fail)
-    reference = _table_reference(raw["spec"], sweep, rows, row_sweeps, fail) if raw["kind"] == "rows" else None
     if delta and delta[0] not in columns:
         raise fail(f"delta.of {delta[0]!r} is not one of the columns")
     spec = TableSpec(
         name=name, title=str(raw.get("title", name)), kind=raw["kind"], spec_file=raw["spec"], sweep=sweep,
         columns=columns, rows=rows, index=raw.get("index"), across=raw.get("across"), metric=raw.get("metric"),
-        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps, reference=reference,
+        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
     )
+    if spec.kind == "rows":
+        spec = dataclasses.replace(spec, reference=_table_reference(spec, fail))
     if delta and delta[1] not in spec.line_keys():
         raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
     return spec
 
 
-def _table_reference(spec_file: str, sweep: SweepSpec, rows: tuple[str, ...], row_sweeps: Mapping,
-                     fail: Callable[[str], TableSpecError]) -> Reference | None:
+def _table_reference(table: TableSpec, fail: Callable[[str], TableSpecError]) -> Reference | None:
     """The one reference row of a rows table's search spaces (None: its one search space names none): rows
     drawn from several search spaces must be measured against the same row. Every shipped table has one
     (tests/test_row_contracts.py)."""
-    sources = {spec_file: sweep, **{path: source for path, source in row_sweeps.values()}}
-    if len(rows) < 2 or (len(sources) == 1 and sweep.reference is None):
-        return sweep.reference
+    sources = table.search_spaces()
+    if len(table.rows) < 2 or (len(sources) == 1 and table.sweep.reference is None):
+        return table.sweep.reference
     found: dict[tuple, Reference] = {}
     for path, source in sources.items():
         if source.reference is None:
