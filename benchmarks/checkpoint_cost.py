@@ -24,11 +24,10 @@ import torch
 from benchmarks.results_file import write_section
 from benchmarks.step_time import loop_step_seconds
 from sweep.export import save_sentence_transformer
-from trainers.checkpoint import rng_states, write_training_state
+from trainers.checkpoint import SelectionState, TrainingState, rng_states, write_training_state
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder
 from trainers.loop import make_optimizer, make_schedule
-from trainers.record import SelectionState, TrainingState
 from trainers.registry import get_method
 from trainers.steps import total_steps
 

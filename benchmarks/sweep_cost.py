@@ -33,7 +33,7 @@ from benchmarks.results_file import write_section
 from sweep.spec import load_spec, trial_config
 from trainers import frozen_outputs
 from trainers.loop import run_trial
-from trainers.record import TrialConfig
+from trainers.method import TrialConfig
 from trainers.registry import get_method
 
 ROOT = Path(__file__).resolve().parent.parent

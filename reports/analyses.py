@@ -42,12 +42,13 @@ from reports.table_specs import PAPER_NUMBERS, load_yaml  # noqa: E402
 from results.figures import save  # noqa: E402
 from results.names import UsageError  # noqa: E402
 from results.render import latex_escape, latex_tabular  # noqa: E402
+from trainers.checkpoint import FinalRecord  # noqa: E402
 from trainers.common_knobs import POOLINGS  # noqa: E402
 from trainers.data import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
 from trainers.encoder import SentenceEncoder  # noqa: E402
 from trainers.evaluation import correlations, cosine_scores  # noqa: E402
 from trainers.pretrained import BUNDLED_MODEL, mlm_problem, model_problem  # noqa: E402
-from trainers.record import DEFAULT_TRACKING_URI, FinalRecord  # noqa: E402
+from trainers.run_schema import DEFAULT_TRACKING_URI  # noqa: E402
 from trainers.wordnet import wordnet_problem  # noqa: E402
 
 SWEEP_PREFIX = "sweep:"

@@ -31,7 +31,7 @@ from reports.table_specs import load_table_specs
 from results.figures import DEV_CURVES, GRID_PLOT, PAPER_COLOUR, dev_curves, heatmap, save, sweep_grid_plot, title
 from results.names import UsageError
 from results.table import Table
-from trainers.record import DEFAULT_TRACKING_URI
+from trainers.run_schema import DEFAULT_TRACKING_URI
 
 
 def curve(table: Table, path: Path) -> Path:

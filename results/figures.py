@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from results.lines import LINE, label_lines  # noqa: E402
 from results.reader import read_client  # noqa: E402
 from results.table import DASH, Cell, Line, Table  # noqa: E402
-from trainers.record import Metric  # noqa: E402
+from trainers.run_schema import Metric  # noqa: E402
 
 PAPER_COLOUR = "tab:red"
 DEV_CURVES = "{}_dev_curves.png"

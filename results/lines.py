@@ -27,7 +27,7 @@ import pandas as pd
 from results.schema import FAILED, FINISHED
 from results.significance import add_significance, line_p
 from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
-from trainers.record import parse_metric_tag
+from trainers.run_schema import parse_metric_tag
 
 LINE = "line"
 SEEDS_FINISHED = "seeds finished"

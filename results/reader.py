@@ -3,7 +3,7 @@
 ``sweep status``, the end-of-sweep summary and ``reports.collect`` all read
 through here. It never writes: :func:`read_client` refuses a SQLite store that
 does not exist (MLflow would create one). Each trial run becomes one record:
-identity from its tags (:mod:`trainers.record`), every param typed back
+identity from its tags (:mod:`trainers.run_schema`), every param typed back
 through its knob's declaration, and every metric's last value
 (docs/results_schema.md).
 """
@@ -18,8 +18,8 @@ from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
 from results.schema import IDENTITY, IDENTITY_DTYPES
-from trainers.record import PARENT_FILTER, TRIAL_FILTER, Tag, metric_tag, parse_metric_tag
 from trainers.registry import METHODS
+from trainers.run_schema import PARENT_FILTER, TRIAL_FILTER, Tag, metric_tag, parse_metric_tag
 
 SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.record import Glue, Metric, Suite
+from trainers.run_schema import Glue, Metric, Suite
 
 DASH = "–"
 """A cell, figure or value that is missing."""

@@ -11,7 +11,7 @@ from sweep.budget import BUDGETS
 from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec
 from sweep.spec_yaml import parse_override
-from trainers.record import DEFAULT_TRACKING_URI
+from trainers.run_schema import DEFAULT_TRACKING_URI
 
 
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:

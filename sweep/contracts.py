@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from sweep.budget import CAPPED_KNOBS
 from trainers.method import Config, Method
-from trainers.record import Suite
+from trainers.run_schema import Suite
 
 Difference = tuple[Any, Any]
 """(the reference's value, the row's value) of one knob."""

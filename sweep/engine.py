@@ -69,7 +69,7 @@ from sweep.variants import UsageError, choose_variant, describe_options, filesys
 from trainers.data import STS_DIR_ENV  # noqa: E402
 from trainers.evaluations import SUITES  # noqa: E402
 from trainers.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
-from trainers.record import Metric, Tag  # noqa: E402
+from trainers.run_schema import Metric, Tag  # noqa: E402
 from trainers.wordnet import WORDNET_DIR_ENV  # noqa: E402
 
 # Environment that trial workers must see as the driver does: the data folders, named where each is read

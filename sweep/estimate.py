@@ -97,8 +97,8 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.encoder import SentenceEncoder, pick_device
     from trainers.evaluation import STSEvaluator
     from trainers.loop import _autocast, encode_fn, train
-    from trainers.record import Metric
     from trainers.registry import get_method
+    from trainers.run_schema import Metric
     from trainers.steps import load_examples
 
     method = get_method(config["method"])

@@ -26,7 +26,7 @@ from results.reader import existing_store_uri
 from sweep.export import encoder_problem, finished_runs, matching_runs
 from sweep.store import open_client
 from trainers.evaluations import SUITES, parse_evaluations
-from trainers.record import Metric, Suite, Tag
+from trainers.run_schema import Metric, Suite, Tag
 
 
 def parse_suite(text: str) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 A trial's last checkpoint (its MLflow tag ``sweep.checkpoint``, a path or URI
 of Ray's storage) holds its best-dev encoder and its final record; a trial
 stopped by a scheduler before its end holds its training state instead, from
-which the best encoder is read (:meth:`~trainers.record.TrainingState.best_encoder_state`).
+which the best encoder is read (:meth:`~trainers.checkpoint.TrainingState.best_encoder_state`).
 An untuned (``none``) trial keeps no weights: its encoder is loaded again from
 its config. A trial whose pooling leaves frequent tokens out
 (``pooling_skip_frequent``) is refused (:func:`sweep.status.export_refusal`):
@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Mapping
 from results.names import UsageError
 from results.schema import FINISHED
 from sweep.status import export_refusal, trial_runs
+from trainers.checkpoint import ENCODER_DIR, FinalRecord, TrainingState
 from trainers.data import TEST_SETS
-from trainers.record import ENCODER_DIR, FinalRecord, Metric, ModelState, Tag, TrainingState, parse_metric_tag
+from trainers.run_schema import Metric, ModelState, Tag, parse_metric_tag
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
     from trainers.encoder import SentenceEncoder

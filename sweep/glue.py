@@ -19,7 +19,7 @@ import time
 from results.schema import FAILED, FINISHED
 from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec, trial_config
-from trainers.record import Glue, Role, Tag
+from trainers.run_schema import Glue, Role, Tag
 
 
 def glue_spec(options: SweepOptions) -> SweepSpec:

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from sweep.budget import BUDGETS
 from sweep.spec import SweepSpec, load_spec
-from trainers.record import DEFAULT_TRACKING_URI
+from trainers.run_schema import DEFAULT_TRACKING_URI
 
 DEFAULT_STORAGE = "ray_results"
 

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from sweep.driver_local import DriverLocal
 from sweep.spec import SweepSpec
-from trainers.record import Metric
+from trainers.run_schema import Metric
 
 LIVE_REFRESH_S = 1.0
 PIPED_STATUS_S = 60.0

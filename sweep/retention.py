@@ -10,7 +10,8 @@ from typing import Iterable
 
 from sweep.export import MODEL_CARD, export_trial, open_checkpoint, select_run
 from sweep.status import export_refusal
-from trainers.record import FINAL_RECORD, ModelState, Tag, checkpoint_index
+from trainers.checkpoint import FINAL_RECORD, checkpoint_index
+from trainers.run_schema import ModelState, Tag
 
 MODEL_ARTIFACT = "model"
 

@@ -32,9 +32,9 @@ from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
 from trainers.evaluations import GLUE_KNOBS
 from trainers.knobs import ConfigError
-from trainers.method import Method
-from trainers.record import Suite, TrialConfig
+from trainers.method import Method, TrialConfig
 from trainers.registry import get_method
+from trainers.run_schema import Suite
 
 POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.trials)
 

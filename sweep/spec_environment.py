@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
 from trainers.evaluations import GLUE, SUITES
-from trainers.record import Glue, Suite
+from trainers.run_schema import Glue, Suite
 
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec

@@ -12,8 +12,8 @@ from trainers.common_knobs import COMMON_KNOBS
 from trainers.evaluations import Names, parse_evaluations, parse_glue
 from trainers.knobs import Knob
 from trainers.method import Method
-from trainers.record import SELECTABLE_METRICS, Glue, Metric, Suite
 from trainers.registry import METHODS, get_method
+from trainers.run_schema import SELECTABLE_METRICS, Glue, Metric, Suite
 
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
 # valid values; ASHA's time unit is an STS-B dev evaluation.

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from results.reader import choose_parent, existing_store_uri, variant_runs
 from results.schema import FINISHED
 from sweep.store import open_client
-from trainers.record import Metric, ModelState, Tag
+from trainers.run_schema import Metric, ModelState, Tag
 
 
 def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:

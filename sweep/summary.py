@@ -32,7 +32,7 @@ from results.table import P_COLUMN, Table
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
-from trainers.record import PARENT_FILTER, Metric, Summary, Tag
+from trainers.run_schema import PARENT_FILTER, Metric, Summary, Tag
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}

@@ -28,7 +28,7 @@ from ray.tune.experiment import Trial
 from sweep.driver_local import DriverLocal
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from trainers.record import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag, metric_tag
+from trainers.run_schema import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag, metric_tag
 
 KILLED = RunStatus.to_string(RunStatus.KILLED)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)

@@ -14,8 +14,8 @@ import ray
 from ray import tune
 
 from sweep.spec import SweepSpec
-from trainers.checkpoint import TrialSession
-from trainers.record import Report, checkpoint_index
+from trainers.checkpoint import TrialSession, checkpoint_index
+from trainers.run_schema import Report
 
 
 class RaySession(TrialSession):

@@ -12,9 +12,9 @@ from scipy.stats import spearmanr
 
 from reports import analyses
 from reports.analyses import main
+from trainers.checkpoint import FinalRecord
 from trainers.data import load_sts_local
 from trainers.encoder import SentenceEncoder
-from trainers.record import FinalRecord
 
 
 def levenshtein(a: str, b: str) -> int:

@@ -17,8 +17,8 @@ from mlflow import MlflowClient
 from sweep.cli import main
 from tests.reference_encoding import reference_cosines, spearman_x100
 from tests.test_sweep_run import child_runs, spec_file
+from trainers.checkpoint import ENCODER_DIR
 from trainers.data import ALL_FILES, SHIPPED_STS_DIR
-from trainers.record import ENCODER_DIR
 
 pytestmark = pytest.mark.slow
 NAME = "budgeted"

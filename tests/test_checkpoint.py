@@ -18,7 +18,7 @@ import torch
 import trainers.methods.consert as consert
 from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
 from trainers.loop import run_trial
-from trainers.record import Metric
+from trainers.run_schema import Metric
 
 # Not results: how long things took, and how much the shared frozen-output cache (warm in the
 # resumed process) saved.

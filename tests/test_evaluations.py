@@ -28,7 +28,7 @@ from trainers.evaluations import (
     reranking,
     senteval,
 )
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 
 def noisy_task(n: int = 200, flipped_share: float = 0.1) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ from sweep.cli import main as sweep_main
 from sweep.spec import load_spec
 from tests.evaluation_fixtures import reranking_folder
 from trainers.loop import run_trial
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 
 def write_spec(tmp_path: Path, tiny_bert: str, evaluations=None) -> Path:

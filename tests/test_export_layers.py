@@ -24,8 +24,8 @@ from sweep.engine import SweepOptions, run
 from tests.conftest import build_tiny_bert
 from tests.reference_encoding import reference_vectors
 from tests.test_sweep_run import child_runs, spec_file
+from trainers.checkpoint import ENCODER_DIR, FINAL_RECORD
 from trainers.encoder import SentenceEncoder
-from trainers.record import ENCODER_DIR, FINAL_RECORD
 
 pytestmark = pytest.mark.slow
 NAME = "layers"

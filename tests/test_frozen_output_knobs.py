@@ -14,8 +14,8 @@ import trainers.frozen_outputs as frozen_outputs
 from trainers.encoder import SentenceEncoder
 from trainers.objectives.sct import SCTObjective
 from trainers.objectives.sg import SelfGuidedObjective
-from trainers.record import Metric
 from trainers.registry import get_method
+from trainers.run_schema import Metric
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
 

@@ -15,8 +15,8 @@ from trainers.frozen_outputs import FrozenOutputs, model_key, table_batches, wei
 from trainers.loop import run_trial
 from trainers.objectives.sct_distillation import Teacher
 from trainers.objectives.sg import SelfGuidedObjective
-from trainers.record import Metric
 from trainers.registry import get_method
+from trainers.run_schema import Metric
 
 CPU = torch.device("cpu")
 TEXTS = ["A man plays a guitar.", "Two dogs run.", "A man plays a guitar.", "The market fell."]

@@ -20,8 +20,8 @@ from trainers.data import DataError
 from trainers.evaluations import GLUE, parse_glue
 from trainers.evaluations.glue import fine_tune, scores
 from trainers.evaluations.glue_data import Examples, load_local, split_validation
-from trainers.record import Glue
 from trainers.registry import get_method
+from trainers.run_schema import Glue
 
 CUES = {1: "good", 0: "bad"}  # the label is the first word: trivially separable
 FILLERS = ["film today", "story here", "day for us", "meal tonight", "book to read", "song on air", "game we saw"]

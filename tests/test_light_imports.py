@@ -83,3 +83,10 @@ def test_a_trial_worker_imports_neither_mlflow_nor_the_drivers_view():
              "print(sorted(m for m in ('mlflow', 'sweep.engine', 'sweep.tracking', 'reports') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_run_schema_and_the_checkpoint_layout_import_no_torch():
+    """The sweep's driver, exports and reports read names and checkpoint layouts without torch."""
+    code = ("from trainers.run_schema import Tag, Metric\n"
+            "from trainers.checkpoint import FinalRecord, checkpoint_folder, checkpoint_index")
+    assert heavy_modules_after(code) == []

@@ -16,7 +16,7 @@ import pytest
 from sweep.spec import load_spec
 from sweep.store import open_client
 from sweep.tracking import ensure_experiment, ensure_parent_run, runs_view_url
-from trainers.record import Role, Tag
+from trainers.run_schema import Role, Tag
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces/smoke.yaml"
 

@@ -253,7 +253,7 @@ def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each
 
 
 def test_the_metric_tag_reads_back_what_it_wrote_and_old_runs_rank_by_best_dev():
-    from trainers.record import Metric, metric_tag, parse_metric_tag
+    from trainers.run_schema import Metric, metric_tag, parse_metric_tag
 
     for metric, mode in ((Metric.TEST_AVG, "max"), (Metric.LOSS, "min")):
         assert parse_metric_tag(metric_tag(metric, mode)) == (metric, mode)

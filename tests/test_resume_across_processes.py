@@ -26,7 +26,7 @@ from mlflow import MlflowClient
 
 from sweep.engine import SweepOptions, run
 from tests.test_sweep_run import ROOT, child_runs, spec_file, wait_for
-from trainers.record import TRAINING_STATE
+from trainers.checkpoint import TRAINING_STATE
 
 pytestmark = pytest.mark.slow
 NAME = "across"

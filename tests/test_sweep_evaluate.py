@@ -23,7 +23,7 @@ from tests.test_sweep_run import child_runs, spec_file
 from trainers.data import read_sts_tsv
 from trainers.encoder import SentenceEncoder
 from trainers.evaluations import multilingual_sts
-from trainers.record import Metric, Suite, Tag
+from trainers.run_schema import Metric, Suite, Tag
 
 ROWS = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}, {"name": "simcse", "set": {}}]
 PEARSON = {name: Metric.suite(Suite.MULTILINGUAL_STS, name, Suite.PEARSON)

@@ -9,7 +9,7 @@ import trainers.encoder as encoder_module
 from trainers.data import _read_sts_file
 from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
-from trainers.record import Metric
+from trainers.run_schema import Metric
 
 
 def clear_process_caches() -> None:

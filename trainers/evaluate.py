@@ -17,8 +17,8 @@ from typing import Mapping, Sequence
 from trainers.data import TEST_SETS, DataError
 from trainers.knobs import ConfigError
 from trainers.loop import run_trial
-from trainers.record import Metric, Report
 from trainers.registry import get_method
+from trainers.run_schema import Metric, Report
 
 
 def format_table(metrics: Mapping[str, float]) -> str:

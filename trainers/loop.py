@@ -24,8 +24,11 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from trainers import precision
 from trainers.checkpoint import (
+    FinalRecord,
     FinishedCheckpoint,
     Reporter,
+    SelectionState,
+    TrainingState,
     TrialSession,
     newest_checkpoint,
     remove,
@@ -38,10 +41,10 @@ from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluation import INFERENCE_BATCH_SIZE, STSEvaluator
 from trainers.evaluations import evaluate_suites
-from trainers.method import Config, Method
+from trainers.method import Config, Method, TrialConfig
 from trainers.objective import Objective
-from trainers.record import FinalRecord, Metric, Report, SelectionState, Suite, TrainingState, TrialConfig
 from trainers.registry import get_method
+from trainers.run_schema import Metric, Report, Suite
 from trainers.steps import load_examples, total_steps
 
 
@@ -321,7 +324,7 @@ def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evalu
 def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | None = None) -> dict[str, Any]:
     """Run one trial of ``config['method']`` and return its final figures.
 
-    ``config`` is a :class:`~trainers.record.TrialConfig` (what the sweep resolved, run as it is) or
+    ``config`` is a :class:`~trainers.method.TrialConfig` (what the sweep resolved, run as it is) or
     knob overrides, resolved here. ``reporter`` is a :class:`~trainers.checkpoint.TrialSession` (which
     may keep checkpoints, and resume from them) or a plain function that receives every report. The
     final figures are also the last thing reported: test metrics prefixed ``test_`` (of the best dev
@@ -330,7 +333,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     ``train_seconds``, ``train_seconds_with_frozen_outputs`` and ``sentences_per_second``, and the metrics of
     the other evaluation suites the config chooses (``evaluations``, :mod:`trainers.evaluations`); with a
     checkpointing session, they come with the final checkpoint (the best encoder and its
-    :class:`~trainers.record.FinalRecord`).
+    :class:`~trainers.checkpoint.FinalRecord`).
     """
     started = time.perf_counter()
     session = reporter if isinstance(reporter, TrialSession) else TrialSession(reporter)

@@ -183,3 +183,8 @@ class Method:
             found += [f"evaluation set: {problem}" for problem in sts_problems(evaluation_names())]
         return found + self.check(config)
 
+
+class TrialConfig(dict):
+    """A trial's config as :meth:`Method.resolve` completed and validated it: every knob,
+    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves
+    once per trial and the worker runs as it is."""

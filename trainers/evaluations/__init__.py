@@ -24,8 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
 from trainers.data import hub_reachable
 from trainers.knobs import ConfigError, Knob, KnobSet
-from trainers.record import Glue
-from trainers.record import Suite as Names
+from trainers.run_schema import Glue
+from trainers.run_schema import Suite as Names
 
 Encode = Callable[[Sequence[str]], Any]
 """Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
@@ -42,7 +42,7 @@ class Suite:
 
     ``module`` implements ``load_local(folder)``, ``load_hub()`` (when ``hub`` names datasets) and
     ``evaluate(encode, data, options, seed) -> {metric: value}``, metric names from
-    :meth:`trainers.record.Metric.suite`."""
+    :meth:`trainers.run_schema.Metric.suite`."""
 
     name: str
     summary: str

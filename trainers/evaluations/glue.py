@@ -12,7 +12,7 @@ end) and the *last 90%* reports it.
 
 Metrics (x 100), as GLUE reports them: accuracy (QNLI, SST-2, RTE), Matthews correlation (CoLA), F1 of
 the paraphrase class and accuracy (MRPC); the first of a task's statistics selects
-(:attr:`trainers.record.Glue.STATISTICS`).
+(:attr:`trainers.run_schema.Glue.STATISTICS`).
 
 Data and the validation split: :mod:`trainers.evaluations.glue_data`.
 """
@@ -30,7 +30,7 @@ from transformers import set_seed
 from trainers.encoder import SentenceEncoder, pick_device
 from trainers.evaluations.glue_data import N_LABELS, Examples, TaskData, split_validation
 from trainers.loop import Selection, batches, make_optimizer, make_schedule
-from trainers.record import Glue
+from trainers.run_schema import Glue
 from trainers.steps import total_steps
 
 # ---------------------------------------------------------------- metrics

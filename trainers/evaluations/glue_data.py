@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from trainers.data import DataError
-from trainers.record import Glue
+from trainers.run_schema import Glue
 
 SELECT_FRACTION = 0.1
 """The share of each validation set, from its start, that selects the fine-tuned state (SG-BERT A.4)."""

@@ -19,7 +19,7 @@ import numpy as np
 from trainers.data import STSSet, read_sts_tsv
 from trainers.evaluation import evaluate_sets
 from trainers.evaluations import Encode
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 SETS = ("sts17-ar-ar", "sts17-es-es", "sts17-en-en", "sts14-es")
 

@@ -21,7 +21,7 @@ from trainers.data import DataError
 from trainers.evaluations import Encode
 from trainers.evaluations.classifier import ClassifierConfig, split_accuracy
 from trainers.evaluations.senteval import Labelled, read_lines
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 LABELS = ("entailment", "neutral", "contradiction")
 SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")

@@ -23,7 +23,7 @@ from sklearn.metrics import average_precision_score
 
 from trainers.data import DataError
 from trainers.evaluations import Encode
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 DATASETS = {"askubuntu": "mteb/askubuntudupquestions-reranking", "scidocs": "mteb/scidocs-reranking"}
 """Our name -> the hub's dataset (its ``test`` split)."""

@@ -19,7 +19,7 @@ import numpy as np
 from trainers.data import DataError
 from trainers.evaluations import Encode
 from trainers.evaluations.classifier import ClassifierConfig, inner_kfold_accuracy, kfold_accuracy, split_accuracy
-from trainers.record import Metric, Suite
+from trainers.run_schema import Metric, Suite
 
 BINARY_FILES = {
     "mr": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"),

@@ -19,7 +19,7 @@ from trainers.methods.sct_distillation import REWRITE_VIEWS, teacher_table, view
 from trainers.objective import Objective
 from trainers.objectives.sct_distillation import Teacher
 from trainers.queues import InstanceQueue
-from trainers.record import Metric
+from trainers.run_schema import Metric
 from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
 from trainers.wordnet import wordnet_synonyms
 

@@ -22,7 +22,7 @@ from trainers.losses.self_guided import (
 from trainers.method import Config
 from trainers.methods.sg import views_table
 from trainers.objective import Objective
-from trainers.record import Metric
+from trainers.run_schema import Metric
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 

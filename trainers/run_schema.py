@@ -1,4 +1,5 @@
-"""The record of a trial: every name its MLflow runs are made of, and its checkpoint layout.
+"""What a sweep's MLflow runs are made of: every tag, param and metric name, the filters that find runs,
+and the codec of a trial's typed identity.
 
 This is the one place where these names are written as literals. The loop
 reports metrics under :class:`Metric` names, the tracker turns them into MLflow
@@ -6,25 +7,13 @@ metrics and :class:`Tag` tags on a trial's child run and the sweep's parent run
 (:class:`Summary`), and exports, ``sweep status``, ``reports.collect``, the
 end-of-sweep summary and the tables read them back by the same names.
 
-A checkpoint is a directory in one of two layouts (:mod:`trainers.checkpoint`
-writes and reads them):
-
-- while a trial trains, ``training_state.pt``: a :class:`TrainingState`;
-- when it has ended, ``encoder/`` (the best-dev encoder as a Hugging Face
-  folder; absent for a method that trains nothing) and ``trial.json``: a
-  :class:`FinalRecord`.
-
-Both carry ``checkpoint.json`` (:data:`CHECKPOINT_SEAL`), written last, which
-says the directory is whole.
-
-Importing this module imports neither torch nor Ray (reports read the names).
+It is plain Python (MLflow's filter syntax is text): importing it imports
+neither torch nor Ray nor MLflow, so reports read the names for free. The
+checkpoint layout is :mod:`trainers.checkpoint`'s.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Mapping
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -274,123 +263,3 @@ class Summary:
     @staticmethod
     def best_trial(metric: str) -> str:
         return f"best_trial_{metric}"
-
-
-# ---------------------------------------------------------------- checkpoint layout
-
-TRAINING_STATE = "training_state.pt"
-ENCODER_DIR = "encoder"
-FINAL_RECORD = "trial.json"
-CHECKPOINT_SEAL = "checkpoint.json"
-"""Written last into either layout: every other file's size. A checkpoint without it, or whose files
-differ from it, is incomplete (a write that stopped on a full disk, a copy cut short)."""
-ENCODER_PREFIX = "encoder."
-"""State-dict prefix of the encoder inside an objective's state."""
-CHECKPOINT_PREFIX = "checkpoint_"
-"""A trial's checkpoint folders are ``checkpoint_NNNNNN``, numbered in the order they were reported: Ray Tune
-names them so, and a local session (:class:`trainers.checkpoint.LocalSession`) does the same."""
-
-
-def checkpoint_folder(index: int) -> str:
-    """The name of a trial's checkpoint folder number ``index``."""
-    return f"{CHECKPOINT_PREFIX}{index:06d}"
-
-
-def checkpoint_index(name: str) -> int | None:
-    """The number of a checkpoint folder named ``checkpoint_NNNNNN`` (None for any other name)."""
-    digits = name[len(CHECKPOINT_PREFIX):] if name.startswith(CHECKPOINT_PREFIX) else ""
-    return int(digits) if digits.isdigit() else None
-
-
-@dataclass
-class SelectionState:
-    """Model selection on STS-B dev: the best score so far, its step, and its weights (None when they
-    are the current weights of the encoder, so a checkpoint does not hold them twice)."""
-
-    best_score: float
-    best_step: int
-    evaluations_without_gain: int
-    best_state: dict[str, Any] | None
-
-
-@dataclass
-class TrainingState:
-    """Everything :func:`trainers.loop.train` needs to continue a stage exactly where it stopped."""
-
-    objective: dict[str, Any]  # the objective's trained state (encoder, heads, queues, ...)
-    optimizer: dict[str, Any]
-    schedule: dict[str, Any]
-    generator: Any  # the batch order's torch.Generator state
-    selection: SelectionState
-    timer: dict[str, Any]
-    position: dict[str, Any]  # stage, step, stage step, evaluations, the epoch's batches and where in it
-    rng: dict[str, Any]  # Python, NumPy, torch (and CUDA) RNG states
-    config: dict[str, Any]  # the resolved config of the trial
-
-    @property
-    def stage(self) -> int:
-        return self.position["stage"]
-
-    @property
-    def step(self) -> int:
-        return self.position["step"]
-
-    def best_encoder_state(self) -> dict[str, Any]:
-        """The best-dev encoder weights: the selection's copy, or the current ones when they are the best."""
-        if self.selection.best_state is not None:
-            return self.selection.best_state
-        return {k[len(ENCODER_PREFIX):]: v for k, v in self.objective.items() if k.startswith(ENCODER_PREFIX)}
-
-    def write(self, directory: Path) -> None:
-        """Tensors, lists, dicts, strings and numbers only (the RNG states come so from
-        :func:`trainers.checkpoint.rng_states`), so that :meth:`read` never unpickles an object."""
-        import torch
-
-        # Field by field, not dataclasses.asdict: that would deep-copy every tensor first.
-        state = {f.name: getattr(self, f.name) for f in fields(self)}
-        state["selection"] = vars(self.selection)
-        # As JSON, like trial.json: a sampled knob may be a NumPy number, which only unpickling reads.
-        state["config"] = json.dumps(self.config, sort_keys=True)
-        torch.save(state, Path(directory) / TRAINING_STATE)
-
-    @classmethod
-    def read(cls, directory: Path) -> TrainingState:
-        """Raises whatever torch raises for an unreadable file (the caller falls back), and refuses one
-        that holds anything but tensors and plain containers: checkpoints live in shared storage that
-        others can write, and reading one must never run code from it."""
-        import torch
-
-        state = torch.load(Path(directory) / TRAINING_STATE, map_location="cpu", weights_only=True)
-        return cls(**{**state, "selection": SelectionState(**state["selection"]),
-                      "config": json.loads(state["config"])})
-
-
-class TrialConfig(dict):
-    """A trial's config as :meth:`trainers.method.Method.resolve` completed and validated it: every knob,
-    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves
-    once per trial and the worker runs as it is."""
-
-
-@dataclass
-class FinalRecord:
-    """A finished trial's ``trial.json``: its resolved config, final metrics, and whether it trained
-    (an untuned trial saves no encoder; its config loads it again)."""
-
-    config: dict[str, Any]
-    metrics: dict[str, Any]
-    trained: bool
-    identity: dict[str, Any] = field(default_factory=dict)  # exports: sweep, row, seed, trial, spec, commit
-
-    def write(self, directory: Path) -> None:
-        record = asdict(self)
-        if not self.identity:
-            record.pop("identity")
-        (Path(directory) / FINAL_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
-
-    @classmethod
-    def read(cls, directory: Path) -> FinalRecord:
-        return cls(**json.loads((Path(directory) / FINAL_RECORD).read_text(encoding="utf-8")))
-
-    @staticmethod
-    def exists(directory: Path) -> bool:
-        return (Path(directory) / FINAL_RECORD).is_file()
