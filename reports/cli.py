@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from results.names import UsageError
-from results.schema import DEFAULT_RESULTS
+from results.schema import DEFAULT_RESULTS, from_stored
 
 REFUSED = 2
 
@@ -48,4 +48,8 @@ def read_results(path: str | Path) -> pd.DataFrame:
     """The collected results, or a refusal that says how to collect them."""
     if not Path(path).is_file():
         raise UsageError(f"{path}: no results file; run `python -m reports.collect` first")
-    return pd.read_parquet(path)
+    frame = pd.read_parquet(path)
+    if "grid_point" not in frame:
+        raise UsageError(f"{path}: collected by an older version (no grid_point column); run `python -m "
+                         "reports.collect` again")
+    return from_stored(frame)

@@ -2,12 +2,8 @@
 
     python -m reports.collect [--tracking-uri URI] [--experiment NAME ...] [--out results.parquet]
 
-Columns (see docs/results_schema.md): identity (``experiment``, ``sweep``,
-``spec_hash``, ``spec_file``, ``budget``, ``git_commit``, ``row``, ``axes``, ``seed``, ``seeds``,
-``method``, ``trial_id``, ``run_id``, ``parent_run_id``, ``status``,
-``error``, ``failures``, ``stopped_by_scheduler``, ``start_time``,
-``end_time``), every knob of the trial's method typed back from
-MLflow's strings through the knob declarations, every final metric
+Columns (see docs/results_schema.md): the trial's identity (its row, grid point, seed, method, run ...),
+every knob it ran with its declared type, every final metric
 (``best_dev_spearman``, ``best_step``, ``steps``, ``wall_seconds``,
 ``sentences_per_second``, ``test_*``), and each line's p-value against its
 sweep variant's first line (the rule of every table, :mod:`results.lines`).
@@ -26,7 +22,7 @@ import pandas as pd
 from reports.cli import run_command
 from results.lines import add_p_values
 from results.reader import read_trials
-from results.schema import DEFAULT_RESULTS
+from results.schema import DEFAULT_RESULTS, to_stored
 from trainers.run_schema import DEFAULT_TRACKING_URI
 
 
@@ -38,7 +34,7 @@ def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str]
 def write(frame: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_parquet(out, index=False, engine="pyarrow")
+    to_stored(frame).to_parquet(out, index=False, engine="pyarrow")
     return out
 
 

@@ -162,7 +162,7 @@ def _stood_for(trials: pd.DataFrame) -> set[int]:
     """The seeds that seed-free trials stand for (their one run counts for every seed)."""
     if "seeds" not in trials.columns:
         return set()
-    return {int(seed) for text in trials["seeds"].dropna() for seed in str(text).split(",") if seed}
+    return {seed for seeds in trials["seeds"] for seed in seeds}
 
 
 def _add_delta(table: Table, spec: TableSpec) -> None:

@@ -1,7 +1,7 @@
 """The lines of any sweep: one per row and grid point, in the plan's order, with its cells.
 
-A trial's line is its row and its axes (``sweep.axes``: the grid and sampled
-knobs' values), so the seeds of one grid point share a line and a sampled
+A trial's line is its row and its axes (the grid and sampled knobs' values of
+its :class:`~trainers.run_schema.TrialIdentity`), so the seeds of one grid point share a line and a sampled
 trial, whose axes are drawn for it alone, has a line of its own. Lines come in
 the plan's order (rows, then grid points), so the first line is the spec's
 first row at its first grid point: the reference every other line is tested
@@ -27,7 +27,7 @@ import pandas as pd
 from results.schema import FAILED, FINISHED
 from results.significance import add_significance, line_p
 from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
-from trainers.run_schema import parse_metric_tag
+from trainers.run_schema import axes_text
 
 LINE = "line"
 SEEDS_FINISHED = "seeds finished"
@@ -44,11 +44,10 @@ class Grid:
     axes: Mapping[str, Sequence[Any]]
     symmetric: tuple[str, str] | None = None
 
-    def rank(self, point: Mapping[str, str]) -> tuple[int, ...]:
-        """The position of a point (knob -> value text) in the plan; values not in the grid last."""
-        texts = {axis: [str(value) for value in values] for axis, values in self.axes.items()}
-        return tuple(texts[axis].index(point[axis]) if point.get(axis) in texts[axis] else len(texts[axis])
-                     for axis in texts)
+    def rank(self, point: Mapping[str, Any]) -> tuple[int, ...]:
+        """The position of a point (knob -> value) in the plan; values not in the grid last."""
+        return tuple(list(values).index(point[axis]) if axis in point and point[axis] in values else len(values)
+                     for axis, values in self.axes.items())
 
 
 def line_label(row: str, axes: str) -> str:
@@ -57,11 +56,6 @@ def line_label(row: str, axes: str) -> str:
     if row and axes:
         return f"{row} [{axes}]"
     return row or axes or "(all trials)"
-
-
-def parse_axes(axes: str) -> dict[str, str]:
-    """``knob=value, ...`` (the ``sweep.axes`` tag) -> knob -> value text."""
-    return dict(part.split("=", 1) for part in str(axes).split(", ") if "=" in part)
 
 
 def mirror_point(point: Mapping[str, Any], pair: tuple[str, str] | None) -> dict[str, Any] | None:
@@ -83,7 +77,7 @@ def latest_finished(trials: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 def is_seed_free(trials: pd.DataFrame) -> bool:
     """Whether these runs are seed-free: each stands for every seed (tag ``sweep.seeds``)."""
-    return bool(len(trials)) and "seeds" in trials.columns and trials["seeds"].fillna("").ne("").all()
+    return bool(len(trials)) and "seeds" in trials.columns and bool(trials["seeds"].map(len).gt(0).all())
 
 
 def cell_of(trials: pd.DataFrame, metric: str, mirror: bool = False) -> Cell:
@@ -92,12 +86,9 @@ def cell_of(trials: pd.DataFrame, metric: str, mirror: bool = False) -> Cell:
     return Cell(values, seed_free=is_seed_free(trials), mirror=mirror)
 
 
-def grid_point(trial: Mapping[str, Any]) -> dict[str, str]:
-    """A trial's grid point, knob -> value text, from its axes less its sweep's sampled knobs (as text,
-    which the ``axes`` tag holds for every row, also where the row's method lacks the knob)."""
-    text = trial.get("sampled_axes")
-    sampled = set() if pd.isna(text) else {knob.strip() for knob in str(text).split(",")}
-    return {knob: value for knob, value in parse_axes(trial["axes"]).items() if knob not in sampled}
+def grid_point(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial's grid point, knob -> value (also where the row's method lacks the knob)."""
+    return dict(trial["grid_point"])
 
 
 def label_lines(trials: pd.DataFrame) -> pd.DataFrame:
@@ -106,14 +97,12 @@ def label_lines(trials: pd.DataFrame) -> pd.DataFrame:
     return trials.assign(**{LINE: pd.Series(labels, index=trials.index, dtype="object")})
 
 
-def _mirror_line(line: Line, axes: str, pair: tuple[str, str]) -> Line | None:
-    """The line of the mirror point of ``line`` (whose axes text is ``axes``), filled from it."""
+def _mirror_line(line: Line, sampled: Mapping[str, Any], pair: tuple[str, str]) -> Line | None:
+    """The line of the mirror point of ``line`` (whose sampled axes are ``sampled``), filled from it."""
     point = mirror_point(line.point, pair)
     if point is None:
         return None
-    values = parse_axes(axes)
-    values[pair[0]], values[pair[1]] = values[pair[1]], values[pair[0]]
-    label = line_label(line.row, ", ".join(f"{k}={v}" for k, v in values.items()))
+    label = line_label(line.row, axes_text({**point, **sampled}))
     cells = {column: replace(cell, mirror=True) for column, cell in line.cells.items()}
     return Line(label, cells, row=line.row, point=point, lead=dict(line.lead))
 
@@ -132,7 +121,7 @@ def sweep_lines(trials: pd.DataFrame, formats: Mapping[str, Column], grid: Grid 
             point=grid_point(first),
             lead={SEEDS_FINISHED: len(done), FAILED_TRIALS: int((group["status"] == FAILED).sum())},
         )
-        mirror = _mirror_line(line, str(first["axes"]), grid.symmetric) if grid and grid.symmetric else None
+        mirror = _mirror_line(line, first["sampled_point"], grid.symmetric) if grid and grid.symmetric else None
         for made in (line, mirror):
             if made is not None and made.label not in first_trial:
                 lines.append(made)
@@ -160,13 +149,14 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
         if len(left_out):
             table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
     add_significance(table)
-    metric, mode = parse_metric_tag(str(trials["sweep_metric"].iloc[0]) if "sweep_metric" in trials else None)
-    if "sampled_axes" in trials and str(trials["sampled_axes"].iloc[0]):
+    metric, mode = trials["sweep_metric"].iloc[0], trials["sweep_mode"].iloc[0]
+    sampled = list(trials["sampled_point"].iloc[0])
+    if sampled:
         column = next((c for c, f in formats.items() if f.metric == metric), columns[0])
         scored = [line for line in table.lines if line.cells[column].n]
         table.lines = sorted(scored, key=lambda line: line.cells[column].mean, reverse=mode == "max") + [
             line for line in table.lines if not line.cells[column].n]
-        table.notes.append(f"sampled axes ({trials['sampled_axes'].iloc[0]}): one line per trial, best {metric} first")
+        table.notes.append(f"sampled axes ({', '.join(sampled)}): one line per trial, best {metric} first")
     budget = ", ".join(sorted(set(trials["budget"].dropna().astype(str))))
     models = ", ".join(sorted(set(trials["model"].dropna().astype(str)))) if "model" in trials else DASH
     table.notes.insert(0, f"ours: {models}; budget {budget}; {len(finished)} finished of {len(trials)} trials")

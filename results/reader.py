@@ -3,23 +3,34 @@
 ``sweep status``, the end-of-sweep summary and ``reports.collect`` all read
 through here. It never writes: :func:`read_client` refuses a SQLite store that
 does not exist (MLflow would create one). Each trial run becomes one record:
-identity from its tags (:mod:`trainers.run_schema`), every param typed back
-through its knob's declaration, and every metric's last value
-(docs/results_schema.md).
+its typed identity (:class:`~trainers.run_schema.TrialIdentity`, the knobs it
+ran included), and every metric's last value (docs/results_schema.md). Runs
+recorded before the identity tag are read from their older tags and string
+params (:func:`recorded_identity`).
 """
 
 from __future__ import annotations
 
+from ast import literal_eval
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
-from results.schema import IDENTITY, IDENTITY_DTYPES
+from results.schema import IDENTITY, IDENTITY_DTYPES, STORED_AS_JSON
 from trainers.registry import METHODS
-from trainers.run_schema import PARENT_FILTER, TRIAL_FILTER, Tag, metric_tag, parse_metric_tag
+from trainers.run_schema import (
+    PARENT_FILTER,
+    TRIAL_FILTER,
+    Suite,
+    Tag,
+    TrialIdentity,
+    axes_text,
+    children_filter,
+    parse_metric_tag,
+)
 
 SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
@@ -69,13 +80,16 @@ def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
     raise UsageError(f"sweep {name!r} has {len(found)} variants at {tracking_uri}; choose one:\n  {choices}")
 
 
+def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list:
+    """The trial runs of one sweep variant (its parent run's children), in the plan's order (by trial id)."""
+    runs = _all_pages(lambda token: client.search_runs(
+        [experiment_id], filter_string=children_filter(parent_run_id), max_results=1000, page_token=token))
+    return sorted(runs, key=lambda run: run.data.tags.get(Tag.TRIAL_ID, ""))
+
+
 def variant_runs(client: MlflowClient, experiment, parent) -> list:
     """The trial runs of one sweep variant (its parent run), in the plan's order (by trial id)."""
-    runs = client.search_runs(
-        [experiment.experiment_id],
-        filter_string=f"{TRIAL_FILTER} and tags.`{Tag.PARENT_RUN_ID}` = '{parent.info.run_id}'", max_results=50000,
-    )
-    return sorted(runs, key=lambda run: run.data.tags.get(Tag.TRIAL_ID, ""))
+    return child_runs(client, experiment.experiment_id, parent.info.run_id)
 
 
 def variant_trials(client: MlflowClient, experiment, parent) -> pd.DataFrame:
@@ -128,9 +142,14 @@ KNOB_KINDS = _knob_kinds()
 """Knob name -> its declared kind(s), over every registered method."""
 
 
-def param_dtype(name: str) -> str:
-    """The column type of a param: from its knob's declared kind (string for a name no knob declares)."""
-    kinds = KNOB_KINDS.get(name, set())
+def param_dtype(name: str, values: Sequence[Any]) -> str:
+    """The column type of a knob: its declared kind, or for a name no method declares (GLUE's ``glue.*``)
+    the one kind of its values (an int among floats is a float); string where the kinds differ."""
+    kinds = KNOB_KINDS.get(name) or {type(value) for value in values if value is not None}
+    if name in STORED_AS_JSON:
+        return "object"
+    if kinds == {int, float}:
+        return KIND_DTYPES[float]
     return KIND_DTYPES.get(next(iter(kinds)), "string") if len(kinds) == 1 else "string"
 
 
@@ -140,7 +159,7 @@ def metric_column(name: str) -> str:
 
 
 def typed_param(method: str, name: str, text: str) -> Any:
-    """An MLflow param string back as the knob's declared type."""
+    """A param string of a run recorded before :attr:`Tag.IDENTITY` back as the knob's declared type."""
     knobs = METHODS[method].all_knobs if method in METHODS else None
     if knobs is None or name not in knobs:
         return text
@@ -152,14 +171,55 @@ def typed_param(method: str, name: str, text: str) -> Any:
     return knob.kind(text)
 
 
+def _typed_axis(name: str, text: str) -> Any:
+    """An axis value of a run recorded before :attr:`Tag.IDENTITY`, typed by its knob's one declared kind."""
+    kinds = KNOB_KINDS.get(name, set())
+    if len(kinds) != 1 or text == "None":
+        return None if text == "None" else text
+    kind = next(iter(kinds))
+    return text == "True" if kind is bool else kind(text)
+
+
+def recorded_identity(tags: Mapping[str, str], params: Mapping[str, str]) -> TrialIdentity:
+    """A trial run's identity: its :attr:`Tag.IDENTITY` record, or, for a run recorded before that tag,
+    the same built from its older tags (``sweep.axes`` as ``knob=value, ...``) and string params."""
+    if Tag.IDENTITY in tags:
+        return TrialIdentity.from_json(tags[Tag.IDENTITY])
+    method = tags.get(Tag.METHOD, params.get("method", ""))
+    sampled = {knob.strip() for knob in tags.get(Tag.SAMPLED_AXES, "").split(",") if knob.strip()}
+    axes = dict(part.split("=", 1) for part in tags.get(Tag.AXES, "").split(", ") if "=" in part)
+    metric, mode = parse_metric_tag(tags.get(Tag.METRIC))
+    return TrialIdentity(
+        method=method, row=tags.get(Tag.ROW, ""), seed=int(tags.get(Tag.SEED, params.get("seed", -1))),
+        seeds=tuple(int(seed) for seed in tags.get(Tag.SEEDS, "").split(",") if seed),
+        grid_point={k: _typed_axis(k, v) for k, v in axes.items() if k not in sampled},
+        sampled={k: _typed_axis(k, v) for k, v in axes.items() if k in sampled},
+        knobs={name: literal_eval(text) if name == Suite.KEY else typed_param(method, name, text)
+               for name, text in params.items()},
+        metric=metric, mode=mode,
+    )
+
+
 def _time(milliseconds: int | None) -> pd.Timestamp:
     return pd.Timestamp(milliseconds, unit="ms", tz="UTC") if milliseconds else pd.NaT
 
 
+def run_identity(run) -> TrialIdentity:
+    """The typed identity of an MLflow trial run (:func:`recorded_identity`)."""
+    return recorded_identity(run.data.tags, run.data.params)
+
+
+def identity_columns(identity: TrialIdentity) -> dict[str, Any]:
+    """A trial's identity as a trials frame's columns (:data:`results.schema.IDENTITY`)."""
+    return {"row": identity.row, "axes": axes_text(identity.axes), "grid_point": dict(identity.grid_point),
+            "sampled_point": dict(identity.sampled), "sweep_metric": identity.metric, "sweep_mode": identity.mode,
+            "seed": identity.seed, "seeds": identity.seeds, "method": identity.method}
+
+
 def trial_record(experiment: str, run) -> dict[str, Any]:
-    """One trial run as a flat record: identity from the tags, typed params, last metrics."""
-    tags, params = run.data.tags, run.data.params
-    method = tags.get(Tag.METHOD, params.get("method", ""))
+    """One trial run as a flat record: its identity, its knobs (typed), its last metrics."""
+    tags = run.data.tags
+    identity = run_identity(run)
     record: dict[str, Any] = {
         "experiment": experiment,
         "sweep": tags.get(Tag.NAME, experiment),
@@ -167,13 +227,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "spec_file": tags.get(Tag.SPEC_FILE, ""),
         "budget": tags.get(Tag.BUDGET, ""),
         "git_commit": tags.get(Tag.GIT_COMMIT, ""),
-        "row": tags.get(Tag.ROW, ""),
-        "axes": tags.get(Tag.AXES, ""),
-        "sampled_axes": tags.get(Tag.SAMPLED_AXES, ""),
-        "sweep_metric": metric_tag(*parse_metric_tag(tags.get(Tag.METRIC))),
-        "seed": int(tags.get(Tag.SEED, params.get("seed", -1))),
-        "seeds": tags.get(Tag.SEEDS, ""),  # a seed-free trial: the seeds its one run stands for
-        "method": method,
+        **identity_columns(identity),
         "trial_id": tags.get(Tag.TRIAL_ID, ""),
         "run_id": run.info.run_id,
         "parent_run_id": tags.get(Tag.PARENT_RUN_ID, ""),
@@ -184,9 +238,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "start_time": _time(run.info.start_time),
         "end_time": _time(run.info.end_time),
     }
-    for name, text in params.items():
-        if name not in IDENTITY:
-            record[name] = typed_param(method, name, text)
+    record.update({name: value for name, value in identity.knobs.items() if name not in IDENTITY})
     record.update({metric_column(name): value for name, value in run.data.metrics.items()})
     return record
 
@@ -196,8 +248,10 @@ def trials_frame(named_runs: Sequence[tuple[str, Any]]) -> pd.DataFrame:
     metrics (each alphabetical), rows by experiment, row, seed, trial and run."""
     records = [trial_record(name, run) for name, run in named_runs]
     runs_seen = [run for _, run in named_runs]
-    params = sorted({name for run in runs_seen for name in run.data.params} - set(IDENTITY))
+    params = sorted({name for record in records for name in record} - set(IDENTITY)
+                    - {metric_column(name) for run in runs_seen for name in run.data.metrics})
     metrics = sorted({metric_column(name) for run in runs_seen for name in run.data.metrics})
-    dtypes = {**IDENTITY_DTYPES, **{name: param_dtype(name) for name in params}, **dict.fromkeys(metrics, "Float64")}
+    knobs = {name: param_dtype(name, [record.get(name) for record in records]) for name in params}
+    dtypes = {**IDENTITY_DTYPES, **knobs, **dict.fromkeys(metrics, "Float64")}
     frame = pd.DataFrame.from_records(records, columns=list(dtypes)).astype(dtypes)
     return frame.sort_values(["experiment", "row", "seed", "trial_id", "run_id"], kind="stable").reset_index(drop=True)

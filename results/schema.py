@@ -6,17 +6,49 @@ neither MLflow nor the knob declarations.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pandas as pd
+
+from trainers.run_schema import Suite
+
 DEFAULT_RESULTS = "results.parquet"
+STORED_AS_JSON = ("grid_point", "sampled_point", "seeds", Suite.KEY)
+"""Columns whose values are a mapping or a list of typed values (a grid point mixes floats, integers, strings;
+``evaluations`` lists the suites and their options): Parquet holds them as JSON text, which
+:func:`from_stored` reads back to the same types."""
 IDENTITY = (
-    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "sampled_axes",
-    "sweep_metric", "seed", "seeds", "method", "trial_id", "run_id", "parent_run_id", "status", "error", "failures",
-    "stopped_by_scheduler", "start_time", "end_time",
+    "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "grid_point",
+    "sampled_point", "sweep_metric", "sweep_mode", "seed", "seeds", "method", "trial_id", "run_id", "parent_run_id",
+    "status", "error", "failures", "stopped_by_scheduler", "start_time", "end_time",
 )
 """The trial's identity columns (from its tags and run info), first in every results file."""
 IDENTITY_DTYPES = {
-    **{name: "string" for name in IDENTITY}, "seed": "Int64", "failures": "Int64", "stopped_by_scheduler": "boolean",
+    **{name: "string" for name in IDENTITY}, "seed": "Int64", **dict.fromkeys(STORED_AS_JSON, "object"),
+    "failures": "Int64", "stopped_by_scheduler": "boolean",
     "start_time": "datetime64[ns, UTC]", "end_time": "datetime64[ns, UTC]",
 }
 FINISHED = "FINISHED"
 FAILED = "FAILED"
 """MLflow run statuses the reports count: only FINISHED trials make cells; FAILED ones are counted."""
+
+
+def to_stored(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as ``results.parquet`` holds it."""
+    return frame.assign(**{name: frame[name].map(json.dumps) for name in STORED_AS_JSON if name in frame})
+
+
+def _read_json_cell(name: str, text: Any) -> Any:
+    if name == "seeds" and isinstance(text, str) and not text.startswith("["):
+        return tuple(int(seed) for seed in text.split(",") if seed)  # a file collected before the JSON column
+    if name == Suite.KEY:
+        return json.loads(text) if isinstance(text, str) else None
+    value = json.loads(text) if isinstance(text, str) else (() if name == "seeds" else {})
+    return tuple(value) if name == "seeds" else value
+
+
+def from_stored(frame: pd.DataFrame) -> pd.DataFrame:
+    """A ``results.parquet`` frame with its JSON columns back as mappings and tuples."""
+    return frame.assign(**{name: frame[name].map(lambda text, name=name: _read_json_cell(name, text))
+                           for name in STORED_AS_JSON if name in frame})

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from results.names import UsageError
+from results.reader import run_identity
 from results.schema import FINISHED
 from sweep.status import export_refusal, trial_runs
 from trainers.checkpoint import ENCODER_DIR, FinalRecord, TrainingState
 from trainers.data import TEST_SETS
-from trainers.run_schema import Metric, ModelState, Tag, parse_metric_tag
+from trainers.run_schema import Metric, ModelState, Tag, axes_text, parse_metric_tag
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
     from trainers.encoder import SentenceEncoder
@@ -184,16 +185,16 @@ def export_trial(run, out: Path) -> Path:
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ExportError(f"{out} exists and is not empty; give a new folder")
-    refusal = export_refusal(run.data.params)
+    refusal = export_refusal(run_identity(run).knobs)
     if refusal:
         raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)} is not exported: {refusal}")
     encoder, record = trial_encoder(run)
     out.mkdir(parents=True, exist_ok=True)
     save_sentence_transformer(encoder, out, record.config["eval_max_length"])
-    tags = run.data.tags
-    identity = {key: tags.get(tag, "") for key, tag in (
-        ("sweep", Tag.NAME), ("row", Tag.ROW), ("axes", Tag.AXES), ("seed", Tag.SEED), ("trial_id", Tag.TRIAL_ID),
-        ("spec_file", Tag.SPEC_FILE), ("spec_hash", Tag.SPEC_HASH), ("git_commit", Tag.GIT_COMMIT))}
+    tags, trial = run.data.tags, run_identity(run)
+    identity = {"row": trial.row, "axes": axes_text(trial.axes), "seed": trial.seed,
+                **{key: tags.get(tag, "") for key, tag in (("sweep", Tag.NAME), ("trial_id", Tag.TRIAL_ID),
+                   ("spec_file", Tag.SPEC_FILE), ("spec_hash", Tag.SPEC_HASH), ("git_commit", Tag.GIT_COMMIT))}}
     (out / MODEL_CARD).write_text(model_card(record, identity), encoding="utf-8")
     FinalRecord(record.config, record.metrics, record.trained, identity).write(out)
     return out
@@ -202,20 +203,20 @@ def export_trial(run, out: Path) -> Path:
 def matching_runs(runs: list, row: str | None = None, seed: int | None = None, trial_id: str | None = None) -> list:
     """The runs of ``runs`` with this row, seed and trial id (None matches any); a one-line error names
     what exists when none does."""
-    def tag(run, name: str) -> str:
-        return run.data.tags.get(name, "")
-
+    identities = {run.info.run_id: run_identity(run) for run in runs}
+    trial_ids = {run.info.run_id: run.data.tags.get(Tag.TRIAL_ID, "") for run in runs}
     matching = [
         run for run in runs
-        if (row is None or tag(run, Tag.ROW) == row) and (seed is None or tag(run, Tag.SEED) == str(seed))
-        and (trial_id is None or tag(run, Tag.TRIAL_ID) == trial_id)
+        if (row is None or identities[run.info.run_id].row == row)
+        and (seed is None or identities[run.info.run_id].seed == seed)
+        and (trial_id is None or trial_ids[run.info.run_id] == trial_id)
     ]
     if not matching:
         asked = ", ".join(f"{k} {v!r}" for k, v in (("row", row), ("seed", seed), ("trial", trial_id)) if v is not None)
-        rows = sorted({tag(r, Tag.ROW) for r in runs})
-        seeds = sorted({tag(r, Tag.SEED) for r in runs}, key=lambda s: int(s) if s.isdigit() else 0)
+        rows = sorted({identity.row for identity in identities.values()})
+        seeds = sorted({identity.seed for identity in identities.values()})
         raise ExportError(f"no finished trial with {asked}; rows: {rows}, seeds: {seeds}, "
-                          f"trials: {sorted(tag(r, Tag.TRIAL_ID) for r in runs)}")
+                          f"trials: {sorted(trial_ids.values())}")
     return matching
 
 

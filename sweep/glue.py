@@ -19,7 +19,7 @@ import time
 from results.schema import FAILED, FINISHED
 from sweep.options import SweepOptions
 from sweep.spec import SpecError, SweepSpec, trial_config
-from trainers.run_schema import Glue, Role, Tag
+from trainers.run_schema import Glue, Tag
 
 
 def glue_spec(options: SweepOptions) -> SweepSpec:
@@ -59,10 +59,10 @@ def trial_id(row_index: int, seed: int) -> str:
 def run_glue(options: SweepOptions) -> int:
     """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed."""
     from mlflow.entities import Metric as MlflowMetric
-    from mlflow.entities import Param
 
+    from results.reader import child_runs
     from sweep.store import open_client
-    from sweep.tracking import KILLED, ensure_parent_run, sweep_tags
+    from sweep.tracking import KILLED, create_trial_run, ensure_parent_run, trial_identity
     from trainers.evaluations import GLUE
     from trainers.evaluations.glue import fine_tune
 
@@ -72,9 +72,8 @@ def run_glue(options: SweepOptions) -> int:
     data = GLUE.load(tasks)
     client = open_client(options.tracking_uri)
     experiment_id, parent_id = ensure_parent_run(client, spec)
-    done = {run.data.tags.get(Tag.TRIAL_ID) for run in client.search_runs(
-        [experiment_id], filter_string=f"tags.`{Tag.PARENT_RUN_ID}` = '{parent_id}'", max_results=50000)
-        if run.info.status == FINISHED}
+    done = {run.data.tags.get(Tag.TRIAL_ID) for run in child_runs(client, experiment_id, parent_id)
+            if run.info.status == FINISHED}
     points = [(index, row.name, seed) for index, row in enumerate(spec.rows) for seed in spec.seeds]
     print(f"{spec.name}: {len(spec.rows)} rows x {len(spec.seeds)} seeds, each fine-tuned on {', '.join(tasks)} "
           f"({len(points) - len(done & {trial_id(i, s) for i, _, s in points})} of {len(points)} to run)", flush=True)
@@ -83,12 +82,11 @@ def run_glue(options: SweepOptions) -> int:
         if trial_id(index, seed) in done:
             continue
         config = trial_config(spec, row, seed, {})
-        tags = {**sweep_tags(spec), Tag.ROLE: Role.TRIAL, Tag.ROW: row, Tag.SEED: str(seed),
-                Tag.METHOD: config["method"], Tag.TRIAL_ID: trial_id(index, seed), Tag.PARENT_RUN_ID: parent_id}
-        run_id = client.create_run(experiment_id, tags=tags, run_name=f"{row} | seed {seed} | GLUE").info.run_id
-        params = {**{k: v for k, v in config.items() if k != "evaluations"},
-                  **{Glue.param(k): v for k, v in spec.glue.items()}}
-        client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
+        # Every seed runs (the module's docstring); the fine-tuning knobs are knobs of the run as its encoder's are.
+        ran = {**config, **{Glue.param(k): v for k, v in spec.glue.items()}}
+        identity = trial_identity(spec, row, seed, {}, ran, seeds=())
+        run_id = create_trial_run(client, spec, experiment_id, parent_id, identity, trial_id(index, seed),
+                                  f"{row} | seed {seed} | GLUE")
         try:
             for task in tasks:
                 started = time.time()

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from results.reader import run_identity
 from sweep.export import MODEL_CARD, export_trial, open_checkpoint, select_run
 from sweep.status import export_refusal
 from trainers.checkpoint import FINAL_RECORD, checkpoint_index
@@ -89,7 +90,7 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
     best = select_run(runs, spec.metric, spec.mode)
     logged = [best] + [run for run in runs if spec.log_models and run.info.run_id in kept and run is not best]
     for run in logged:
-        if refusal := export_refusal(run.data.params):  # no folder would give its vectors: say so, log nothing
+        if refusal := export_refusal(run_identity(run).knobs):  # no folder would give its vectors: say so, log nothing
             print(f"trial {run.data.tags.get(Tag.TRIAL_ID)}: no model logged to MLflow: {refusal}")
             continue
         if not run.data.tags.get(Tag.MODEL_URI):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from results.reader import choose_parent, existing_store_uri, variant_runs
+from results.reader import choose_parent, existing_store_uri, run_identity, variant_runs
 from results.schema import FINISHED
 from sweep.store import open_client
 from trainers.run_schema import Metric, ModelState, Tag
@@ -18,9 +18,9 @@ def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
 
 
 def export_refusal(config: Mapping[str, Any]) -> str | None:
-    """Why ``sweep export`` refuses a trial of this config (its knobs, or its MLflow params, which are
-    strings), None where it does not: an exported folder must give the trial's own vectors."""
-    skipped = int(config.get("pooling_skip_frequent", 0))
+    """Why ``sweep export`` refuses a trial of this config, None where it does not: an exported folder must
+    give the trial's own vectors."""
+    skipped = config.get("pooling_skip_frequent", 0)
     if skipped:
         return (f"pooling_skip_frequent={skipped}: its vectors leave the {skipped} most frequent tokens out of the "
                 "average, which sentence-transformers' Pooling cannot do, so no exported folder would give them "
@@ -33,7 +33,7 @@ def exportable(run) -> str:
     tags = run.data.tags
     if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
         return "no"
-    if export_refusal(run.data.params):
+    if export_refusal(run_identity(run).knobs):
         return "no (pooling)"
     return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
 

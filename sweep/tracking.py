@@ -25,10 +25,21 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from ray.tune.experiment import Trial
 
+from results.reader import child_runs
 from sweep.driver_local import DriverLocal
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from trainers.run_schema import PARENT_FILTER, TRIAL_FILTER, Metric, Report, Role, Tag, metric_tag
+from trainers.run_schema import (
+    PARENT_FILTER,
+    TRIAL_FILTER,
+    Metric,
+    Report,
+    Role,
+    Tag,
+    TrialIdentity,
+    children_filter,
+    metric_tag,
+)
 
 KILLED = RunStatus.to_string(RunStatus.KILLED)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
@@ -141,6 +152,29 @@ def ensure_parent_run(client: SharedStoreClient, spec: SweepSpec) -> tuple[str, 
     return experiment_id, parent.info.run_id
 
 
+def trial_identity(spec: SweepSpec, row: str, seed: int, axes: Mapping[str, Any], config: Mapping[str, Any],
+                   seeds: tuple[int, ...]) -> TrialIdentity:
+    """The identity of a trial of ``spec``: its row, seed, grid and sampled axes' values (``axes``), the config
+    it runs, and the seeds its one run stands for (a seed-free trial; empty otherwise)."""
+    return TrialIdentity(
+        method=config["method"], row=row, seed=seed, seeds=seeds,
+        grid_point={knob: axes[knob] for knob in spec.grid}, sampled={knob: axes[knob] for knob in spec.sample},
+        knobs=dict(config), metric=spec.metric, mode=spec.mode,
+    )
+
+
+def create_trial_run(client, spec: SweepSpec, experiment_id: str, parent_run_id: str, identity: TrialIdentity,
+                     trial_id: str, run_name: str) -> str:
+    """A trial's child run under the sweep's parent: the one writer of trial runs (the tracker's, GLUE's).
+    Its tags are the sweep's and the identity's; its params are the knobs it ran, as MLflow's strings for the
+    UI's columns and search (readers read the typed identity)."""
+    tags = {**sweep_tags(spec), Tag.ROLE: Role.TRIAL, **identity.tags(), Tag.TRIAL_ID: trial_id,
+            Tag.PARENT_RUN_ID: parent_run_id}
+    run_id = client.create_run(experiment_id, tags=tags, run_name=run_name).info.run_id
+    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(identity.knobs.items())])
+    return run_id
+
+
 def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
     """The trainable's own numeric figures (Ray's bookkeeping keys are left out)."""
     from ray.tune.result import AUTO_RESULT_KEYS
@@ -184,10 +218,7 @@ class MLflowTracker(DriverLocal):
         return self._client
 
     def child_runs(self) -> list:
-        return self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'",
-            max_results=50000,
-        )
+        return child_runs(self.client, self.experiment_id, self.parent_run_id)
 
     def finished_trials(self) -> dict[str, dict[str, float]]:
         """Final metrics of the trials already FINISHED in MLflow, by Ray trial id."""
@@ -213,11 +244,7 @@ class MLflowTracker(DriverLocal):
         if trial.trial_id in self._runs:
             return self._runs[trial.trial_id]
         found = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=(f"tags.`{Tag.TRIAL_ID}` = '{trial.trial_id}' and "
-                           f"tags.`{Tag.PARENT_RUN_ID}` = '{self.parent_run_id}'"),
-            max_results=1,
-        )
+            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial.trial_id), max_results=1)
         if found:
             run_id = found[0].info.run_id
             if found[0].info.status != FINISHED:
@@ -228,28 +255,16 @@ class MLflowTracker(DriverLocal):
         return run_id
 
     def _create_run(self, trial) -> str:
-        """The trial's child run: its identity as tags, and as params the config its worker runs
-        (:meth:`SweepSpec.config_of`, the same config for the same Tune config)."""
+        """The trial's child run, with the config its worker runs (:meth:`SweepSpec.config_of`, the same
+        config for the same Tune config)."""
         params = self.spec.trial_params(trial.config)
-        config = self.spec.config_of(trial.config)
-        tags = {
-            **sweep_tags(self.spec),
-            Tag.ROLE: Role.TRIAL,
-            Tag.ROW: params["row"],
-            Tag.SEED: str(params["seed"]),
-            Tag.METHOD: config["method"],
-            Tag.TRIAL_ID: trial.trial_id,
-            Tag.AXES: ", ".join(f"{k}={params[k]}" for k in [*self.spec.grid, *self.spec.sample]),
-            Tag.PARENT_RUN_ID: self.parent_run_id,
-        }
-        seeds = self.spec.stands_for(params["row"])
-        if seeds:  # a seed-free trial runs once and stands for every seed of the spec
-            tags[Tag.SEEDS] = ",".join(map(str, seeds))
-        seed_text = f"seed-free (seeds {tags[Tag.SEEDS]})" if seeds else f"seed {params['seed']}"
-        name = f"{params['row'] or tags[Tag.AXES] or self.spec.name} | {seed_text} | {trial.trial_id}"
-        run = self.client.create_run(self.experiment_id, tags=tags, run_name=name)
-        self.client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in sorted(config.items())])
-        return run.info.run_id
+        row, seed = params["row"], params["seed"]
+        seeds = self.spec.stands_for(row)  # a seed-free trial runs once and stands for every seed of the spec
+        identity = trial_identity(self.spec, row, seed, params, self.spec.config_of(trial.config), seeds)
+        seed_text = f"seed-free (seeds {','.join(map(str, seeds))})" if seeds else f"seed {seed}"
+        name = f"{row or identity.tags()[Tag.AXES] or self.spec.name} | {seed_text} | {trial.trial_id}"
+        return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id, identity,
+                                trial.trial_id, name)
 
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         if not self._is_finished(trial):

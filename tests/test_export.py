@@ -103,7 +103,7 @@ def test_export_refuses_what_does_not_exist(tmp_path, tiny_bert, local_ray, caps
 
     for argv, expected in [
         (["export", "keeping", "--seed", deleted_seed], "was not kept (keep_models)"),
-        (["export", "keeping", "--row", "nope"], "rows: ['simcse'], seeds: ['1', '2', '3']"),
+        (["export", "keeping", "--row", "nope"], "rows: ['simcse'], seeds: [1, 2, 3]"),
         (["export", "nothing-here"], "no MLflow experiment named 'nothing-here'"),
     ]:
         assert main([*argv, "--out", str(tmp_path / "out"), "--tracking-uri", uri]) == 2

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from reports.collect import collect
 from reports.paper_tables import build_tables
 from reports.table_specs import load_table_specs, parse_table_spec
+from results.reader import recorded_identity
 from results.render import to_markdown
 from sweep.cli import main as sweep_main
+from sweep.spec import POINT, load_spec
+from sweep.tracking import MLflowTracker
 from trainers.data import DataError
 from trainers.evaluations import GLUE, parse_glue
 from trainers.evaluations.glue import fine_tune, scores
@@ -204,7 +209,16 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     assert sorted(frame["row"]) == ["BERT-base", "SG-OPT"] and set(frame["status"]) == {"FINISHED"}
     for column in (Glue.test("sst2", Glue.ACCURACY), Glue.test("cola", Glue.MATTHEWS), Glue.curve("sst2")):
         assert frame[column].notna().all(), column
-    assert set(frame[Glue.param("learning_rate")]) == {"0.001"}
+    assert set(frame[Glue.param("learning_rate")]) == {0.001} and frame[Glue.param("epochs")].dtype == "Int64"
+
+    # A GLUE run carries every tag a sweep's trial run has when the tracker creates it (same spec, no glue key).
+    sts_spec = load_spec(write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)}, name="sg_glue"),
+                         check_environment=False)
+    tracker = MLflowTracker(sts_spec, f"sqlite:///{tmp_path}/sts.db")
+    sts_run = tracker.client.get_run(tracker._create_run(SimpleNamespace(config={POINT: 0}, trial_id="t_0")))
+    glue_run = MlflowClient(uri).get_run(frame["run_id"].iloc[0])
+    assert set(sts_run.data.tags) - set(glue_run.data.tags) == set()
+    assert recorded_identity(glue_run.data.tags, {}).knobs[Glue.param("learning_rate")] == 0.001
     real = load_table_specs()["sg-bert-table10"]
     paper = {"paper": "sg-bert", "table": "table10", "model": "bert-base", "rows": dict(real.paper.rows)}
     spec = parse_table_spec("t", {"title": "t", "kind": "rows", "spec": str(path), "columns": list(real.columns),

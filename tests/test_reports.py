@@ -16,6 +16,7 @@ from scipy.stats import ttest_1samp
 
 from reports import collect as collect_module
 from reports import plots, tables
+from reports.cli import read_results
 from reports.collect import collect, write
 from reports.paper_tables import MissingResults, build_tables
 from reports.plots import curve
@@ -142,9 +143,10 @@ def test_collect_types_params_and_keeps_failed_trials(sweep):
 
 def test_collecting_twice_and_after_a_resume_gives_the_same_file(sweep, tmp_path):
     _, uri, _, before_resume = sweep
-    first = pd.read_parquet(write(collect(uri), tmp_path / "a.parquet"))
-    second = pd.read_parquet(write(collect(uri), tmp_path / "b.parquet"))
+    first = read_results(write(collect(uri), tmp_path / "a.parquet"))
+    second = read_results(write(collect(uri), tmp_path / "b.parquet"))
     pd.testing.assert_frame_equal(first, second)
+    assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
     assert len(first) == 5 + 6 + 3 and not first.duplicated(["experiment", "trial_id"]).any()
     resumed = first[first["experiment"] == "tiny_rows"].reset_index(drop=True)[before_resume.columns]
     pd.testing.assert_frame_equal(resumed, before_resume.reset_index(drop=True))

@@ -18,10 +18,12 @@ from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
 from reports.table_specs import parse_table_spec
 from results.figures import grid_table, heatmap_texts, sweep_grid_plot
+from results.reader import identity_columns
 from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
 from sweep.spec import load_spec
 from sweep.summary import summary_markdown, summary_table
+from trainers.run_schema import TrialIdentity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -100,15 +102,15 @@ def write_spec(folder: Path, spec: dict) -> Path:
     return path
 
 
-def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], seeds: str = "") -> pd.DataFrame:
+def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], seeds: tuple[int, ...] = ()
+           ) -> pd.DataFrame:
     """Collected trials of the spec at ``path``, in plan order: (row, axes, seed, status, test avg) each;
     a ``none`` row's run stands for ``seeds``."""
     records = []
     for i, (row, axes, seed, status, avg) in enumerate(points):
         records.append({
             "experiment": load_spec(path, check_environment=False).name, "spec_hash": "h", "spec_file": str(path),
-            "row": row, "axes": ", ".join(f"{k}={v}" for k, v in axes.items()), "sampled_axes": "",
-            "sweep_metric": "best_dev_spearman max", "seed": seed, "seeds": seeds if row == "untuned" else "",
+            **identity_columns(TrialIdentity("consert", row, seed, seeds if row == "untuned" else (), axes)),
             "trial_id": f"t_{i:05d}", "run_id": f"r{i}", "status": status, "budget": "none", "model": "m",
             "start_time": pd.Timestamp(i, unit="s", tz="UTC"), **axes,
             "best_dev_spearman": None if avg is None else avg + 10, "test_avg_spearman": avg,
@@ -144,7 +146,7 @@ def test_seed_free_rows_and_mirror_cells_look_the_same_in_every_output(tmp_path)
            {"aug1": "shuffle", "aug2": "shuffle"}]
     points = [("untuned", axes, 1, "FINISHED", 50.0 + i) for i, axes in enumerate(ran)]
     points += [("consert", axes, seed, "FINISHED", 60.0 + i + seed) for i, axes in enumerate(ran) for seed in (1, 2)]
-    frame = trials(path, points, seeds="1,2")
+    frame = trials(path, points, seeds=(1, 2))
     mirror = "[aug1=shuffle, aug2=none]"
 
     summary = summary_markdown(summary_table(frame, load_spec(path, check_environment=False)), sampled=False)
@@ -177,7 +179,7 @@ def test_seed_free_rows_and_mirror_cells_look_the_same_in_every_output(tmp_path)
                                       "symmetric": ["aug1", "aug2"]})
     results = pd.concat([
         trials(rows_path, [("untuned", {}, 1, "FINISHED", 50.0), ("simcse", {}, 1, "FINISHED", 60.0),
-                           ("simcse", {}, 2, "FINISHED", 61.0)], seeds="1,2"),
+                           ("simcse", {}, 2, "FINISHED", 61.0)], seeds=(1, 2)),
         trials(grid_path, [("", axes, 1, "FINISHED", 70.0 + i) for i, axes in enumerate(ran)]),
     ], ignore_index=True)
     specs = {"rows": parse_table_spec("rows", {"kind": "rows", "spec": str(rows_path), "columns": ["Avg"],
@@ -238,7 +240,7 @@ def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each
                                           {"name": "b"}]})
     seed_free_first = sweep_tables(trials(path, [("untuned", {}, 1, "FINISHED", 50.0), ("a", {}, 1, "FINISHED", 60.0),
                                                  ("a", {}, 2, "FINISHED", 61.0), ("b", {}, 1, "FINISHED", 55.0)],
-                                          seeds="1,2"), "s")[0]
+                                          seeds=(1, 2)), "s")[0]
     # t = 10.5 / (0.71 / sqrt 2) = 21 with 1 degree of freedom (Cauchy): two-sided p = 2 / pi * atan(1 / 21).
     assert seed_free_first.p_values["a"] == pytest.approx(2 / math.pi * math.atan(1 / 21), rel=1e-9)
     assert math.isnan(seed_free_first.p_values["b"])

@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from scipy.stats import ttest_1samp
 
 from reports import collect, tables
+from reports.cli import read_results
 from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
 from reports.table_specs import parse_table_spec
@@ -63,7 +64,7 @@ def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(t
 
     results_file = tmp_path / "results.parquet"
     assert collect.main(["--tracking-uri", uri, "--out", str(results_file)]) == 0
-    results = pd.read_parquet(results_file)
+    results = read_results(results_file)
     assert tables.main(["--results", str(results_file), "--sweep", "pvalues", "--format", "csv",
                         "--out", str(tmp_path / "csv")]) == 0
     sweep_csv = pd.read_csv(next((tmp_path / "csv").glob("pvalues-*.csv"))).set_index("row [grid point]")

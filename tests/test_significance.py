@@ -10,20 +10,23 @@ import pandas as pd
 import pytest
 
 from results.lines import add_p_values, sweep_table
+from results.reader import identity_columns
 from results.render import to_csv, to_markdown
 from results.significance import welch_p
 from results.table import COLUMNS, SWEEP_COLUMNS
+from trainers.run_schema import TrialIdentity
 
 
-def trials(scores: dict[str, list[float]], sampled: str = "", axes: dict[str, str] | None = None) -> pd.DataFrame:
+def trials(scores: dict[str, list[float]], sampled: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
     """One FINISHED trial per (row, seed) with ``test_avg_spearman`` = the given score (other metrics
-    derived from it), trial ids in the rows' order as the plan gives them."""
+    derived from it), trial ids in the rows' order as the plan gives them; ``sampled``: each row's sampled
+    axes."""
     records, number = [], 0
     for row, values in scores.items():
         for seed, value in enumerate(values, start=1):
             record = {
-                "experiment": "own", "spec_hash": "h1", "row": row, "axes": (axes or {}).get(row, ""),
-                "sampled_axes": sampled, "sweep_metric": "best_dev_spearman max", "seed": seed,
+                "experiment": "own", "spec_hash": "h1",
+                **identity_columns(TrialIdentity("simcse", row, seed, sampled=(sampled or {}).get(row, {}))),
                 "trial_id": f"t_{number:05d}", "run_id": f"r{number}", "status": "FINISHED",
                 "start_time": pd.Timestamp(number, unit="s", tz="UTC"), "budget": "none", "model": "m",
             }
@@ -86,9 +89,11 @@ def test_csv_carries_the_p_values():
 
 
 def test_sampled_trials_are_lines_sorted_by_the_metric():
-    axes = {"a": "learning_rate=1e-05", "b": "learning_rate=3e-05", "c": "learning_rate=2e-05"}
-    table = sweep_table(trials({"a": [60.0], "b": [70.0], "c": [65.0]}, sampled="learning_rate", axes=axes))
-    assert [line.label for line in table.lines] == [f"{r} [{axes[r]}]" for r in ("b", "c", "a")]
+    sampled = {"a": {"learning_rate": 1e-05}, "b": {"learning_rate": 3e-05}, "c": {"learning_rate": 2e-05}}
+    table = sweep_table(trials({"a": [60.0], "b": [70.0], "c": [65.0]}, sampled))
+    assert [line.label for line in table.lines] == [f"{r} [learning_rate={sampled[r]['learning_rate']}]"
+                                                    for r in ("b", "c", "a")]
+    assert "sampled axes (learning_rate): one line per trial" in " ".join(table.notes)
     assert table.best_line("Dev") == 0
     assert "**70.00 (1)**" in to_markdown(table)
 

@@ -115,7 +115,7 @@ def test_only_a_method_that_declares_the_pair_may_be_symmetric(tmp_path, capsys)
 
 
 def _frame(experiment: str, rows: list[dict]) -> pd.DataFrame:
-    base = {"experiment": experiment, "status": "FINISHED", "model": "m", "budget": "none", "seeds": ""}
+    base = {"experiment": experiment, "status": "FINISHED", "model": "m", "budget": "none", "seeds": ()}
     records = [{**base, "run_id": f"r{i}", "trial_id": f"t{i}", "start_time": pd.Timestamp(i, unit="s", tz="UTC"),
                 **row} for i, row in enumerate(rows)]
     return pd.DataFrame.from_records(records)
@@ -123,7 +123,7 @@ def _frame(experiment: str, rows: list[dict]) -> pd.DataFrame:
 
 def test_a_seed_free_row_shows_as_one_deterministic_run_for_all_seeds():
     specs = load_table_specs()
-    seeds = "1,2,3,4,1234,2345,3456,7890"
+    seeds = (1, 2, 3, 4, 1234, 2345, 3456, 7890)
     frame = _frame("sg_main", [
         {"row": "No tuning (CLS)", "seed": 1, "seeds": seeds, "test_avg_spearman": 30.0},
         {"row": "No tuning (Mean)", "seed": 1, "seeds": seeds, "test_avg_spearman": 50.0},

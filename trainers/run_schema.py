@@ -14,6 +14,9 @@ checkpoint layout is :mod:`trainers.checkpoint`'s.
 
 from __future__ import annotations
 
+import json
+import numbers
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -35,10 +38,11 @@ class Tag:
     # A trial's identity.
     ROW = "sweep.row"
     SEED = "sweep.seed"
-    SEEDS = "sweep.seeds"  # a seed-free trial: every seed its one run stands for
+    SEEDS = "sweep.seeds"  # a seed-free trial: every seed its one run stands for ("" for a seeded trial)
     METHOD = "sweep.method"
     TRIAL_ID = "sweep.trial_id"
-    AXES = "sweep.axes"  # "knob=value, ..." of the grid and sampled axes
+    AXES = "sweep.axes"  # "knob=value, ..." of the grid and sampled axes, for the eye and the UI's search
+    IDENTITY = "sweep.identity"  # the typed identity (TrialIdentity, JSON): what readers read
     # Where and how a trial ran.
     NODE_ID = "sweep.node_id"
     WORKER_PID = "sweep.worker_pid"
@@ -99,6 +103,12 @@ class ModelState:
 TRIAL_FILTER = f"tags.`{Tag.ROLE}` = '{Role.TRIAL}'"
 """MLflow search filter for a sweep's trial runs."""
 PARENT_FILTER = f"tags.`{Tag.ROLE}` = '{Role.PARENT}'"
+
+
+def children_filter(parent_run_id: str, trial_id: str | None = None) -> str:
+    """MLflow search filter for the trial runs of one sweep variant (its parent run), or for one of them."""
+    found = f"{TRIAL_FILTER} and tags.`{Tag.PARENT_RUN_ID}` = '{parent_run_id}'"
+    return f"{found} and tags.`{Tag.TRIAL_ID}` = '{trial_id}'" if trial_id is not None else found
 
 
 class Metric:
@@ -219,6 +229,7 @@ class Glue:
 
 
 SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
+"""A spec's ``metric`` is one of these or a ``test_*`` metric."""
 
 
 def metric_tag(metric: str, mode: str) -> str:
@@ -231,7 +242,6 @@ def parse_metric_tag(value: str | None) -> tuple[str, str]:
     the best dev score, highest first (the spec's default)."""
     metric, _, mode = (value or "").partition(" ")
     return (metric, mode or "max") if metric else (Metric.BEST_DEV, "max")
-"""A spec's ``metric`` is one of these or a ``test_*`` metric."""
 
 
 class Report:
@@ -263,3 +273,66 @@ class Summary:
     @staticmethod
     def best_trial(metric: str) -> str:
         return f"best_trial_{metric}"
+
+
+# ---------------------------------------------------------------- a trial's typed identity
+
+
+def plain(value: Any) -> Any:
+    """``value`` as the JSON types it is written as: a NumPy number (a sampled knob) as its Python number,
+    a tuple as a list, mappings and lists element by element."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    if isinstance(value, (bool, str)) or value is None:
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"{value!r} ({type(value).__name__}) is not a value a run records")
+
+
+def axes_text(axes: Mapping[str, Any]) -> str:
+    """``knob=value, ...``: a point of the axes as its runs show it (:attr:`Tag.AXES`, a line's label)."""
+    return ", ".join(f"{knob}={value}" for knob, value in axes.items())
+
+
+@dataclass(frozen=True)
+class TrialIdentity:
+    """What one trial run is, with its values' own types: the one thing a trial run's writers write
+    (the tracker, GLUE) and its readers read (:mod:`results.reader`), as JSON in :attr:`Tag.IDENTITY`.
+
+    ``grid_point`` and ``sampled`` are the values of the spec's grid and sampled axes (also where the row's
+    method lacks the knob), ``knobs`` the resolved config the trial ran, ``seeds`` every seed a seed-free
+    trial's one run stands for (empty for a seeded trial), ``metric`` and ``mode`` what ranks the sweep's
+    trials. The readable tags beside it (row, seed, method, axes) are written from it, for the MLflow UI.
+    """
+
+    method: str
+    row: str
+    seed: int
+    seeds: tuple[int, ...] = ()
+    grid_point: Mapping[str, Any] = field(default_factory=dict)
+    sampled: Mapping[str, Any] = field(default_factory=dict)
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    metric: str = Metric.BEST_DEV
+    mode: str = "max"
+
+    @property
+    def axes(self) -> dict[str, Any]:
+        return {**self.grid_point, **self.sampled}
+
+    def to_json(self) -> str:
+        return json.dumps(plain(asdict(self)), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrialIdentity:
+        record = json.loads(text)
+        return cls(**{**record, "seeds": tuple(record["seeds"])})
+
+    def tags(self) -> dict[str, str]:
+        """The trial run's identity tags: the JSON record, and the readable tags written from it."""
+        return {Tag.IDENTITY: self.to_json(), Tag.ROW: self.row, Tag.SEED: str(self.seed), Tag.METHOD: self.method,
+                Tag.AXES: axes_text(self.axes), Tag.SEEDS: ",".join(map(str, self.seeds))}
