@@ -30,7 +30,7 @@ HEAVY = ("torch", "transformers", "ray", "mlflow")
 PROJECT = Path(__file__).resolve().parent.parent
 TARGETS_S = {"sweep --help": 1.5, "sweep knobs sg": 1.5, "reports.tables --sweep smoke": 1.5,
              "sweep plan sg_opt_ablation.yaml": 3.0, "sweep status smoke": 3.0}
-"""The issue's targets on the 2-core development machine (issue 21, item 1)."""
+"""Targets for a 2-core CPU machine."""
 
 
 def commands(project: Path) -> dict[str, list[str]]:

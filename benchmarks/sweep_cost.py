@@ -50,7 +50,11 @@ def trial_counts() -> str:
             saved.append(f"{len(once)} seed-free row(s) once instead of {len(spec.seeds)} times")
         if spec.symmetric:
             saved.append(f"{spec.symmetric[0]} <-> {spec.symmetric[1]} symmetric")
-        lines.append(f"| {path.name} | {spec.trial_count} | {spec.trials_to_run} | {'; '.join(saved) or '–'} |")
+        if spec.glue is not None:  # `sweep glue` fine-tunes every row x seed, untuned rows too
+            saved, runs = [], len(spec.rows) * len(spec.seeds)
+        else:
+            runs = spec.trials_to_run
+        lines.append(f"| {path.name} | {spec.trial_count} | {runs} | {'; '.join(saved) or '–'} |")
     return "\n".join(lines)
 
 

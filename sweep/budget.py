@@ -1,4 +1,6 @@
-"""Compute budgets: caps that make any paper spec finish on a small machine.
+"""Compute budgets: caps on steps, evaluation pairs, seeds and samples that shorten a spec's trials.
+
+They supply no missing model or data, and a long spec stays long (``sweep plan --estimate`` says how long).
 
 A budget is not another experiment: it keeps every hyperparameter of the spec
 and only caps how long each trial trains, how much of each evaluation set is

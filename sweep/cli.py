@@ -18,7 +18,9 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("spec", help="YAML search space, e.g. search_spaces/sg_opt_ablation.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override a base knob (repeatable); the value is read as YAML.")
-    parser.add_argument("--budget", choices=sorted(BUDGETS), help="Cap steps, evaluation size and seeds.")
+    parser.add_argument("--budget", choices=sorted(BUDGETS),
+                        help="Cap each trial's steps and evaluation pairs, and the seeds and samples that run "
+                             "(no hyperparameter changes; docs/specs.md).")
     parser.add_argument("--seeds", type=_seed_list, help="Replace the spec's seeds, e.g. --seeds 1,2.")
 
 

@@ -25,14 +25,14 @@ from mlflow.exceptions import MlflowException
 
 from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
 from results.lines import COUNTS, Grid, sweep_table
-from results.reader import choose_parent, existing_store_uri, variant_trials
+from results.reader import absolute_tracking_uri, choose_parent, existing_store_uri, variant_trials
 from results.render import markdown_table, note_lines, to_csv
 from results.schema import FAILED, FINISHED
 from results.table import P_COLUMN, Table
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
-from trainers.run_schema import PARENT_FILTER, Metric, Summary, Tag
+from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}
@@ -111,15 +111,17 @@ def log_to_parent(client: SharedStoreClient, tracking_uri: str, spec: SweepSpec,
 
 def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_variants: bool) -> str:
     name = f"{spec.name}-{spec.spec_hash}" if several_variants else spec.name
+    default = absolute_tracking_uri(tracking_uri) == absolute_tracking_uri(DEFAULT_TRACKING_URI)
+    store = "" if default else f" --tracking-uri {tracking_uri}"  # the commands find the store the sweep wrote
     if tracking_uri.startswith(("http://", "https://")):  # a tracking server is its own UI
         ui = f"  open {runs_view_url(experiment_id, tracking_uri.rstrip('/'))}"
     else:
         ui = f"  mlflow ui --backend-store-uri {tracking_uri}    then open {runs_view_url(experiment_id)}"
     return "\n".join([
         "next:",
-        f"  python -m sweep status {name}",
-        f"  python -m reports.collect && python -m reports.tables --sweep {spec.name}",
-        f"  python -m reports.plots --sweep {spec.name}",
+        f"  python -m sweep status {name}{store}",
+        f"  python -m reports.collect{store} && python -m reports.tables --sweep {spec.name}",
+        f"  python -m reports.plots --sweep {spec.name}{store}",
         ui,
     ])
 

@@ -22,7 +22,7 @@ from results.reader import identity_columns
 from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
 from sweep.spec import load_spec
-from sweep.summary import summary_markdown, summary_table
+from sweep.summary import next_steps, summary_markdown, summary_table
 from trainers.run_schema import TrialIdentity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,3 +261,14 @@ def test_the_metric_tag_reads_back_what_it_wrote_and_old_runs_rank_by_best_dev()
         assert parse_metric_tag(metric_tag(metric, mode)) == (metric, mode)
     assert parse_metric_tag(None) == parse_metric_tag("") == (Metric.BEST_DEV, "max")
     assert parse_metric_tag(Metric.DEV) == (Metric.DEV, "max")
+
+
+def test_the_next_commands_name_the_store_the_sweep_wrote(tmp_path):
+    spec = load_spec(write_spec(tmp_path, {"name": "s", "method": "simcse", "seeds": [1]}), check_environment=False)
+    default = next_steps(spec, "1", "sqlite:///mlflow.db", several_variants=False)
+    assert "python -m sweep status s\n" in default and "--tracking-uri" not in default.split("mlflow ui")[0]
+    other = next_steps(spec, "1", f"sqlite:///{tmp_path}/other.db", several_variants=True)
+    for command in (f"python -m sweep status s-{spec.spec_hash} --tracking-uri sqlite:///{tmp_path}/other.db",
+                    f"python -m reports.collect --tracking-uri sqlite:///{tmp_path}/other.db && ",
+                    f"python -m reports.plots --sweep s --tracking-uri sqlite:///{tmp_path}/other.db"):
+        assert command in other

@@ -55,7 +55,7 @@ COMMON_KNOBS = KnobSet(
              "move by at most a few hundredths of a point; the precision used is recorded with the trial.",
              choices=PRECISIONS),
         Knob("eval_max_pairs", int, 0, "Use only the first N pairs of each evaluation set (0 = all). "
-             "A budget knob: only --budget smoke sets it.", low=0),
+             "--budget smoke caps it at 300; a spec or --set may also set it.", low=0),
         Knob("seed", int, 42, "Seed of Python, NumPy and torch for this trial.", low=0),
         Knob("device", str, "auto", "'auto' (CUDA when present), 'cpu', 'cuda' or 'cuda:N'."),
     )
@@ -95,9 +95,10 @@ TRAINING_KNOBS = KnobSet(
              "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0,
              bookkeeping=True),
         Knob("train_precision", str, "fp32", "Precision of the training steps: 'fp32', 'bf16' autocast (CUDA or "
-             "CPU), or 'auto' (bf16 where the hardware runs it fast, as eval_precision). fp32 by default: on this "
-             "CPU bf16 steps were 1.10x faster for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet "
-             "checked against fp32 (benchmarks/results.md).", choices=PRECISIONS),
+             "CPU), or 'auto' (bf16 where the hardware runs it fast, as eval_precision). fp32 by default: "
+             "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
+             "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",
+             choices=PRECISIONS),
     )
 )
 
