@@ -113,6 +113,10 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
+EXIT_TRACKING_GONE = 75
+"""EX_TEMPFAIL: the sweep stopped because its tracking server was gone too long; try again later."""
+
+
 def _summarise(outcome, spec: SweepSpec, options) -> int:
     """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
     failed (the others still finished). A sweep stopped by a signal ends with the command that continues
@@ -122,6 +126,13 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
     results = outcome.results
     failed = [r for r in results if r.error is not None]
     ended = spec.trials_to_run - len(failed) - outcome.trials_left
+    if outcome.stop_reason:  # the tracking store is gone: nothing more can be read from it or written to it
+        print(f"stopped: {outcome.stop_reason}: {ended} trials finished, {len(failed)} failed, "
+              f"{outcome.trials_left} left to run; what the store has not received is kept beside the sweep's "
+              f"state and written by the resume")
+        print(f"\nwhen the tracking server answers, to continue the sweep from its checkpoints:\n"
+              f"  {outcome.resume_command}")
+        return EXIT_TRACKING_GONE
     if outcome.stopped_by:
         print(f"stopped by {outcome.stopped_by.name}: {ended} trials finished, {len(failed)} failed, "
               f"{outcome.trials_left} left to run (their MLflow runs and the parent run are KILLED)")

@@ -58,6 +58,7 @@ from results.reader import absolute_tracking_uri  # noqa: E402
 from sweep.interrupt import StopOnSignal  # noqa: E402
 from sweep.options import SweepOptions, storage_root  # noqa: E402
 from sweep.output import LOG_NAME, console_and_log  # noqa: E402
+from sweep.pending_writes import JOURNAL  # noqa: E402
 from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
@@ -219,6 +220,8 @@ class SweepOutcome:
     stopped_by: signal.Signals | None
     trials_left: int
     resume_command: str
+    stop_reason: str | None = None
+    """Why the sweep stopped when no signal stopped it (its tracking server did not answer)."""
 
 
 def resume_command(options: SweepOptions, experiment_dir: str) -> str:
@@ -248,9 +251,10 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
         if log:
             console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
         start_ray_and_store(options)
-        tracker = MLflowTracker(spec, options.tracking_uri)
+        tracker = MLflowTracker(spec, options.tracking_uri, local_folder(experiment_dir) / JOURNAL, progress.note)
         results, stopped_by = _fit(options, spec, experiment_dir, tracker, progress)
-    return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir))
+    return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir),
+                        tracker.stop_reason)
 
 
 def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: MLflowTracker,
@@ -304,11 +308,12 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             ),
         )
     with StopOnSignal(progress.note, before_exit=progress.stop) as stop:
+        tracker.request_stop = stop.stop
         try:
             results = tuner.fit()
         finally:
             progress.stop()
-    if stop.signal is None:
+    if stop.signal is None and tracker.stop_reason is None:
         finish_models(spec, tracker, options.register)
     return results, stop.signal
 

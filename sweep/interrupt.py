@@ -31,6 +31,8 @@ class StopOnSignal:
         self.note = note
         self.before_exit = before_exit
         self.signal: signal.Signals | None = None
+        self.reason: str | None = None
+        """Why the sweep was stopped when no signal stopped it (:meth:`stop`)."""
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopOnSignal:
@@ -49,6 +51,16 @@ class StopOnSignal:
     def exit_code(self) -> int:
         """The shell's code for a process ended by the signal that stopped the sweep."""
         return 128 + int(self.signal or signal.SIGINT)
+
+    def stop(self, reason: str) -> None:
+        """Stop Tune's run cleanly, as the first signal does, for ``reason`` (a tracking server gone too long)."""
+        if self.signal is not None or self.reason is not None:
+            return
+        self.reason = reason
+        self.note(f"stopping: {reason}; Ray saves the sweep's state and stops its trials")
+        tune_stop = signal.getsignal(signal.SIGUSR1)
+        if callable(tune_stop):
+            tune_stop(signal.SIGUSR1, None)
 
     def _handle(self, number: int, frame: FrameType | None) -> None:
         name = signal.Signals(number).name

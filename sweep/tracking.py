@@ -16,7 +16,7 @@ import getpass
 import math
 import subprocess
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 from urllib.parse import quote, urlencode
 
 from mlflow.entities import Metric as MlflowMetric
@@ -27,6 +27,7 @@ from ray.tune.experiment import Trial
 
 from results.reader import child_runs
 from sweep.driver_local import DriverLocal
+from sweep.pending_writes import OUTAGE_BOUND_ENV, Event, PendingWrites, outage_bound_s
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from trainers.run_schema import (
@@ -188,9 +189,14 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
 
 
 class MLflowTracker(DriverLocal):
-    """Logs each trial as a child run of the sweep's parent run."""
+    """Logs each trial as a child run of the sweep's parent run.
 
-    def __init__(self, spec: SweepSpec, tracking_uri: str):
+    Each callback becomes an event (:mod:`sweep.pending_writes`) that is written at once while the store
+    answers and waits, journalled, while a tracking server does not; past the outage bound the tracker
+    asks the sweep to stop (``request_stop``, set by the engine), as Ctrl-C does."""
+
+    def __init__(self, spec: SweepSpec, tracking_uri: str, journal: Path | None = None,
+                 note: Callable[[str], None] = print):
         super().__init__(f"tracker:{spec.name}-{spec.spec_hash}")
         self.spec = spec
         self.tracking_uri = tracking_uri
@@ -198,8 +204,13 @@ class MLflowTracker(DriverLocal):
         self._runs: dict[str, str] = {}
         self._last_step: dict[str, int] = {}
         self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
+        self._pending = PendingWrites(tracking_uri, journal, note)
+        self._pending.deliver(self._apply)  # what an earlier driver of this sweep could not write
         self._finished: set[str] = set()
         self._open: set[str] = set()
+        self._opened: set[str] = set()
+        self.request_stop: Callable[[str], None] | None = None
+        self.stop_reason: str | None = None
         self.trials_left = 0
         """Trials the sweep still has to run when it ended (0 when every trial finished or failed)."""
 
@@ -207,7 +218,7 @@ class MLflowTracker(DriverLocal):
         # Called when the experiment starts, also after a restore. A driver killed right
         # after a trial finished can leave Ray believing the trial unfinished; MLflow's
         # record wins, so nothing is logged twice.
-        self._runs, self._last_step, self._open = {}, {}, set()
+        self._runs, self._last_step, self._open, self._opened = {}, {}, set(), set()
         self._finished = set(self.finished_trials())
         self.client.update_run(self.parent_run_id, status="RUNNING")
 
@@ -216,6 +227,11 @@ class MLflowTracker(DriverLocal):
         if self._client is None:
             self._client = open_client(self.tracking_uri)
         return self._client
+
+    @property
+    def waiting(self) -> int:
+        """Events not yet written (the tracking server did not answer)."""
+        return len(self._pending.events)
 
     def child_runs(self) -> list:
         return child_runs(self.client, self.experiment_id, self.parent_run_id)
@@ -237,39 +253,138 @@ class MLflowTracker(DriverLocal):
                                     "the driver stopped and Ray kept no state of this trial")
                 self.client.set_terminated(run.info.run_id, KILLED)
 
-    def _is_finished(self, trial) -> bool:
-        return trial.trial_id in self._finished
+    # ------------------------------------------------------------ callbacks -> events
 
-    def _run_id(self, trial) -> str:
-        if trial.trial_id in self._runs:
-            return self._runs[trial.trial_id]
-        found = self.client.search_runs(
-            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial.trial_id), max_results=1)
-        if found:
-            run_id = found[0].info.run_id
-            if found[0].info.status != FINISHED:
-                self.client.update_run(run_id, status="RUNNING")
-        else:
-            run_id = self._create_run(trial)
-        self._runs[trial.trial_id] = run_id
-        return run_id
+    def _record(self, trial, event: Event) -> None:
+        """Write ``event`` of ``trial`` (after the event that opens its run, the first time), or keep it."""
+        if trial is not None and trial.trial_id not in self._opened:
+            self._opened.add(trial.trial_id)
+            identity, name = self._opening(trial)
+            self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name},
+                              self._apply)
+        self._pending.add(event, self._apply)
+        bound = outage_bound_s()
+        if self._pending.down_for_s > bound and self.request_stop is not None and self.stop_reason is None:
+            self.stop_reason = (f"the tracking server {self.tracking_uri} has not answered for "
+                                f"{self._pending.down_for_s:.0f} s (the bound, ${OUTAGE_BOUND_ENV}, is {bound:.0f} s)")
+            self.request_stop(self.stop_reason)
 
-    def _create_run(self, trial) -> str:
-        """The trial's child run, with the config its worker runs (:meth:`SweepSpec.config_of`, the same
-        config for the same Tune config)."""
+    def _opening(self, trial) -> tuple[str, str]:
+        """The identity (JSON) and run name of the trial's run, from the config its worker runs
+        (:meth:`SweepSpec.config_of`, the same config for the same Tune config)."""
         params = self.spec.trial_params(trial.config)
         row, seed = params["row"], params["seed"]
         seeds = self.spec.stands_for(row)  # a seed-free trial runs once and stands for every seed of the spec
         identity = trial_identity(self.spec, row, seed, params, self.spec.config_of(trial.config), seeds)
         seed_text = f"seed-free (seeds {','.join(map(str, seeds))})" if seeds else f"seed {seed}"
         name = f"{row or identity.tags()[Tag.AXES] or self.spec.name} | {seed_text} | {trial.trial_id}"
-        return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id, identity,
-                                trial.trial_id, name)
+        return identity.to_json(), name
+
+    def _is_finished(self, trial) -> bool:
+        return trial.trial_id in self._finished
 
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         if not self._is_finished(trial):
-            self._run_id(trial)
             self._open.add(trial.trial_id)
+            self._record(trial, {"kind": "start", "trial": trial.trial_id})
+
+    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
+        if self._is_finished(trial):
+            return
+        # Where it ran, and what 'auto' precisions became on the trial's node.
+        tags = {tag: str(result[key]) for key, tag in Report.TAGS.items() if key in result}
+        if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
+            tags[Tag.SHARED_FROZEN_OUTPUTS] = "true"
+        self._record(trial, {
+            "kind": "result", "trial": trial.trial_id, "step": int(result.get(Metric.STEP, 0)),
+            "evaluation": Metric.DEV in result and not Metric.is_final(result),
+            "timestamp": int(1000 * result.get("timestamp", 0)) or 0, "metrics": numeric_metrics(result),
+            "tags": tags,
+        })
+
+    def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
+        if not self._is_finished(trial):
+            self._record(trial, {"kind": "checkpoint", "trial": trial.trial_id, "uri": checkpoint_uri(checkpoint),
+                                 "step": (trial.last_result or {}).get(Metric.STEP, 0)})
+
+    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
+        if self._is_finished(trial):
+            return
+        self._open.discard(trial.trial_id)
+        # Stopped by the scheduler (ASHA) before its final test: its run has progress metrics only.
+        self._record(trial, {"kind": "complete", "trial": trial.trial_id,
+                             "stopped_early": not Metric.is_final(trial.last_result or {})})
+
+    def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
+        # Failed, to be retried in the same run: count the failures so far.
+        self._record(trial, {"kind": "recover", "trial": trial.trial_id, "failures": trial.num_failures})
+
+    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
+        self._open.discard(trial.trial_id)
+        self._record(trial, {"kind": "error", "trial": trial.trial_id, "failures": trial.num_failures,
+                             "error": _trial_error(trial)[:5000]})
+
+    def on_experiment_end(self, trials: list, **info) -> None:
+        """The parent run ends FINISHED when no trial is left to run, KILLED otherwise. Ray's cleanup
+        marks the trials it interrupted TERMINATED, as if they had ended: they are the trials whose run
+        this driver opened and saw neither complete nor fail. Their runs end KILLED, not FINISHED, and
+        a resume opens them again."""
+        waiting = {t.trial_id for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)}
+        self.trials_left = len(self._open | waiting) + max(0, self.spec.trials_to_run - len(trials))
+        self._record(None, {"kind": "end", "killed": sorted(self._open), "left": self.trials_left,
+                            "failed": sum(t.status == Trial.ERROR for t in trials)})
+        if self.waiting and self.stop_reason is None:
+            self.stop_reason = (f"the tracking server {self.tracking_uri} did not answer at the end of the sweep "
+                                f"({self.waiting} records kept in {self._pending.journal}; a resume writes them)")
+
+    # ------------------------------------------------------------ events -> the store
+
+    def _apply(self, event: Event) -> None:
+        kind, trial_id = event["kind"], event.get("trial")
+        if kind == "open":
+            self._runs[trial_id] = self._find_or_create_run(trial_id, event["identity"], event["name"])
+            return
+        if kind == "end":
+            for killed in event["killed"]:
+                self.client.set_terminated(self._run_of(killed), KILLED)
+            self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(event["failed"]))
+            self.client.set_terminated(self.parent_run_id, KILLED if event["left"] else FINISHED)
+            return
+        run_id = self._run_of(trial_id)  # a "start" needs nothing more than its run opened
+        if kind == "result":
+            self._log_result(run_id, event)
+        elif kind == "checkpoint":
+            self.client.log_batch(run_id, tags=[RunTag(Tag.CHECKPOINT, event["uri"]),
+                                                RunTag(Tag.CHECKPOINT_STEP, str(event["step"]))])
+        elif kind == "complete":
+            if event["stopped_early"]:
+                self.client.set_tag(run_id, Tag.STOPPED_BY_SCHEDULER, "true")
+            self.client.set_terminated(run_id, FINISHED)
+        elif kind == "recover":
+            self.client.set_tag(run_id, Tag.FAILURES, str(event["failures"]))
+        elif kind == "error":
+            self.client.set_tag(run_id, Tag.FAILURES, str(event["failures"]))
+            self.client.set_tag(run_id, Tag.ERROR, event["error"])
+            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
+
+    def _run_of(self, trial_id: str) -> str:
+        """The run of a trial opened before (by this driver, or by the driver whose journal this one writes)."""
+        if trial_id not in self._runs:
+            (found,) = self.client.search_runs(
+                [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
+            self._runs[trial_id] = found.info.run_id
+        return self._runs[trial_id]
+
+    def _find_or_create_run(self, trial_id: str, identity: str, name: str) -> str:
+        """The trial's run under this parent: found again (a resumed trial, a new driver), else created."""
+        found = self.client.search_runs(
+            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
+        if not found:
+            return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id,
+                                    TrialIdentity.from_json(identity), trial_id, name)
+        if found[0].info.status != FINISHED:
+            self.client.update_run(found[0].info.run_id, status="RUNNING")
+        return found[0].info.run_id
 
     def _logged_up_to(self, run_id: str) -> int:
         """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
@@ -278,69 +393,18 @@ class MLflowTracker(DriverLocal):
             self._last_step[run_id] = max((m.step for m in history), default=0)
         return self._last_step[run_id]
 
-    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
-        if self._is_finished(trial):
+    def _log_result(self, run_id: str, event: Event) -> None:
+        step = event["step"]
+        # A trial resumed from a checkpoint computes the steps after it again, exactly: log each step once.
+        if event["evaluation"] and step <= self._logged_up_to(run_id):
             return
-        run_id = self._run_id(trial)
-        step = int(result.get(Metric.STEP, 0))
-        if Metric.DEV in result and not Metric.is_final(result):
-            # A trial resumed from a checkpoint computes the steps after it again, exactly: log each step once.
-            if step <= self._logged_up_to(run_id):
-                return
-            self._last_step[run_id] = step
-        timestamp = int(1000 * result.get("timestamp", 0)) or 0
-        metrics = [MlflowMetric(k, v, timestamp, step) for k, v in numeric_metrics(result).items()]
-        # Where it ran, and what 'auto' precisions became on the trial's node.
-        tags = [RunTag(tag, str(result[key])) for key, tag in Report.TAGS.items() if key in result]
-        if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
-            tags.append(RunTag(Tag.SHARED_FROZEN_OUTPUTS, "true"))
+        metrics = [MlflowMetric(k, v, event["timestamp"], step) for k, v in event["metrics"].items()]
+        tags = [RunTag(tag, value) for tag, value in event["tags"].items()]
         # One store transaction per report; MLflow takes at most 1000 metrics per call.
         for start in range(0, max(len(metrics), 1), 1000):
             self.client.log_batch(run_id, metrics=metrics[start : start + 1000], tags=tags if start == 0 else [])
-
-    def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
-        if self._is_finished(trial):
-            return
-        step = (trial.last_result or {}).get(Metric.STEP, 0)
-        self.client.log_batch(self._run_id(trial), tags=[
-            RunTag(Tag.CHECKPOINT, checkpoint_uri(checkpoint)), RunTag(Tag.CHECKPOINT_STEP, str(step)),
-        ])
-
-    def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
-        if self._is_finished(trial):
-            return
-        run_id = self._run_id(trial)
-        if not Metric.is_final(trial.last_result or {}):
-            # The scheduler (ASHA) stopped it before its final test: say so, as its
-            # run has progress metrics only.
-            self.client.set_tag(run_id, Tag.STOPPED_BY_SCHEDULER, "true")
-        self.client.set_terminated(run_id, FINISHED)
-        self._open.discard(trial.trial_id)
-
-    def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
-        # Failed, to be retried in the same run: count the failures so far.
-        self.client.set_tag(self._run_id(trial), Tag.FAILURES, str(trial.num_failures))
-
-    def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
-        run_id = self._run_id(trial)
-        error = _trial_error(trial)
-        self.client.set_tag(run_id, Tag.FAILURES, str(trial.num_failures))
-        self.client.set_tag(run_id, Tag.ERROR, error[:5000])
-        self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-        self._open.discard(trial.trial_id)
-
-    def on_experiment_end(self, trials: list, **info) -> None:
-        """The parent run ends FINISHED when no trial is left to run, KILLED otherwise. Ray's cleanup
-        marks the trials it interrupted TERMINATED, as if they had ended: they are the trials whose run
-        this driver opened and saw neither complete nor fail. Their runs end KILLED, not FINISHED, and
-        a resume opens them again."""
-        for trial_id in self._open:
-            self.client.set_terminated(self._runs[trial_id], KILLED)
-        waiting = {t.trial_id for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)}
-        self.trials_left = len(self._open | waiting) + max(0, self.spec.trials_to_run - len(trials))
-        failed = sum(t.status == Trial.ERROR for t in trials)
-        self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(failed))
-        self.client.set_terminated(self.parent_run_id, KILLED if self.trials_left else FINISHED)
+        if event["evaluation"]:
+            self._last_step[run_id] = step
 
 
 def _trial_error(trial) -> str:

@@ -215,7 +215,9 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     sts_spec = load_spec(write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)}, name="sg_glue"),
                          check_environment=False)
     tracker = MLflowTracker(sts_spec, f"sqlite:///{tmp_path}/sts.db")
-    sts_run = tracker.client.get_run(tracker._create_run(SimpleNamespace(config={POINT: 0}, trial_id="t_0")))
+    tracker.setup()
+    tracker.on_trial_start(0, [], SimpleNamespace(config={POINT: 0}, trial_id="t_0"))
+    sts_run = tracker.client.get_run(tracker._runs["t_0"])
     glue_run = MlflowClient(uri).get_run(frame["run_id"].iloc[0])
     assert set(sts_run.data.tags) - set(glue_run.data.tags) == set()
     assert recorded_identity(glue_run.data.tags, {}).knobs[Glue.param("learning_rate")] == 0.001

@@ -71,7 +71,7 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
         ("untuned", "1"), ("simcse", "1"), ("simcse", "2")
     }
     assert {r.data.tags["sweep.row"]: r.data.tags.get("sweep.seeds") for r in children} == {
-        "untuned": "1,2", "simcse": None
+        "untuned": "1,2", "simcse": ""
     }
     for child in children:
         tags, params, metrics = child.data.tags, child.data.params, child.data.metrics
