@@ -9,7 +9,8 @@ from trainers.data import load_sts
 from trainers.encoder import SentenceEncoder
 from trainers.evaluation import STSEvaluator
 from trainers.knobs import ConfigError
-from trainers.loop import NonFiniteLossError, batches, run_trial
+from trainers.loop import NonFiniteLossError, run_trial
+from trainers.optimization import batches
 from trainers.steps import total_steps
 
 
