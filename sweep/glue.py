@@ -63,8 +63,8 @@ def run_glue(options: SweepOptions) -> int:
 
     from sweep.store import open_client
     from sweep.tracking import KILLED, ensure_parent_run, sweep_tags
-    from trainers.evaluations import GLUE
-    from trainers.evaluations.glue import fine_tune
+    from trainers.glue import fine_tune
+    from trainers.glue_data import GLUE
 
     spec = glue_spec(options)
     tasks = spec.glue[Glue.TASKS_KEY]

@@ -30,7 +30,7 @@ from sweep.contracts import Difference, contract_problems, differences, exempt
 from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
-from trainers.evaluations import GLUE_KNOBS
+from trainers.glue_data import GLUE_KNOBS
 from trainers.knobs import ConfigError
 from trainers.method import Method, TrialConfig
 from trainers.registry import get_method

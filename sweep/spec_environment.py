@@ -8,7 +8,8 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
-from trainers.evaluations import GLUE, SUITES
+from trainers.evaluations import SUITES
+from trainers.glue_data import GLUE
 from trainers.run_schema import Glue, Suite
 
 if TYPE_CHECKING:

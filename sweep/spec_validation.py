@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainers.common_knobs import COMMON_KNOBS
-from trainers.evaluations import Names, parse_evaluations, parse_glue
+from trainers.evaluations import Names, parse_evaluations
+from trainers.glue_data import parse_glue
 from trainers.knobs import Knob
 from trainers.method import Method
 from trainers.registry import METHODS, get_method

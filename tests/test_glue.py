@@ -17,9 +17,8 @@ from reports.table_specs import load_table_specs, parse_table_spec
 from results.render import to_markdown
 from sweep.cli import main as sweep_main
 from trainers.data import DataError
-from trainers.evaluations import GLUE, parse_glue
-from trainers.evaluations.glue import fine_tune, scores
-from trainers.evaluations.glue_data import Examples, load_local, split_validation
+from trainers.glue import fine_tune, scores
+from trainers.glue_data import GLUE_KNOBS, Examples, load_local, parse_glue, split_validation
 from trainers.registry import get_method
 from trainers.run_schema import Glue
 
@@ -260,7 +259,7 @@ def test_bad_glue_specs_exit_2_naming_the_file_and_key(tmp_path, tiny_bert, use_
 def test_the_glue_knobs_are_the_loops_declarations_with_run_glues_defaults():
     from trainers.common_knobs import TRAINING_KNOBS
 
-    knobs = GLUE.options
+    knobs = GLUE_KNOBS
     assert knobs["learning_rate"].help == TRAINING_KNOBS["learning_rate"].help  # declared once
     assert (knobs["learning_rate"].default, knobs["batch_size"].default, knobs["epochs"].default,
             knobs["max_seq_length"].default, knobs["warmup_ratio"].default) == (2e-5, 32, 3, 128, 0.0)
@@ -304,7 +303,7 @@ def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_pat
 
 
 def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
-    import trainers.evaluations.glue as glue
+    import trainers.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
     path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte"]})
@@ -327,7 +326,7 @@ def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tiny_ber
 
 def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_path, tiny_bert, use_tiny_sts,
                                                                           monkeypatch, capsys):
-    import trainers.evaluations.glue as glue
+    import trainers.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
     path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "max_steps": 1})

@@ -13,7 +13,7 @@ Metrics (x 100), as GLUE reports them: accuracy (QNLI, SST-2, RTE), Matthews cor
 the paraphrase class and accuracy (MRPC); the first of a task's statistics selects
 (:attr:`trainers.run_schema.Glue.STATISTICS`).
 
-Data and the validation split: :mod:`trainers.evaluations.glue_data`.
+Data, the validation split and the knobs: :mod:`trainers.glue_data`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from transformers import set_seed
 
 from trainers.encoder import SentenceEncoder, pick_device
-from trainers.evaluations.glue_data import N_LABELS, Examples, TaskData, split_validation
+from trainers.glue_data import N_LABELS, Examples, TaskData, split_validation
 from trainers.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
 from trainers.run_schema import Glue
 from trainers.steps import total_steps
@@ -106,7 +106,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     """Fine-tune the encoder ``encoder_config`` names (knobs model, model_layers, device) on ``task``; keep
     the state best on the first 10% of validation (the first of equal scores); report its scores on the
     last 90% (``test_glue_*``), its selection scores and its step. ``options`` are the GLUE knobs
-    (:data:`trainers.evaluations.GLUE_KNOBS`)."""
+    (:data:`trainers.glue_data.GLUE_KNOBS`)."""
     set_seed(seed)
     encoder = SentenceEncoder.from_config(encoder_config).to(pick_device(encoder_config["device"]))
     model = Classifier(encoder).to(encoder.device)
