@@ -95,11 +95,11 @@ def measure(config: Mapping[str, Any]) -> Timing:
 
     from trainers.data import TEST_SETS, evaluation_names, load_sts
     from trainers.encoder import SentenceEncoder, pick_device
-    from trainers.evaluation import STSEvaluator
     from trainers.loop import _autocast, encode_fn, train
     from trainers.registry import get_method
     from trainers.run_schema import Metric
     from trainers.steps import load_examples
+    from trainers.suites.sts import STSEvaluator
 
     method = get_method(config["method"])
     started = time.perf_counter()

@@ -8,9 +8,9 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
-from trainers.evaluations import SUITES
 from trainers.glue_data import GLUE
-from trainers.run_schema import Glue, Suite
+from trainers.run_schema import Glue, SuiteName
+from trainers.suites import SUITES
 
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec
@@ -50,8 +50,8 @@ def suite_problems(spec: SweepSpec) -> list[str]:
     read here, at plan time)."""
     problems = []
     for entry in spec.evaluations:
-        if entry["suite"] != Suite.STS and (problem := SUITES[entry["suite"]].data_problem()):
-            problems.append(f"{spec.path}: {Suite.KEY}: {entry['suite']}: {problem}")
+        if entry["suite"] != SuiteName.STS and (problem := SUITES[entry["suite"]].data_problem()):
+            problems.append(f"{spec.path}: {SuiteName.KEY}: {entry['suite']}: {problem}")
     if spec.glue is not None and (problem := GLUE.data_problem(spec.glue[Glue.TASKS_KEY])):
         problems.append(f"{spec.path}: {Glue.KEY}: GLUE {problem}")
     return problems

@@ -12,11 +12,11 @@ from trainers.augmentations import augmented_hidden_states
 from trainers.checkpoint import TrialSession
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.evaluation import STSEvaluator
 from trainers.loop import run_trial, train
 from trainers.losses.contrastive import info_nce, nt_xent
 from trainers.objectives.consert import ConSERTObjective, NLIObjective, nli_classification_loss
 from trainers.registry import get_method
+from trainers.suites.sts import STSEvaluator
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 NLI = [

@@ -12,13 +12,13 @@ from sweep.cli import main as sweep_main
 from sweep.spec import load_spec
 from tests.evaluation_fixtures import reranking_folder
 from trainers.loop import run_trial
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import Metric, SuiteName
 
 
 def write_spec(tmp_path: Path, tiny_bert: str, evaluations=None) -> Path:
     raw = {"name": "suites", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"}}
     if evaluations is not None:
-        raw[Suite.KEY] = evaluations
+        raw[SuiteName.KEY] = evaluations
     path = tmp_path / "suites.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return path
@@ -45,9 +45,9 @@ def test_each_trial_config_carries_the_chosen_suites(tmp_path, tiny_bert, use_ti
     monkeypatch.setenv("RERANKING_DATA_DIR", str(reranking_folder(tmp_path / "rr", [
         {"query": "q", "positive": ["q"], "negative": ["an unrelated text"]}])))
     default = load_spec(write_spec(tmp_path, tiny_bert))
-    assert [t.config[Suite.KEY] for t in default.trials] == [[{"suite": "sts"}]]
+    assert [t.config[SuiteName.KEY] for t in default.trials] == [[{"suite": "sts"}]]
     spec = load_spec(write_spec(tmp_path, tiny_bert, ["reranking"]))
-    assert spec.trials[0].config[Suite.KEY] == [{"suite": "sts"}, {"suite": "reranking"}]
+    assert spec.trials[0].config[SuiteName.KEY] == [{"suite": "sts"}, {"suite": "reranking"}]
 
 
 def test_a_trial_is_evaluated_on_its_chosen_suites(tmp_path, tiny_bert, use_tiny_sts, monkeypatch):
@@ -56,8 +56,8 @@ def test_a_trial_is_evaluated_on_its_chosen_suites(tmp_path, tiny_bert, use_tiny
         {"query": "a cat sat", "positive": ["a cat sat"], "negative": ["stock prices fell sharply today"]}])))
     spec = load_spec(write_spec(tmp_path, tiny_bert, ["sts", "reranking"]))
     final = run_trial(spec.trials[0].config)
-    assert final[Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP)] == 100.0
-    assert final[Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)] == 100.0
+    assert final[Metric.suite(SuiteName.RERANKING, "askubuntu", SuiteName.MAP)] == 100.0
+    assert final[Metric.suite(SuiteName.RERANKING, SuiteName.AVG, SuiteName.MAP)] == 100.0
     assert Metric.TEST_AVG in final  # STS still runs
-    assert Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP) not in run_trial(load_spec(
+    assert Metric.suite(SuiteName.RERANKING, "askubuntu", SuiteName.MAP) not in run_trial(load_spec(
         write_spec(tmp_path, tiny_bert)).trials[0].config)

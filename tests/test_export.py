@@ -18,7 +18,7 @@ from sweep.status import trial_rows
 from tests.test_sweep_run import child_runs, spec_file
 from trainers.data import TEST_SETS, evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder
-from trainers.evaluation import STSEvaluator
+from trainers.suites.sts import STSEvaluator
 
 pytestmark = pytest.mark.slow
 ROWS = [

@@ -22,11 +22,11 @@ from tests.test_light_imports import heavy_modules_after
 from tests.test_sweep_run import child_runs, spec_file
 from trainers.data import read_sts_tsv
 from trainers.encoder import SentenceEncoder
-from trainers.evaluations import multilingual_sts
-from trainers.run_schema import Metric, Suite, Tag
+from trainers.run_schema import Metric, SuiteName, Tag
+from trainers.suites import multilingual_sts
 
 ROWS = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}, {"name": "simcse", "set": {}}]
-PEARSON = {name: Metric.suite(Suite.MULTILINGUAL_STS, name, Suite.PEARSON)
+PEARSON = {name: Metric.suite(SuiteName.MULTILINGUAL_STS, name, SuiteName.PEARSON)
            for name in ("sts14_es", "sts17_ar_ar", "sts17_es_es", "sts17_en_en")}
 
 

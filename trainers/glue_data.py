@@ -57,7 +57,7 @@ GLUE = DataSource(
     hub=(HUB_DATASET,),
 )
 """Where GLUE's data is read (``GLUE.load(tasks)``, ``GLUE.data_problem(tasks)``): ``$GLUE_DATA_DIR``, else the
-hub. GLUE is no evaluation suite (:mod:`trainers.evaluations`): it fine-tunes the encoder."""
+hub. GLUE is no evaluation suite (:mod:`trainers.suites`): it fine-tunes the encoder."""
 GLUE_DEFAULTS = {"max_seq_length": 128, "batch_size": 32, "epochs": 3, "learning_rate": 2e-5}
 """SG-BERT's appendix (A.4) states no fine-tuning hyperparameters: these are Hugging Face's run_glue
 example's (max length 128, batch 32, 3 epochs, AdamW at 2e-5, linear decay, no warm-up or decay)."""

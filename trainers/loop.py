@@ -37,14 +37,14 @@ from trainers.checkpoint import (
 )
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
-from trainers.evaluation import INFERENCE_BATCH_SIZE, STSEvaluator
-from trainers.evaluations import evaluate_suites
 from trainers.method import Config, Method, TrialConfig
 from trainers.objective import Objective
 from trainers.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
 from trainers.registry import get_method
-from trainers.run_schema import Metric, Report, Suite
+from trainers.run_schema import Metric, Report, SuiteName
 from trainers.steps import load_examples, total_steps
+from trainers.suites import evaluate_suites
+from trainers.suites.sts import INFERENCE_BATCH_SIZE, STSEvaluator
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -266,7 +266,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     state), ``best_dev_spearman``, ``steps``, ``test_seconds`` (the final test's encoding and scoring),
     ``stsb_test_seconds_b16`` (SG-BERT Table 6's inference), ``wall_seconds``, for a trained method
     ``train_seconds``, ``train_seconds_with_frozen_outputs`` and ``sentences_per_second``, and the metrics of
-    the other evaluation suites the config chooses (``evaluations``, :mod:`trainers.evaluations`); with a
+    the other evaluation suites the config chooses (``evaluations``, :mod:`trainers.suites`); with a
     checkpointing session, they come with the final checkpoint (the best encoder and its
     :class:`~trainers.checkpoint.FinalRecord`).
     """
@@ -297,7 +297,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     final.update({Metric.test(k): v for k, v in evaluator.test(encode_fn(encoder, config)).items()})
     final[Metric.TEST_SECONDS] = time.perf_counter() - testing_started
     final[Metric.STSB_TEST_SECONDS_B16] = inference_seconds(encoder, config, evaluator)
-    final.update(evaluate_suites(config.get(Suite.KEY, ()), encode_fn(encoder, config), config["seed"]))
+    final.update(evaluate_suites(config.get(SuiteName.KEY, ()), encode_fn(encoder, config), config["seed"]))
     final[Metric.WALL_SECONDS] = time.perf_counter() - started
     final.update(_precisions_used(config, device))
     checkpoint = None

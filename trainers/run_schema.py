@@ -157,8 +157,8 @@ class Metric:
         return Metric.TEST_AVG in metrics
 
 
-class Suite:
-    """Evaluation suites a spec chooses with its ``evaluations`` key (:mod:`trainers.evaluations`), run on
+class SuiteName:
+    """Evaluation suites a spec chooses with its ``evaluations`` key (:mod:`trainers.suites`), run on
     each trial's best state after training; their metrics are named by :meth:`Metric.suite`."""
 
     KEY = "evaluations"  # the spec key, and the key of a trial's config that carries the choice

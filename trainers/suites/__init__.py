@@ -20,8 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from trainers.data import DataSource
 from trainers.knobs import ConfigError, Knob, KnobSet
-from trainers.run_schema import Glue
-from trainers.run_schema import Suite as Names
+from trainers.run_schema import Glue, SuiteName
 
 Encode = Callable[[Sequence[str]], Any]
 """Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
@@ -51,32 +50,33 @@ class Suite(DataSource):
 
 
 SUITES: dict[str, Suite] = {
-    Names.STS: Suite(name=Names.STS, summary="STS12-16, STS-B, SICK-R (always run; trainers.evaluation)",
-                     module="trainers.evaluation"),
-    Names.SENTEVAL: Suite(
-        name=Names.SENTEVAL, summary="SentEval transfer: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC (accuracy)",
-        module="trainers.evaluations.senteval", env="SENTEVAL_DATA_DIR",
+    SuiteName.STS: Suite(name=SuiteName.STS, summary="STS12-16, STS-B, SICK-R (always run; trainers.suites.sts)",
+                     module="trainers.suites.sts"),
+    SuiteName.SENTEVAL: Suite(
+        name=SuiteName.SENTEVAL, summary="SentEval transfer: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC (accuracy)",
+        module="trainers.suites.senteval", env="SENTEVAL_DATA_DIR",
         layout="SentEval's data/downstream: MR/rt-polarity.{pos,neg}, CR/custrev.{pos,neg}, SUBJ/subj.{objective,"
         "subjective}, MPQA/mpqa.{pos,neg}, SST/binary/sentiment-{train,dev,test}, TREC/{train_5500,TREC_10}.label, "
         "MRPC/msr_paraphrase_{train,test}.txt",
         options=KnobSet((CLASSIFIER, KFOLD)),
     ),
-    Names.NLI: Suite(
-        name=Names.NLI, summary="NLI accuracy: SICK-E and SNLI, a classifier on SentEval's pair features",
-        module="trainers.evaluations.nli", env="SENTEVAL_DATA_DIR",
+    SuiteName.NLI: Suite(
+        name=SuiteName.NLI, summary="NLI accuracy: SICK-E and SNLI, a classifier on SentEval's pair features",
+        module="trainers.suites.nli", env="SENTEVAL_DATA_DIR",
         layout="SentEval's data/downstream: SICK/SICK_{train,trial,test_annotated}.txt, "
         "SNLI/{s1,s2,labels}.{train,dev,test}",
         options=KnobSet((CLASSIFIER,)),
     ),
-    Names.RERANKING: Suite(
-        name=Names.RERANKING, summary="Re-ranking MAP: AskUbuntu and SciDocs (USEB/MTEB)",
-        module="trainers.evaluations.reranking", env="RERANKING_DATA_DIR",
+    SuiteName.RERANKING: Suite(
+        name=SuiteName.RERANKING, summary="Re-ranking MAP: AskUbuntu and SciDocs (USEB/MTEB)",
+        module="trainers.suites.reranking", env="RERANKING_DATA_DIR",
         layout="askubuntu/test.jsonl and scidocs/test.jsonl, one {query, positive: [...], negative: [...]} per line",
         hub=("mteb/askubuntudupquestions-reranking", "mteb/scidocs-reranking"),
     ),
-    Names.MULTILINGUAL_STS: Suite(
-        name=Names.MULTILINGUAL_STS, summary="Multilingual STS: STS17 ar-ar, es-es, en-en and STS14 Spanish (Spearman)",
-        module="trainers.evaluations.multilingual_sts", env="MULTILINGUAL_STS_DATA_DIR",
+    SuiteName.MULTILINGUAL_STS: Suite(
+        name=SuiteName.MULTILINGUAL_STS,
+        summary="Multilingual STS: STS17 ar-ar, es-es, en-en and STS14 Spanish (Spearman)",
+        module="trainers.suites.multilingual_sts", env="MULTILINGUAL_STS_DATA_DIR",
         layout="sts17-ar-ar.tsv, sts17-es-es.tsv, sts17-en-en.tsv, sts14-es.tsv, each in the STS TSV format "
         "(sentence1, sentence2, score 0-5; trainers/sts_data/SOURCES.md)",
     ),
@@ -86,10 +86,10 @@ SUITES: dict[str, Suite] = {
 def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """A spec's ``evaluations`` value -> (each suite as ``{"suite": name, **options}`` with defaults,
     problems as (key, message)). ``sts`` is always first: model selection needs it."""
-    entries = list(Names.DEFAULT) if value is None else value
+    entries = list(SuiteName.DEFAULT) if value is None else value
     if not isinstance(entries, list) or not entries:
         return [], [("", f"expected a non-empty list of suites {list(SUITES)}, got {value!r}")]
-    chosen, problems = [{"suite": Names.STS}], []
+    chosen, problems = [{"suite": SuiteName.STS}], []
     for index, entry in enumerate(entries):
         name, options = _name_and_options(entry)
         if name == Glue.KEY:
@@ -108,7 +108,7 @@ def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str,
                 problems.append((f"[{index}].{name}.{option}",
                                  message.strip().replace("unknown knob", "unknown option")))
             continue
-        if name != Names.STS and all(c["suite"] != name for c in chosen):
+        if name != SuiteName.STS and all(c["suite"] != name for c in chosen):
             chosen.append({"suite": name, **resolved})
     return chosen, problems
 
@@ -127,7 +127,7 @@ def evaluate_suites(chosen: Sequence[Mapping[str, Any]], encode: Encode, seed: i
     """Every chosen suite but STS (the loop's own evaluator) on ``encode``'s vectors."""
     metrics: dict[str, float] = {}
     for entry in chosen:
-        if entry["suite"] == Names.STS:
+        if entry["suite"] == SuiteName.STS:
             continue
         suite = SUITES[entry["suite"]]
         options = {k: v for k, v in entry.items() if k != "suite"}

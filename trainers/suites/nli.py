@@ -18,10 +18,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.evaluations.classifier import ClassifierConfig, split_accuracy
-from trainers.evaluations.senteval import Labelled, read_lines
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import Metric, SuiteName
+from trainers.suites import Encode
+from trainers.suites.classifier import ClassifierConfig, split_accuracy
+from trainers.suites.senteval import Labelled, read_lines
 
 LABELS = ("entailment", "neutral", "contradiction")
 SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
@@ -83,6 +83,6 @@ def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any]
         "sicke": split_accuracy(config, *sick),
         "snli": split_accuracy(dataclasses.replace(config, max_epoch=15, epoch_size=1), *snli, penalties=(1e-9,)),
     }
-    metrics = {Metric.suite(Suite.NLI, task, Suite.ACCURACY): value for task, value in accuracies.items()}
-    metrics[Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)] = float(np.mean(list(accuracies.values())))
+    metrics = {Metric.suite(SuiteName.NLI, task, SuiteName.ACCURACY): value for task, value in accuracies.items()}
+    metrics[Metric.suite(SuiteName.NLI, SuiteName.AVG, SuiteName.ACCURACY)] = float(np.mean(list(accuracies.values())))
     return metrics

@@ -22,8 +22,8 @@ import torch
 from sklearn.metrics import average_precision_score
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import Metric, SuiteName
+from trainers.suites import Encode
 
 DATASETS = {"askubuntu": "mteb/askubuntudupquestions-reranking", "scidocs": "mteb/scidocs-reranking"}
 """Our name -> the hub's dataset (its ``test`` split)."""
@@ -90,6 +90,6 @@ def mean_average_precision(queries: list[Query], encode: Encode) -> float:
 def evaluate(encode: Encode, data: Mapping[str, list[Query]], options: Mapping[str, Any],
              seed: int) -> dict[str, float]:
     maps = {name: mean_average_precision(data[name], encode) for name in DATASETS}
-    metrics = {Metric.suite(Suite.RERANKING, name, Suite.MAP): value for name, value in maps.items()}
-    metrics[Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)] = float(np.mean(list(maps.values())))
+    metrics = {Metric.suite(SuiteName.RERANKING, name, SuiteName.MAP): value for name, value in maps.items()}
+    metrics[Metric.suite(SuiteName.RERANKING, SuiteName.AVG, SuiteName.MAP)] = float(np.mean(list(maps.values())))
     return metrics

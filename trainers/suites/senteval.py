@@ -17,9 +17,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.evaluations.classifier import ClassifierConfig, inner_kfold_accuracy, kfold_accuracy, split_accuracy
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import Metric, SuiteName
+from trainers.suites import Encode
+from trainers.suites.classifier import ClassifierConfig, inner_kfold_accuracy, kfold_accuracy, split_accuracy
 
 BINARY_FILES = {
     "mr": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"),
@@ -28,7 +28,7 @@ BINARY_FILES = {
     "mpqa": ("MPQA/mpqa.pos", "MPQA/mpqa.neg"),
 }
 """Each cross-validated task's two files: label 1's, then label 0's (SentEval's order)."""
-TASKS = Suite.SENTEVAL_TASKS
+TASKS = SuiteName.SENTEVAL_TASKS
 TREC_LABELS = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 
 
@@ -118,6 +118,7 @@ def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any]
     for task in ("trec", "mrpc"):
         train, test = (features(encode, split) for split in data[task])
         accuracies[task] = kfold_accuracy(config, train, test, k)
-    metrics = {Metric.suite(Suite.SENTEVAL, task, Suite.ACCURACY): accuracies[task] for task in TASKS}
-    metrics[Metric.suite(Suite.SENTEVAL, Suite.AVG, Suite.ACCURACY)] = float(np.mean(list(accuracies.values())))
+    metrics = {Metric.suite(SuiteName.SENTEVAL, task, SuiteName.ACCURACY): accuracies[task] for task in TASKS}
+    average = float(np.mean(list(accuracies.values())))
+    metrics[Metric.suite(SuiteName.SENTEVAL, SuiteName.AVG, SuiteName.ACCURACY)] = average
     return metrics
