@@ -4,7 +4,7 @@ evaluation suite, without training again.
 Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.export.trial_encoder`, as
 ``sweep export`` reads it), encoded as every evaluation of the trial encodes
 (:func:`trainers.loop.encode_fn`) and evaluated by the suite's own entry point
-(:func:`trainers.suites.evaluate_suites`, the end-of-trial path). The metrics go into the trial's
+(:func:`trainers.suites.evaluate_suite`, the end-of-trial path). The metrics go into the trial's
 existing MLflow run, at the step of its final report, so ``reports.collect`` and the tables read them as
 any trial metric; the run's tag ``sweep.evaluated_later`` lists the suites added this way.
 
@@ -68,7 +68,7 @@ def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
     encoder, record = trial_encoder(run)
     config = record.config
     encoder.to(pick_device(config["device"]))
-    return evaluate_suites([suite], encode_fn(encoder, config), config["seed"])
+    return evaluate_suites([suite], encode_fn(encoder, config), config)
 
 
 def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float]) -> None:

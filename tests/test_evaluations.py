@@ -192,11 +192,13 @@ def test_evaluations_are_parsed_once_with_their_options():
     ]
 
 
-def test_evaluate_suites_runs_each_chosen_suite_but_sts(tmp_path, monkeypatch):
+def test_evaluate_suites_runs_each_suite_it_is_given(tmp_path, monkeypatch):
+    """STS, chosen first, is evaluated by the loop on its own (it times it); the rest by evaluate_suites."""
     monkeypatch.setenv("RERANKING_DATA_DIR", str(reranking_folder(tmp_path, [
         {"query": "good q", "positive": ["good p"], "negative": ["bad n"]}])))
     chosen, _ = parse_evaluations(["sts", "reranking"])
-    assert evaluate_suites(chosen, keyword_encode, seed=0) == {
+    assert chosen[0] == {"suite": "sts"}
+    assert evaluate_suites(chosen[1:], keyword_encode, {"seed": 0}) == {
         "test_reranking_askubuntu_map": 100.0, "test_reranking_scidocs_map": 100.0, "test_reranking_avg_map": 100.0}
 
 

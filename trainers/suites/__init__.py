@@ -1,10 +1,16 @@
-"""Evaluation suites beyond STS, one module per suite (as sentence-transformers keeps one evaluator
-per task), declared here without torch so that validating a spec imports none.
+"""Evaluation suites, one module per suite (as sentence-transformers keeps one evaluator per task): STS
+(:mod:`trainers.suites.sts`), SentEval transfer, NLI, re-ranking and multilingual STS.
+
+A suite is its module and one :func:`register` line below. The module declares the suite as ``SUITE``
+(a :class:`Suite`: its name, data folder and options, importable without torch so that validating a spec
+imports none; torch is imported where the suite computes) and implements ``load_local(folder)``,
+``load_hub()`` (when ``hub`` names datasets) and ``evaluate(encode, data, options, seed) -> {metric:
+value}``, naming its metrics with ``SUITE.metric(dataset, statistic)``.
 
 A spec chooses its suites with ``evaluations: [sts, senteval, ...]`` (default ``[sts]``); an entry is
-a suite name or ``{name: {option: value}}``. STS always runs (model selection needs STS-B dev); every
-other chosen suite evaluates each trial's best state after training, with frozen sentence vectors
-from the encoder's ``encode`` (the STS evaluator's path). Each suite reads its data from a local
+a suite name or ``{name: {option: value}}``. STS always runs, first (model selection needs STS-B dev);
+every chosen suite evaluates each trial's best state after training, with frozen sentence vectors
+from the encoder's ``encode``, through :func:`evaluate_suite`. Each suite reads its data from a local
 folder named by an environment variable (its layout in :attr:`Suite.layout` and docs/evaluations.md)
 or, where a hub copy is known and the folder variable is unset, from the Hugging Face hub.
 
@@ -15,72 +21,66 @@ glue``, docs/glue.md), beside the training loop (:mod:`trainers.glue`, its data 
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from trainers.data import DataSource
-from trainers.knobs import ConfigError, Knob, KnobSet
-from trainers.run_schema import Glue, SuiteName
+from trainers.knobs import ConfigError, KnobSet
+from trainers.run_schema import Glue, Metric, SuiteName
 
 Encode = Callable[[Sequence[str]], Any]
 """Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
 
-CLASSIFIER = Knob("classifier", str, "mlp", "SentEval's classifier on frozen vectors: 'mlp' (50 hidden units, "
-                  "SG-BERT Table 9) or 'logreg' (SentEval's nhid 0, SimCSE's setting).", choices=("mlp", "logreg"))
-KFOLD = Knob("kfold", int, 10, "Folds of SentEval's cross-validation (MR, CR, SUBJ, MPQA; TREC and MRPC "
-             "choose their L2 penalty by it).", low=2)
-
 
 @dataclass(frozen=True, kw_only=True)
 class Suite(DataSource):
-    """One evaluation suite: where its data lives (:class:`~trainers.data.DataSource`) and which options it
-    takes.
-
-    ``module`` implements ``load_local(folder)``, ``load_hub()`` (when ``hub`` names datasets) and
-    ``evaluate(encode, data, options, seed) -> {metric: value}``, metric names from
-    :meth:`trainers.run_schema.Metric.suite`."""
+    """One evaluation suite, as its module declares it (``SUITE``): its name, where its data lives
+    (:class:`~trainers.data.DataSource`; ``module`` is the suite's own, ``__name__``), which options a spec
+    may give it, and which knobs of the trial's config it reads besides (``config_knobs``, passed with its
+    options)."""
 
     name: str
     summary: str
     options: KnobSet = KnobSet()
+    config_knobs: tuple[str, ...] = ()
 
     def resolve(self, options: Mapping[str, Any]) -> dict[str, Any]:
         """The suite's options, defaults filled in; raises ConfigError naming each bad option."""
         return self.options.resolve(options)
 
+    def metric(self, dataset: str, statistic: str) -> str:
+        """The name of one of this suite's final metrics (``senteval``: ``mr``, ``accuracy`` ->
+        ``test_senteval_mr_accuracy``; ``dataset`` ``avg`` is the suite's average): every metric a suite
+        reports is named here, from its declared name."""
+        return Metric.suite(self.name, dataset, statistic)
 
-SUITES: dict[str, Suite] = {
-    SuiteName.STS: Suite(name=SuiteName.STS, summary="STS12-16, STS-B, SICK-R (always run; trainers.suites.sts)",
-                     module="trainers.suites.sts"),
-    SuiteName.SENTEVAL: Suite(
-        name=SuiteName.SENTEVAL, summary="SentEval transfer: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC (accuracy)",
-        module="trainers.suites.senteval", env="SENTEVAL_DATA_DIR",
-        layout="SentEval's data/downstream: MR/rt-polarity.{pos,neg}, CR/custrev.{pos,neg}, SUBJ/subj.{objective,"
-        "subjective}, MPQA/mpqa.{pos,neg}, SST/binary/sentiment-{train,dev,test}, TREC/{train_5500,TREC_10}.label, "
-        "MRPC/msr_paraphrase_{train,test}.txt",
-        options=KnobSet((CLASSIFIER, KFOLD)),
-    ),
-    SuiteName.NLI: Suite(
-        name=SuiteName.NLI, summary="NLI accuracy: SICK-E and SNLI, a classifier on SentEval's pair features",
-        module="trainers.suites.nli", env="SENTEVAL_DATA_DIR",
-        layout="SentEval's data/downstream: SICK/SICK_{train,trial,test_annotated}.txt, "
-        "SNLI/{s1,s2,labels}.{train,dev,test}",
-        options=KnobSet((CLASSIFIER,)),
-    ),
-    SuiteName.RERANKING: Suite(
-        name=SuiteName.RERANKING, summary="Re-ranking MAP: AskUbuntu and SciDocs (USEB/MTEB)",
-        module="trainers.suites.reranking", env="RERANKING_DATA_DIR",
-        layout="askubuntu/test.jsonl and scidocs/test.jsonl, one {query, positive: [...], negative: [...]} per line",
-        hub=("mteb/askubuntudupquestions-reranking", "mteb/scidocs-reranking"),
-    ),
-    SuiteName.MULTILINGUAL_STS: Suite(
-        name=SuiteName.MULTILINGUAL_STS,
-        summary="Multilingual STS: STS17 ar-ar, es-es, en-en and STS14 Spanish (Spearman)",
-        module="trainers.suites.multilingual_sts", env="MULTILINGUAL_STS_DATA_DIR",
-        layout="sts17-ar-ar.tsv, sts17-es-es.tsv, sts17-en-en.tsv, sts14-es.tsv, each in the STS TSV format "
-        "(sentence1, sentence2, score 0-5; trainers/sts_data/SOURCES.md)",
-    ),
-}
+    def read(self, options: Mapping[str, Any]) -> Any:
+        """The data a trial evaluates on, for its options (config knobs included): the folder's, else the hub's."""
+        return self.load()
+
+
+SUITES: dict[str, Suite] = {}
+"""Every registered suite by name, in the order registered (the order messages list them in)."""
+
+
+def register(module: str) -> Suite:
+    """Register the suite that ``module`` declares as ``SUITE``: a spec may then choose it by name, and
+    :func:`evaluate_suite` runs it. The one line a new suite adds besides its module."""
+    suite = importlib.import_module(module).SUITE
+    if suite.module != module:
+        raise ValueError(f"{module}: SUITE.module is {suite.module!r}; declare it with module=__name__")
+    if SUITES.get(suite.name, suite) != suite:
+        raise ValueError(f"{module}: a suite named {suite.name!r} is already registered ({SUITES[suite.name].module})")
+    SUITES[suite.name] = suite
+    return suite
+
+
+register("trainers.suites.sts")
+register("trainers.suites.senteval")
+register("trainers.suites.nli")
+register("trainers.suites.reranking")
+register("trainers.suites.multilingual_sts")
 
 
 def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
@@ -123,13 +123,29 @@ def _name_and_options(entry: Any) -> tuple[Any, Any]:
     return None, None
 
 
-def evaluate_suites(chosen: Sequence[Mapping[str, Any]], encode: Encode, seed: int) -> dict[str, float]:
-    """Every chosen suite but STS (the loop's own evaluator) on ``encode``'s vectors."""
+def trial_suites(config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The suites a trial's config chooses (``evaluations``, as :func:`parse_evaluations` resolved them),
+    STS first; a config without them (a trial run outside a sweep) is evaluated on STS alone."""
+    chosen = [dict(entry) for entry in config.get(SuiteName.KEY, ())]
+    sts = next((entry for entry in chosen if entry["suite"] == SuiteName.STS), {"suite": SuiteName.STS})
+    return [sts, *(entry for entry in chosen if entry["suite"] != SuiteName.STS)]
+
+
+def evaluate_suite(entry: Mapping[str, Any], encode: Encode, config: Mapping[str, Any],
+                   data: Any = None) -> dict[str, float]:
+    """One chosen suite (``{"suite": name, **options}``) on ``encode``'s vectors, for the trial whose config is
+    ``config`` (its seed, and the knobs the suite reads); ``data`` is the suite's data when the caller has
+    read it already. The end of every trial (:func:`trainers.loop.run_trial`) and ``sweep evaluate`` of a kept
+    encoder (:mod:`sweep.evaluate`) evaluate through here."""
+    suite = SUITES[entry["suite"]]
+    options = {**{k: v for k, v in entry.items() if k != "suite"}, **{k: config[k] for k in suite.config_knobs}}
+    data = suite.read(options) if data is None else data
+    return suite.implementation().evaluate(encode, data, options, config["seed"])
+
+
+def evaluate_suites(chosen: Sequence[Mapping[str, Any]], encode: Encode, config: Mapping[str, Any]) -> dict[str, float]:
+    """Every suite of ``chosen`` (:func:`evaluate_suite`), their metrics together."""
     metrics: dict[str, float] = {}
     for entry in chosen:
-        if entry["suite"] == SuiteName.STS:
-            continue
-        suite = SUITES[entry["suite"]]
-        options = {k: v for k, v in entry.items() if k != "suite"}
-        metrics.update(suite.implementation().evaluate(encode, suite.load(), options, seed))
+        metrics.update(evaluate_suite(entry, encode, config))
     return metrics
