@@ -232,6 +232,14 @@ def test_layers_only_point_down():
     assert from_sweep and all(module.startswith(("sweep.spec", "sweep.export")) for module in from_sweep), from_sweep
 
 
+def test_the_suites_do_not_import_training():
+    """Inside trainers, the evaluation suites sit below training: the loop runs them, they never import the
+    loop, its optimisation or GLUE's fine-tuning (the loop and GLUE share trainers.optimization)."""
+    assert not imports("trainers/suites") & {"trainers.loop", "trainers.optimization", "trainers.glue"}
+    glue = ast.parse((ROOT / "trainers/glue.py").read_text(encoding="utf-8"))
+    assert "trainers.loop" not in {node.module for node in ast.walk(glue) if isinstance(node, ast.ImportFrom)}
+
+
 def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each_line(tmp_path):
     path = write_spec(tmp_path, {"name": "s", "method": "simcse", "seeds": [1, 2],
                                  "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "a"},
