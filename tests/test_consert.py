@@ -7,6 +7,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import trainers.methods.consert as consert
 from sweep.spec import SpecError, load_spec
+from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.augmentations import augmented_hidden_states
 from trainers.checkpoint import TrialSession
@@ -90,11 +91,7 @@ CLASSIFIER_SEED = 0
 
 def build(tiny_bert, **overrides):
     """The objective of a single-stage setting."""
-    config = config_of(tiny_bert, **overrides)
-    (stage,) = consert.stages(config)
-    encoder = SentenceEncoder.from_pretrained(tiny_bert)
-    torch.manual_seed(CLASSIFIER_SEED)
-    return stage.build({**config, **stage.overrides}, encoder)
+    return build_objective("consert", tiny_bert, CLASSIFIER_SEED, **overrides)
 
 
 def default_of(knob):

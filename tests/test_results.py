@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
@@ -22,6 +21,7 @@ from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
 from sweep.spec import load_spec
 from sweep.summary import summary_markdown, summary_table
+from tests.conftest import write_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,12 +92,6 @@ HAND_WRITTEN_SUMMARY = """| row [grid point] | seeds finished | failed | best de
 def test_pandas_latex_and_the_markdown_writer_give_the_hand_written_output():
     assert to_latex(fixed_table()) == HAND_WRITTEN_LATEX
     assert to_markdown(fixed_table()) == HAND_WRITTEN_MARKDOWN
-
-
-def write_spec(folder: Path, spec: dict) -> Path:
-    path = folder / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], seeds: str = "") -> pd.DataFrame:

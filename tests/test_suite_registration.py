@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 import numpy as np
 import pytest
-import yaml
 
+from tests.conftest import write_spec
 from trainers.data import DataError
 from trainers.knobs import Knob, KnobSet
 from trainers.suites import SUITES, Encode, Suite, register
@@ -53,12 +53,9 @@ def registered():
     SUITES.pop(suite.name)
 
 
-def write_spec(folder: Path, tiny_bert: str, evaluations: list) -> Path:
-    path = folder / "pair_cosine.yaml"
-    raw = {"name": "pair_cosine", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"},
-           "evaluations": evaluations}
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return path
+def pair_cosine_spec(folder: Path, tiny_bert: str, evaluations: list) -> Path:
+    return write_spec(folder, {"name": "pair_cosine", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"},
+                               "evaluations": evaluations})
 
 
 def test_a_suite_registered_by_one_line_runs_where_a_spec_chooses_it(registered, tmp_path, tiny_bert, use_tiny_sts,
@@ -70,7 +67,7 @@ def test_a_suite_registered_by_one_line_runs_where_a_spec_chooses_it(registered,
 
     declared = registered.metric("pairs", "cosine")  # the name its declaration gives
     assert registered is SUITES["pair_cosine"] and declared == "test_pair_cosine_pairs_cosine"
-    path = write_spec(tmp_path, tiny_bert, ["sts", {"pair_cosine": {"scale": 1.0}}])
+    path = pair_cosine_spec(tmp_path, tiny_bert, ["sts", {"pair_cosine": {"scale": 1.0}}])
     monkeypatch.delenv("PAIR_COSINE_DATA_DIR", raising=False)
     assert sweep_main(["plan", str(path)]) == 2  # its data is checked at plan time, as every suite's
     assert "evaluations: pair_cosine: needs its data in a local folder: set $PAIR_COSINE_DATA_DIR" in (
@@ -92,7 +89,7 @@ def test_an_unknown_suite_stays_unknown_until_registered(tmp_path, tiny_bert, us
     from sweep.cli import main as sweep_main
 
     assert "pair_cosine" not in SUITES
-    assert sweep_main(["plan", str(write_spec(tmp_path, tiny_bert, ["sts", "pair_cosine"]))]) == 2
+    assert sweep_main(["plan", str(pair_cosine_spec(tmp_path, tiny_bert, ["sts", "pair_cosine"]))]) == 2
     assert "evaluations[1]: expected a suite name in ['sts', 'senteval', 'nli', 'reranking', 'multilingual_sts']" in (
         capsys.readouterr().err)
 
