@@ -27,7 +27,7 @@ from sweep.export import save_sentence_transformer
 from trainers.checkpoint import SelectionState, TrainingState, rng_states, write_training_state
 from trainers.data import load_corpus
 from trainers.encoder import SentenceEncoder
-from trainers.loop import make_optimizer, make_schedule
+from trainers.optimization import make_optimizer, make_schedule
 from trainers.registry import get_method
 from trainers.steps import total_steps
 

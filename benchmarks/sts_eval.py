@@ -30,9 +30,9 @@ import torch
 from benchmarks.results_file import write_section
 from trainers.data import TEST_SETS, STSSet, load_sts
 from trainers.encoder import SentenceEncoder
-from trainers.evaluation import STSEvaluator, correlations, cosine_scores
 from trainers.precision import autocast, cpu_runs_bf16_fast
 from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+from trainers.suites.sts import STSEvaluator, correlations, cosine_scores
 
 MAX_LENGTH = 256
 

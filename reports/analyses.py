@@ -46,9 +46,9 @@ from trainers.checkpoint import FinalRecord  # noqa: E402
 from trainers.common_knobs import POOLINGS  # noqa: E402
 from trainers.data import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
 from trainers.encoder import SentenceEncoder  # noqa: E402
-from trainers.evaluation import correlations, cosine_scores  # noqa: E402
 from trainers.pretrained import BUNDLED_MODEL, mlm_problem, model_problem  # noqa: E402
 from trainers.run_schema import DEFAULT_TRACKING_URI  # noqa: E402
+from trainers.suites.sts import correlations, cosine_scores  # noqa: E402
 from trainers.wordnet import wordnet_problem  # noqa: E402
 
 SWEEP_PREFIX = "sweep:"

@@ -24,7 +24,7 @@ from trainers.registry import METHODS
 from trainers.run_schema import (
     PARENT_FILTER,
     TRIAL_FILTER,
-    Suite,
+    SuiteName,
     Tag,
     TrialIdentity,
     axes_text,
@@ -194,7 +194,7 @@ def recorded_identity(tags: Mapping[str, str], params: Mapping[str, str]) -> Tri
         seeds=tuple(int(seed) for seed in tags.get(Tag.SEEDS, "").split(",") if seed),
         grid_point={k: _typed_axis(k, v) for k, v in axes.items() if k not in sampled},
         sampled={k: _typed_axis(k, v) for k, v in axes.items() if k in sampled},
-        knobs={name: literal_eval(text) if name == Suite.KEY else typed_param(method, name, text)
+        knobs={name: literal_eval(text) if name == SuiteName.KEY else typed_param(method, name, text)
                for name, text in params.items()},
         metric=metric, mode=mode,
     )

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from trainers.run_schema import Suite
+from trainers.run_schema import SuiteName
 
 DEFAULT_RESULTS = "results.parquet"
-STORED_AS_JSON = ("grid_point", "sampled_point", "seeds", Suite.KEY)
+STORED_AS_JSON = ("grid_point", "sampled_point", "seeds", SuiteName.KEY)
 """Columns whose values are a mapping or a list of typed values (a grid point mixes floats, integers, strings;
 ``evaluations`` lists the suites and their options): Parquet holds them as JSON text, which
 :func:`from_stored` reads back to the same types."""
@@ -42,7 +42,7 @@ def to_stored(frame: pd.DataFrame) -> pd.DataFrame:
 def _read_json_cell(name: str, text: Any) -> Any:
     if name == "seeds" and isinstance(text, str) and not text.startswith("["):
         return tuple(int(seed) for seed in text.split(",") if seed)  # a file collected before the JSON column
-    if name == Suite.KEY:
+    if name == SuiteName.KEY:
         return json.loads(text) if isinstance(text, str) else None
     value = json.loads(text) if isinstance(text, str) else (() if name == "seeds" else {})
     return tuple(value) if name == "seeds" else value

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.run_schema import Glue, Metric, Suite
+from trainers.run_schema import Glue, Metric, SuiteName
 
 DASH = "–"
 """A cell, figure or value that is missing."""
@@ -46,21 +46,21 @@ COLUMNS = {
     "Inference": Column(Metric.STSB_TEST_SECONDS_B16, best="min"),
     # SCT Figure 2's inference time, which the paper does not define: our encoding of the seven STS test sets.
     "Inference (STS)": Column(Metric.TEST_SECONDS, best="min"),
-    # Suites beyond STS (trainers/evaluations): SG-BERT Table 4, SCT Table 3.
-    **{task.upper(): Column(Metric.suite(Suite.SENTEVAL, task, Suite.ACCURACY))
-       for task in Suite.SENTEVAL_TASKS},
-    "SentEval Avg": Column(Metric.suite(Suite.SENTEVAL, Suite.AVG, Suite.ACCURACY)),
-    "AskU": Column(Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP)),
-    "SciDocs": Column(Metric.suite(Suite.RERANKING, "scidocs", Suite.MAP)),
-    "Re-ranking Avg": Column(Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)),
-    "SICK-E": Column(Metric.suite(Suite.NLI, "sicke", Suite.ACCURACY)),
-    "SNLI": Column(Metric.suite(Suite.NLI, "snli", Suite.ACCURACY)),
-    "NLI Avg": Column(Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)),
+    # Suites beyond STS (trainers/suites): SG-BERT Table 4, SCT Table 3.
+    **{task.upper(): Column(Metric.suite(SuiteName.SENTEVAL, task, SuiteName.ACCURACY))
+       for task in SuiteName.SENTEVAL_TASKS},
+    "SentEval Avg": Column(Metric.suite(SuiteName.SENTEVAL, SuiteName.AVG, SuiteName.ACCURACY)),
+    "AskU": Column(Metric.suite(SuiteName.RERANKING, "askubuntu", SuiteName.MAP)),
+    "SciDocs": Column(Metric.suite(SuiteName.RERANKING, "scidocs", SuiteName.MAP)),
+    "Re-ranking Avg": Column(Metric.suite(SuiteName.RERANKING, SuiteName.AVG, SuiteName.MAP)),
+    "SICK-E": Column(Metric.suite(SuiteName.NLI, "sicke", SuiteName.ACCURACY)),
+    "SNLI": Column(Metric.suite(SuiteName.NLI, "snli", SuiteName.ACCURACY)),
+    "NLI Avg": Column(Metric.suite(SuiteName.NLI, SuiteName.AVG, SuiteName.ACCURACY)),
     # SG-BERT Tables 2 and 3 (multilingual STS) print Pearson.
-    "STS14 es": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts14_es", Suite.PEARSON)),
-    "STS17 ar-ar": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_ar_ar", Suite.PEARSON)),
-    "STS17 es-es": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_es_es", Suite.PEARSON)),
-    "STS17 en-en": Column(Metric.suite(Suite.MULTILINGUAL_STS, "sts17_en_en", Suite.PEARSON)),
+    "STS14 es": Column(Metric.suite(SuiteName.MULTILINGUAL_STS, "sts14_es", SuiteName.PEARSON)),
+    "STS17 ar-ar": Column(Metric.suite(SuiteName.MULTILINGUAL_STS, "sts17_ar_ar", SuiteName.PEARSON)),
+    "STS17 es-es": Column(Metric.suite(SuiteName.MULTILINGUAL_STS, "sts17_es_es", SuiteName.PEARSON)),
+    "STS17 en-en": Column(Metric.suite(SuiteName.MULTILINGUAL_STS, "sts17_en_en", SuiteName.PEARSON)),
     # GLUE fine-tuning (python -m sweep glue), SG-BERT Table 10: the last 90% of each validation set.
     "GLUE QNLI": Column(Glue.test("qnli", Glue.ACCURACY)),
     "GLUE SST2": Column(Glue.test("sst2", Glue.ACCURACY)),

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from sweep.budget import CAPPED_KNOBS
 from trainers.method import Config, Method
-from trainers.run_schema import Suite
+from trainers.run_schema import SuiteName
 
 Difference = tuple[Any, Any]
 """(the reference's value, the row's value) of one knob."""
@@ -41,7 +41,7 @@ def differences(reference: Config, reference_method: Method, row: Config, row_me
     if switched:
         found["method"] = (reference_method.name, row_method.name)
     for name in row_method.all_knobs.names:
-        if name not in reference or name == Suite.KEY or reference[name] == row[name]:
+        if name not in reference or name == SuiteName.KEY or reference[name] == row[name]:
             continue
         if switched and (reference[name] == reference_method.all_knobs[name].default
                          and row[name] == row_method.all_knobs[name].default):

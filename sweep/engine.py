@@ -68,9 +68,9 @@ from sweep.tracking import MLflowTracker  # noqa: E402
 from sweep.trial import run_sweep_trial  # noqa: E402
 from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
 from trainers.data import STS_DIR_ENV  # noqa: E402
-from trainers.evaluations import SUITES  # noqa: E402
 from trainers.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
 from trainers.run_schema import Metric, Tag  # noqa: E402
+from trainers.suites import SUITES  # noqa: E402
 from trainers.wordnet import WORDNET_DIR_ENV  # noqa: E402
 
 # Environment that trial workers must see as the driver does: the data folders, named where each is read
@@ -283,7 +283,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             trainable,
             param_space=param_space(spec),
             # No metric here: Ray would then demand it in every report, and test metrics come only at the
-            # end. The sweep ranks trials itself (sweep.models, reports); schedulers get theirs.
+            # end. The sweep ranks trials itself (sweep.summary, sweep.retention, reports); schedulers get theirs.
             tune_config=tune.TuneConfig(
                 num_samples=spec.num_samples,
                 scheduler=_scheduler(spec),
@@ -300,7 +300,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 # the driver is killed (with one kept, that one can already be gone). Under PBT all are
                 # kept: a trial exploiting another restores a checkpoint that its donor has since
                 # replaced. When the sweep ends, the resume states before each trial's final checkpoint
-                # are deleted (sweep.models).
+                # are deleted (sweep.retention).
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=None if "pbt" in (spec.scheduler or {}) else 2),
                 callbacks=[tracker, progress],
                 progress_reporter=_progress_reporter(spec),

@@ -93,19 +93,19 @@ def measure(config: Mapping[str, Any]) -> Timing:
     """Time one trial's parts on this machine (see the module's docstring)."""
     import torch
 
-    from trainers.data import TEST_SETS, evaluation_names, load_sts
+    from trainers.data import TEST_SETS
     from trainers.encoder import SentenceEncoder, pick_device
-    from trainers.evaluation import STSEvaluator
     from trainers.loop import _autocast, encode_fn, train
     from trainers.registry import get_method
     from trainers.run_schema import Metric
     from trainers.steps import load_examples
+    from trainers.suites.sts import STSEvaluator
 
     method = get_method(config["method"])
     started = time.perf_counter()
     device = pick_device(config["device"])
     encoder = SentenceEncoder.from_config(config).to(device)
-    evaluator = STSEvaluator(load_sts(config["sts_source"], evaluation_names()), config["eval_max_pairs"])
+    evaluator = STSEvaluator.of_trial(config)
     # The final test: the seven test sets, then STS-B test again at batch 16 (SG-BERT Table 6's inference time).
     test_pairs = sum(len(evaluator.sets[f"{name}-test"].head(config["eval_max_pairs"]))
                      for name in (*TEST_SETS, "stsb"))

@@ -4,7 +4,7 @@ evaluation suite, without training again.
 Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.export.trial_encoder`, as
 ``sweep export`` reads it), encoded as every evaluation of the trial encodes
 (:func:`trainers.loop.encode_fn`) and evaluated by the suite's own entry point
-(:func:`trainers.evaluations.evaluate_suites`, the end-of-trial path). The metrics go into the trial's
+(:func:`trainers.suites.evaluate_suite`, the end-of-trial path). The metrics go into the trial's
 existing MLflow run, at the step of its final report, so ``reports.collect`` and the tables read them as
 any trial metric; the run's tag ``sweep.evaluated_later`` lists the suites added this way.
 
@@ -25,8 +25,8 @@ from results.names import UsageError
 from results.reader import existing_store_uri
 from sweep.export import encoder_problem, finished_runs, matching_runs
 from sweep.store import open_client
-from trainers.evaluations import SUITES, parse_evaluations
-from trainers.run_schema import Metric, Suite, Tag
+from trainers.run_schema import Metric, SuiteName, Tag
+from trainers.suites import SUITES, parse_evaluations
 
 
 def parse_suite(text: str) -> dict[str, Any]:
@@ -40,10 +40,10 @@ def parse_suite(text: str) -> dict[str, Any]:
     if problems:
         raise UsageError("; ".join(f"--suite{' ' + key[len('[0].'):] if key.startswith('[0].') else ''}: {message}"
                                    for key, message in problems))
-    others = [entry for entry in chosen if entry["suite"] != Suite.STS]
+    others = [entry for entry in chosen if entry["suite"] != SuiteName.STS]
     if not others:
         raise UsageError(f"--suite: sts is every trial's own evaluation (already logged); expected one of "
-                         f"{[name for name in SUITES if name != Suite.STS]}")
+                         f"{[name for name in SUITES if name != SuiteName.STS]}")
     return others[0]
 
 
@@ -62,13 +62,13 @@ def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
     """The suite's metrics of ``run``'s kept best encoder, as its sweep would have computed them."""
     from sweep.export import trial_encoder
     from trainers.encoder import pick_device
-    from trainers.evaluations import evaluate_suites
     from trainers.loop import encode_fn
+    from trainers.suites import evaluate_suites
 
     encoder, record = trial_encoder(run)
     config = record.config
     encoder.to(pick_device(config["device"]))
-    return evaluate_suites([suite], encode_fn(encoder, config), config["seed"])
+    return evaluate_suites([suite], encode_fn(encoder, config), config)
 
 
 def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float]) -> None:
@@ -97,7 +97,7 @@ def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | N
         metrics = evaluate_run(run, suite)
         log_into_run(client, run, suite, metrics)
         tags = run.data.tags
-        shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if f"_{Suite.AVG}_" in k)
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if f"_{SuiteName.AVG}_" in k)
         print(f"trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)}): {shown}, "
               f"logged into MLflow run {run.info.run_id}", flush=True)
     print(f"{len(runs)} trials of {name} evaluated on {suite['suite']}; `python -m reports.collect` then "

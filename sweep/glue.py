@@ -1,10 +1,10 @@
 """``python -m sweep glue SPEC``: GLUE fine-tuning of each row's encoder (SG-BERT Table 10).
 
 A GLUE spec is a sweep spec with a ``glue`` key (its tasks and fine-tuning knobs,
-:data:`trainers.evaluations.GLUE_KNOBS`); each row names the encoder to start from with the ``model``
+:data:`trainers.glue_data.GLUE_KNOBS`); each row names the encoder to start from with the ``model``
 knob: a folder written by ``python -m sweep export`` (a trial's best encoder), a Hugging Face id, or
 any local folder. Every row x seed is fine-tuned on each task in turn
-(:func:`trainers.evaluations.glue.fine_tune`) and is one trial run of the spec's MLflow experiment, under
+(:func:`trainers.glue.fine_tune`) and is one trial run of the spec's MLflow experiment, under
 the variant's parent run, with the tags every sweep trial has: ``reports.collect`` puts its
 ``test_glue_*`` metrics into ``results.parquet`` and ``reports.tables`` into SG-BERT Table 10. Every
 seed runs, also for an untuned encoder: the head and the batches depend on it. A row and seed already
@@ -63,8 +63,8 @@ def run_glue(options: SweepOptions) -> int:
     from results.reader import child_runs
     from sweep.store import open_client
     from sweep.tracking import KILLED, create_trial_run, ensure_parent_run, trial_identity
-    from trainers.evaluations import GLUE
-    from trainers.evaluations.glue import fine_tune
+    from trainers.glue import fine_tune
+    from trainers.glue_data import GLUE
 
     spec = glue_spec(options)
     tasks = spec.glue[Glue.TASKS_KEY]

@@ -30,11 +30,11 @@ from sweep.contracts import Difference, contract_problems, differences, exempt
 from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
-from trainers.evaluations import GLUE_KNOBS
+from trainers.glue_data import GLUE_KNOBS
 from trainers.knobs import ConfigError
 from trainers.method import Method, TrialConfig
 from trainers.registry import get_method
-from trainers.run_schema import Suite
+from trainers.run_schema import SuiteName
 
 POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.trials)
 
@@ -228,7 +228,7 @@ def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, A
     overrides["seed"] = seed
     if spec.budget is not None:
         overrides = spec.budget.apply(overrides, knobs)
-    return TrialConfig({**method.resolve(overrides), Suite.KEY: [dict(suite) for suite in spec.evaluations]})
+    return TrialConfig({**method.resolve(overrides), SuiteName.KEY: [dict(suite) for suite in spec.evaluations]})
 
 
 def _hash(raw: Mapping[str, Any]) -> str:

@@ -8,8 +8,9 @@ import os
 from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
-from trainers.evaluations import GLUE, SUITES
-from trainers.run_schema import Glue, Suite
+from trainers.glue_data import GLUE
+from trainers.run_schema import Glue, SuiteName
+from trainers.suites import SUITES
 
 if TYPE_CHECKING:
     from sweep.spec import SweepSpec
@@ -49,8 +50,8 @@ def suite_problems(spec: SweepSpec) -> list[str]:
     read here, at plan time)."""
     problems = []
     for entry in spec.evaluations:
-        if entry["suite"] != Suite.STS and (problem := SUITES[entry["suite"]].data_problem()):
-            problems.append(f"{spec.path}: {Suite.KEY}: {entry['suite']}: {problem}")
+        if problem := SUITES[entry["suite"]].data_problem():  # STS's: the methods' environment checks
+            problems.append(f"{spec.path}: {SuiteName.KEY}: {entry['suite']}: {problem}")
     if spec.glue is not None and (problem := GLUE.data_problem(spec.glue[Glue.TASKS_KEY])):
         problems.append(f"{spec.path}: {Glue.KEY}: GLUE {problem}")
     return problems

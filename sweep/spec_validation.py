@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from trainers.common_knobs import COMMON_KNOBS
-from trainers.evaluations import Names, parse_evaluations, parse_glue
+from trainers.glue_data import parse_glue
 from trainers.knobs import Knob
 from trainers.method import Method
 from trainers.registry import METHODS, get_method
-from trainers.run_schema import SELECTABLE_METRICS, Glue, Metric, Suite
+from trainers.run_schema import SELECTABLE_METRICS, Glue, Metric, SuiteName
+from trainers.suites import parse_evaluations
 
 # ASHA options a spec may set (Ray's ASHAScheduler arguments) and their smallest
 # valid values; ASHA's time unit is an STS-B dev evaluation.
@@ -48,7 +49,7 @@ TOP_LEVEL_KEYS = {
     "keep_models": "which finished trials keep their best encoder: all, best_per_row, best or none",
     "log_models": "log every kept trial's encoder to MLflow, not only the best trial's",
     "symmetric": "two grid axes the method declares exchangeable: each unordered pair of their values runs once",
-    Suite.KEY: "evaluation suites run on each trial's best state: a list of names or {name: {option: value}} "
+    SuiteName.KEY: "evaluation suites run on each trial's best state: a list of names or {name: {option: value}} "
     "(docs/evaluations.md)",
     Glue.KEY: "GLUE fine-tuning of each row's encoder (python -m sweep glue SPEC): {tasks: [...], knob: value} "
     "(docs/glue.md)",
@@ -59,7 +60,8 @@ DEFAULTS = {
     "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1,
     "metric": Metric.BEST_DEV,
     "mode": "max", "scheduler": None, "resources": {"cpu": 1, "gpu": 0}, "max_concurrent_trials": 2,
-    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None, Suite.KEY: list(Names.DEFAULT),
+    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None,
+    SuiteName.KEY: list(SuiteName.DEFAULT),
     Glue.KEY: None,
 }
 """Each top-level key's value when a spec leaves it out: the one place validation reads them from, and what the
@@ -366,9 +368,9 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     log_models = raw.get("log_models", DEFAULTS["log_models"])
     if not isinstance(log_models, bool):
         problems.add("log_models", f"expected true or false, got {log_models!r}")
-    evaluations, suite_problems = parse_evaluations(raw.get(Suite.KEY))
+    evaluations, suite_problems = parse_evaluations(raw.get(SuiteName.KEY))
     for key, message in suite_problems:
-        problems.add(f"{Suite.KEY}{key}", message)
+        problems.add(f"{SuiteName.KEY}{key}", message)
     glue, glue_problems = parse_glue(raw[Glue.KEY]) if Glue.KEY in raw else (None, [])
     for key, message in glue_problems:
         problems.add(f"{Glue.KEY}{key}", message)

@@ -1,6 +1,8 @@
-"""Shared fixtures: a tiny randomly initialised BERT (and RoBERTa) saved as a Hugging Face folder.
+"""Shared fixtures and helpers, each defined once: a tiny randomly initialised BERT (and RoBERTa) saved as a
+Hugging Face folder, a method's objective built on it, tiny STS files, a local Ray, an MLflow store of a
+test's own, and specs written as YAML.
 
-Tests pass its path as the ``model`` knob, exactly as a user passes any model,
+Tests pass the tiny model's path as the ``model`` knob, exactly as a user passes any model,
 so the whole code path (from_pretrained, tokenizer, pooling) is exercised in
 well under a second per forward pass.
 """
@@ -10,8 +12,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Any, Mapping
 
 import pytest
+import yaml
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -120,3 +124,72 @@ def use_tiny_sts(tiny_sts_dir, monkeypatch) -> Path:
     """Point the STS loader at the tiny copy for this test."""
     monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     return tiny_sts_dir
+
+
+@pytest.fixture
+def local_ray(use_tiny_sts):
+    """A sweep in this test starts its own local Ray (on the tiny STS files), shut down after it."""
+    import ray
+
+    ray.shutdown()
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def tracking_uri(tmp_path) -> str:
+    """An MLflow store of this test's own: SQLite in its tmp_path."""
+    return f"sqlite:///{tmp_path}/mlflow.db"
+
+
+def child_runs(uri: str, name: str):
+    """The trial runs of sweep ``name`` in the MLflow store at ``uri``."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    return client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'", max_results=1000)
+
+
+def write_spec(folder: Path, spec: Mapping[str, Any]) -> Path:
+    """``spec`` written as YAML to ``folder/NAME.yaml``, NAME the spec's own name."""
+    path = folder / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(dict(spec), sort_keys=False), encoding="utf-8")
+    return path
+
+
+def spec_file(folder: Path, tiny_bert: str, name: str, **extra) -> Path:
+    """A small sweep of the tiny BERT: an untuned row (seed-free) and a SimCSE row of 4 steps, seeds 1 and 2,
+    two trials at a time; ``extra`` adds or replaces top-level keys."""
+    return write_spec(folder, {
+        "name": name,
+        "tags": {"paper": "test", "table": "e2e"},
+        "method": "simcse",
+        "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 48, "max_steps": 4, "eval_every": 2},
+        "rows": [
+            {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
+            {"name": "simcse", "set": {}},
+        ],
+        "seeds": [1, 2],
+        "resources": {"cpu": 1},
+        "max_concurrent_trials": 2,
+        **extra,
+    })
+
+
+def build_objective(method: str, model: str, init_seed: int = 0, /, **knobs: Any):
+    """The objective of ``method``'s one training stage on ``model``, as a trial builds it (knobs resolved,
+    the encoder its config asks for, the stage's overrides); its random parts (heads, projectors,
+    classifiers) are drawn right after ``torch.manual_seed(init_seed)``: two builds of one config are the
+    same objective."""
+    import torch
+
+    from trainers.encoder import SentenceEncoder
+    from trainers.registry import get_method
+
+    declared = get_method(method)
+    config = declared.resolve({"model": model, **knobs})
+    (stage,) = declared.stages(config)
+    encoder = SentenceEncoder.from_config(config)
+    torch.manual_seed(init_seed)
+    return stage.build({**config, **stage.overrides}, encoder)

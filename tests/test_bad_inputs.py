@@ -11,7 +11,7 @@ import yaml
 
 from sweep.cli import main as sweep_main
 from trainers.data import ALL_FILES
-from trainers.evaluate import main as evaluate_main
+from trainers.evaluate_model import main as evaluate_main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,8 +15,8 @@ import ray
 from mlflow import MlflowClient
 
 from sweep.cli import main
+from tests.conftest import child_runs, spec_file
 from tests.reference_encoding import reference_cosines, spearman_x100
-from tests.test_sweep_run import child_runs, spec_file
 from trainers.checkpoint import ENCODER_DIR
 from trainers.data import ALL_FILES, SHIPPED_STS_DIR
 

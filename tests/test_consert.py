@@ -7,16 +7,17 @@ from transformers import AutoModel, AutoTokenizer
 
 import trainers.methods.consert as consert
 from sweep.spec import SpecError, load_spec
+from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.augmentations import augmented_hidden_states
 from trainers.checkpoint import TrialSession
 from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.evaluation import STSEvaluator
 from trainers.loop import run_trial, train
 from trainers.losses.contrastive import info_nce, nt_xent
 from trainers.objectives.consert import ConSERTObjective, NLIObjective, nli_classification_loss
 from trainers.registry import get_method
+from trainers.suites.sts import STSEvaluator
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 NLI = [
@@ -90,11 +91,7 @@ CLASSIFIER_SEED = 0
 
 def build(tiny_bert, **overrides):
     """The objective of a single-stage setting."""
-    config = config_of(tiny_bert, **overrides)
-    (stage,) = consert.stages(config)
-    encoder = SentenceEncoder.from_pretrained(tiny_bert)
-    torch.manual_seed(CLASSIFIER_SEED)
-    return stage.build({**config, **stage.overrides}, encoder)
+    return build_objective("consert", tiny_bert, CLASSIFIER_SEED, **overrides)
 
 
 def default_of(knob):

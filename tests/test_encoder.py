@@ -48,7 +48,7 @@ def test_last2avg_uses_the_last_two_layers(tiny_bert, tmp_path):
     import sys
 
     sys.path.insert(0, "tests")
-    from conftest import build_tiny_bert
+    from tests.conftest import build_tiny_bert
 
     deep = SentenceEncoder.from_pretrained(str(build_tiny_bert(tmp_path, layers=3))).eval()
     features = deep.tokenize(SENTENCES, 64)

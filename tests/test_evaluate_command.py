@@ -3,7 +3,7 @@ import json
 import pytest
 
 from trainers.data import TEST_SETS
-from trainers.evaluate import main
+from trainers.evaluate_model import main
 
 
 def test_command_prints_the_seven_set_table(tiny_bert, use_tiny_sts, capsys):

@@ -4,7 +4,7 @@ import torch
 from scipy import stats
 
 from trainers.data import STSSet
-from trainers.evaluation import STSEvaluator, average_metrics, evaluate_sets, set_metrics
+from trainers.suites.sts import STSEvaluator, average_metrics, evaluate_sets, set_metrics
 
 rng = np.random.default_rng(0)
 

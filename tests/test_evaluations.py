@@ -18,7 +18,8 @@ from tests.evaluation_fixtures import (
     senteval_folder,
 )
 from trainers.data import DataError
-from trainers.evaluations import (
+from trainers.run_schema import Metric, SuiteName
+from trainers.suites import (
     SUITES,
     classifier,
     evaluate_suites,
@@ -28,7 +29,6 @@ from trainers.evaluations import (
     reranking,
     senteval,
 )
-from trainers.run_schema import Metric, Suite
 
 
 def noisy_task(n: int = 200, flipped_share: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
@@ -192,21 +192,24 @@ def test_evaluations_are_parsed_once_with_their_options():
     ]
 
 
-def test_evaluate_suites_runs_each_chosen_suite_but_sts(tmp_path, monkeypatch):
+def test_evaluate_suites_runs_each_suite_it_is_given(tmp_path, monkeypatch):
+    """STS, chosen first, is evaluated by the loop on its own (it times it); the rest by evaluate_suites."""
     monkeypatch.setenv("RERANKING_DATA_DIR", str(reranking_folder(tmp_path, [
         {"query": "good q", "positive": ["good p"], "negative": ["bad n"]}])))
     chosen, _ = parse_evaluations(["sts", "reranking"])
-    assert evaluate_suites(chosen, keyword_encode, seed=0) == {
+    assert chosen[0] == {"suite": "sts"}
+    assert evaluate_suites(chosen[1:], keyword_encode, {"seed": 0}) == {
         "test_reranking_askubuntu_map": 100.0, "test_reranking_scidocs_map": 100.0, "test_reranking_avg_map": 100.0}
 
 
 def test_offline_hub_and_missing_folders_are_refused_naming_the_suite_and_the_folder(tmp_path, monkeypatch):
-    for suite in (Suite.SENTEVAL, Suite.NLI, Suite.RERANKING, Suite.MULTILINGUAL_STS):
+    for suite in (SuiteName.SENTEVAL, SuiteName.NLI, SuiteName.RERANKING, SuiteName.MULTILINGUAL_STS):
         monkeypatch.delenv(SUITES[suite].env, raising=False)
         problem = SUITES[suite].data_problem()
         assert f"${SUITES[suite].env}" in problem, problem
-    assert "cannot be reached (offline)" in SUITES[Suite.RERANKING].data_problem()  # tests run with HF_HUB_OFFLINE=1
+    # tests run with HF_HUB_OFFLINE=1
+    assert "cannot be reached (offline)" in SUITES[SuiteName.RERANKING].data_problem()
     monkeypatch.setenv("SENTEVAL_DATA_DIR", str(tmp_path))
-    assert "MR/rt-polarity.pos: file not found" in SUITES[Suite.SENTEVAL].data_problem()
+    assert "MR/rt-polarity.pos: file not found" in SUITES[SuiteName.SENTEVAL].data_problem()
     senteval_folder(tmp_path, n=2)
-    assert SUITES[Suite.SENTEVAL].data_problem() is None
+    assert SUITES[SuiteName.SENTEVAL].data_problem() is None

@@ -6,27 +6,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from sweep.cli import main as sweep_main
 from sweep.spec import load_spec
+from tests.conftest import write_spec
 from tests.evaluation_fixtures import reranking_folder
 from trainers.loop import run_trial
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import Metric, SuiteName
 
 
-def write_spec(tmp_path: Path, tiny_bert: str, evaluations=None) -> Path:
+def suites_spec(tmp_path: Path, tiny_bert: str, evaluations=None) -> Path:
     raw = {"name": "suites", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"}}
     if evaluations is not None:
-        raw[Suite.KEY] = evaluations
-    path = tmp_path / "suites.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return path
+        raw[SuiteName.KEY] = evaluations
+    return write_spec(tmp_path, raw)
 
 
 def test_senteval_without_its_data_is_refused_at_plan_time(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
     monkeypatch.delenv("SENTEVAL_DATA_DIR", raising=False)
-    path = write_spec(tmp_path, tiny_bert, ["sts", "senteval"])
+    path = suites_spec(tmp_path, tiny_bert, ["sts", "senteval"])
     assert sweep_main(["plan", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path.resolve()}: evaluations: senteval: needs its data in a local folder: set $SENTEVAL_DATA_DIR" in err
@@ -34,7 +31,7 @@ def test_senteval_without_its_data_is_refused_at_plan_time(tmp_path, tiny_bert, 
 
 
 def test_a_bad_suite_name_or_option_exits_2_with_file_and_key(tmp_path, tiny_bert, use_tiny_sts, capsys):
-    path = write_spec(tmp_path, tiny_bert, ["sts", "sentevl", {"reranking": {"k": 3}}])
+    path = suites_spec(tmp_path, tiny_bert, ["sts", "sentevl", {"reranking": {"k": 3}}])
     assert sweep_main(["plan", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: evaluations[1]: expected a suite name in" in err and "got 'sentevl'" in err
@@ -44,20 +41,20 @@ def test_a_bad_suite_name_or_option_exits_2_with_file_and_key(tmp_path, tiny_ber
 def test_each_trial_config_carries_the_chosen_suites(tmp_path, tiny_bert, use_tiny_sts, monkeypatch):
     monkeypatch.setenv("RERANKING_DATA_DIR", str(reranking_folder(tmp_path / "rr", [
         {"query": "q", "positive": ["q"], "negative": ["an unrelated text"]}])))
-    default = load_spec(write_spec(tmp_path, tiny_bert))
-    assert [t.config[Suite.KEY] for t in default.trials] == [[{"suite": "sts"}]]
-    spec = load_spec(write_spec(tmp_path, tiny_bert, ["reranking"]))
-    assert spec.trials[0].config[Suite.KEY] == [{"suite": "sts"}, {"suite": "reranking"}]
+    default = load_spec(suites_spec(tmp_path, tiny_bert))
+    assert [t.config[SuiteName.KEY] for t in default.trials] == [[{"suite": "sts"}]]
+    spec = load_spec(suites_spec(tmp_path, tiny_bert, ["reranking"]))
+    assert spec.trials[0].config[SuiteName.KEY] == [{"suite": "sts"}, {"suite": "reranking"}]
 
 
 def test_a_trial_is_evaluated_on_its_chosen_suites(tmp_path, tiny_bert, use_tiny_sts, monkeypatch):
     # The query is its own positive: cosine 1 ranks it first, whatever the random model: MAP 100.
     monkeypatch.setenv("RERANKING_DATA_DIR", str(reranking_folder(tmp_path / "rr", [
         {"query": "a cat sat", "positive": ["a cat sat"], "negative": ["stock prices fell sharply today"]}])))
-    spec = load_spec(write_spec(tmp_path, tiny_bert, ["sts", "reranking"]))
+    spec = load_spec(suites_spec(tmp_path, tiny_bert, ["sts", "reranking"]))
     final = run_trial(spec.trials[0].config)
-    assert final[Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP)] == 100.0
-    assert final[Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)] == 100.0
+    assert final[Metric.suite(SuiteName.RERANKING, "askubuntu", SuiteName.MAP)] == 100.0
+    assert final[Metric.suite(SuiteName.RERANKING, SuiteName.AVG, SuiteName.MAP)] == 100.0
     assert Metric.TEST_AVG in final  # STS still runs
-    assert Metric.suite(Suite.RERANKING, "askubuntu", Suite.MAP) not in run_trial(load_spec(
-        write_spec(tmp_path, tiny_bert)).trials[0].config)
+    assert Metric.suite(SuiteName.RERANKING, "askubuntu", SuiteName.MAP) not in run_trial(load_spec(
+        suites_spec(tmp_path, tiny_bert)).trials[0].config)

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 from mlflow import MlflowClient
 from transformers import AutoModel, AutoTokenizer
@@ -15,10 +14,10 @@ from transformers import AutoModel, AutoTokenizer
 from sweep.cli import main
 from sweep.engine import SweepOptions, run
 from sweep.status import trial_rows
-from tests.test_sweep_run import child_runs, spec_file
+from tests.conftest import child_runs, spec_file
 from trainers.data import TEST_SETS, evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder
-from trainers.evaluation import STSEvaluator
+from trainers.suites.sts import STSEvaluator
 
 pytestmark = pytest.mark.slow
 ROWS = [
@@ -26,13 +25,6 @@ ROWS = [
     {"name": "simcse last2avg", "set": {"pooling": "last2avg"}},
     {"name": "simcse cls", "set": {}},
 ]
-
-
-@pytest.fixture
-def local_ray(use_tiny_sts):
-    ray.shutdown()
-    yield
-    ray.shutdown()
 
 
 def logged_test_metrics(uri: str, name: str, row: str) -> dict[str, float]:
@@ -45,23 +37,23 @@ def evaluate(encode) -> dict[str, float]:
     return {f"test_{k}": v for k, v in tested.items() if k.endswith("_spearman")}
 
 
-def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tiny_bert, local_ray):
+def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tracking_uri, tiny_bert, local_ray):
     from sentence_transformers import SentenceTransformer
 
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
     path = spec_file(tmp_path, tiny_bert, "exports", rows=ROWS, seeds=[1])
     # fp32 evaluation, as sentence-transformers encodes by default ('auto' takes bf16 on a CPU with AMX).
-    run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=uri, storage=f"file://{tmp_path}/ray"))
-    assert {r["export"] for r in trial_rows("exports", uri)} == {"yes", "yes (untuned)"}
-    for trial in child_runs(uri, "exports"):  # only the final checkpoint is left: the resume states are gone
+    run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri, storage=f"file://{tmp_path}/ray"))
+    assert {r["export"] for r in trial_rows("exports", tracking_uri)} == {"yes", "yes (untuned)"}
+    for trial in child_runs(tracking_uri, "exports"):  # only the final checkpoint is left: the resume states are gone
         final = Path(trial.data.tags["sweep.checkpoint"])
         assert [p.name for p in final.parent.glob("checkpoint_*")] == [final.name]
         assert (final / "trial.json").is_file() and not (final / "training_state.pt").exists()
 
     for row in ROWS:
         folder = tmp_path / row["name"].replace(" ", "-")
-        assert main(["export", "exports", "--row", row["name"], "--out", str(folder), "--tracking-uri", uri]) == 0
-        logged = logged_test_metrics(uri, "exports", row["name"])
+        assert main(["export", "exports", "--row", row["name"], "--out", str(folder),
+                     "--tracking-uri", tracking_uri]) == 0
+        logged = logged_test_metrics(tracking_uri, "exports", row["name"])
         assert len(logged) >= len(TEST_SETS) + 1
 
         model = SentenceTransformer(str(folder), device="cpu")
@@ -82,7 +74,7 @@ def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tiny_be
     # The best trial's model was logged to its MLflow run with the sentence-transformers flavour.
     import mlflow.sentence_transformers
 
-    runs = child_runs(uri, "exports")
+    runs = child_runs(tracking_uri, "exports")
     with_model = [r for r in runs if "sweep.model_uri" in r.data.tags]
     assert len(with_model) == 1
     best = max(runs, key=lambda r: r.data.metrics["best_dev_spearman"])
@@ -91,12 +83,11 @@ def test_exported_encoders_load_everywhere_and_score_as_logged(tmp_path, tiny_be
     assert loaded.encode(["a sentence"]).shape == (1, 32)
 
 
-def test_export_refuses_what_does_not_exist(tmp_path, tiny_bert, local_ray, capsys):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_export_refuses_what_does_not_exist(tmp_path, tracking_uri, tiny_bert, local_ray, capsys):
     path = spec_file(tmp_path, tiny_bert, "keeping", rows=[{"name": "simcse", "set": {}}], seeds=[1, 2, 3],
                      keep_models="best", max_concurrent_trials=1)
-    run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray"), register="keeping-best"))
-    states = {r["seed"]: r["export"] for r in trial_rows("keeping", uri)}
+    run(SweepOptions(str(path), {}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray"), register="keeping-best"))
+    states = {r["seed"]: r["export"] for r in trial_rows("keeping", tracking_uri)}
     assert sorted(states.values()) == ["deleted", "deleted", "yes"]
     deleted_seed = next(seed for seed, state in states.items() if state == "deleted")
     capsys.readouterr()  # the sweep's own output
@@ -106,12 +97,12 @@ def test_export_refuses_what_does_not_exist(tmp_path, tiny_bert, local_ray, caps
         (["export", "keeping", "--row", "nope"], "rows: ['simcse'], seeds: [1, 2, 3]"),
         (["export", "nothing-here"], "no MLflow experiment named 'nothing-here'"),
     ]:
-        assert main([*argv, "--out", str(tmp_path / "out"), "--tracking-uri", uri]) == 2
+        assert main([*argv, "--out", str(tmp_path / "out"), "--tracking-uri", tracking_uri]) == 2
         err = capsys.readouterr().err
         assert expected in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert main(["export", "keeping", "--out", str(tmp_path / "best"), "--tracking-uri", uri]) == 0
+    assert main(["export", "keeping", "--out", str(tmp_path / "best"), "--tracking-uri", tracking_uri]) == 0
 
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     (version,) = client.search_model_versions("name = 'keeping-best'")
-    best = max(child_runs(uri, "keeping"), key=lambda r: r.data.metrics["best_dev_spearman"])
+    best = max(child_runs(tracking_uri, "keeping"), key=lambda r: r.data.metrics["best_dev_spearman"])
     assert version.run_id == best.info.run_id

@@ -21,9 +21,8 @@ from transformers import AutoModel
 
 from sweep.cli import main
 from sweep.engine import SweepOptions, run
-from tests.conftest import build_tiny_bert
+from tests.conftest import build_tiny_bert, child_runs, spec_file
 from tests.reference_encoding import reference_vectors
-from tests.test_sweep_run import child_runs, spec_file
 from trainers.checkpoint import ENCODER_DIR, FINAL_RECORD
 from trainers.encoder import SentenceEncoder
 

@@ -7,7 +7,6 @@ import time
 
 import pytest
 import torch
-from conftest import build_tiny_bert
 
 from trainers import frozen_outputs
 from trainers.encoder import SentenceEncoder
@@ -247,10 +246,9 @@ def recording_teacher(monkeypatch) -> tuple[list[int], dict[str, list[torch.Tens
 
 
 def test_sct_with_a_shared_teacher_gives_the_same_trial_and_a_second_trial_runs_no_teacher(
-        tiny_bert, use_tiny_sts, tmp_path_factory, monkeypatch):
+        tiny_bert, tiny_teacher, use_tiny_sts, tmp_path_factory, monkeypatch):
     new_process()
-    teacher = str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=3, hidden_size=48))
-    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher,
+    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": tiny_teacher,
              "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
     forwards, _ = recording_teacher(monkeypatch)
     fresh = history(trial, share=False)
@@ -267,10 +265,9 @@ def test_sct_with_a_shared_teacher_gives_the_same_trial_and_a_second_trial_runs_
 
 
 def test_a_trial_with_another_batch_size_finds_the_same_teacher_vectors(
-        tiny_bert, use_tiny_sts, tmp_path_factory, monkeypatch):
+        tiny_bert, tiny_teacher, use_tiny_sts, tmp_path_factory, monkeypatch):
     new_process()
-    teacher = str(build_tiny_bert(tmp_path_factory.mktemp("teacher"), seed=3, hidden_size=48))
-    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": teacher, "epochs": 1,
+    trial = {**SCT_TRIAL, "model": tiny_bert, "teacher": tiny_teacher, "epochs": 1,
              "frozen_outputs_dir": str(tmp_path_factory.mktemp("shared"))}
     forwards, received = recording_teacher(monkeypatch)
     history(trial, share=True)

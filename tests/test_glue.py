@@ -21,10 +21,10 @@ from results.render import to_markdown
 from sweep.cli import main as sweep_main
 from sweep.spec import POINT, load_spec
 from sweep.tracking import MLflowTracker
+from tests.conftest import write_spec
 from trainers.data import DataError
-from trainers.evaluations import GLUE, parse_glue
-from trainers.evaluations.glue import fine_tune, scores
-from trainers.evaluations.glue_data import Examples, load_local, split_validation
+from trainers.glue import fine_tune, scores
+from trainers.glue_data import GLUE_KNOBS, Examples, load_local, parse_glue, split_validation
 from trainers.registry import get_method
 from trainers.run_schema import Glue
 
@@ -69,7 +69,7 @@ def glue_folder(folder: Path, n_train: int = 64, n_dev: int = 100, flipped: int 
     return folder
 
 
-def write_spec(tmp_path: Path, rows: dict[str, str], glue=None, name: str = "sg_glue") -> Path:
+def glue_spec_file(tmp_path: Path, rows: dict[str, str], glue=None, name: str = "sg_glue") -> Path:
     first = next(iter(rows))  # the reference row; the others start from another encoder
     raw = {"name": name, "method": "none", "base": {"pooling": "cls"}, "reference": first,
            "rows": [{"name": row, "set": {"model": model},
@@ -77,9 +77,7 @@ def write_spec(tmp_path: Path, rows: dict[str, str], glue=None, name: str = "sg_
                     for row, model in rows.items()], "seeds": [1]}
     if glue is not None:
         raw[Glue.KEY] = glue
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return path
+    return write_spec(tmp_path, raw)
 
 
 FAST = {"learning_rate": 1e-3, "batch_size": 16, "epochs": 10, "max_seq_length": 16, "eval_every": 2}
@@ -185,8 +183,8 @@ def test_fine_tuning_a_pair_task_reports_its_statistics(tmp_path, tiny_bert):
 # ---------------------------------------------------------------- python -m sweep glue
 
 
-def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_path, tiny_bert, use_tiny_sts,
-                                                                            monkeypatch, capsys):
+def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_path, tracking_uri, tiny_bert,
+                                                                            use_tiny_sts, monkeypatch, capsys):
     """Rows are the table's; one starts from an exported sentence-transformers folder (sweep export's
     format), one from a plain Hugging Face folder."""
     from sweep.export import save_sentence_transformer
@@ -195,30 +193,29 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     exported = tmp_path / "exported"
     save_sentence_transformer(SentenceEncoder.from_pretrained(tiny_bert, "mean"), exported, 32)
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=32, n_dev=40)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)},
-                      {"tasks": ["sst2", "cola"], **FAST, "epochs": 1})
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 0
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)},
+                          {"tasks": ["sst2", "cola"], **FAST, "epochs": 1})
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 0
     out = capsys.readouterr().out
     assert "sg_glue: 2 rows x 1 seeds, each fine-tuned on sst2, cola (2 of 2 to run)" in out
     assert "'SG-OPT' seed 1 cola: matthews" in out
-    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 0  # finished rows are not run again
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 0  # finished rows are not run again
     assert "(0 of 2 to run)" in capsys.readouterr().out
 
-    frame = collect(uri)
+    frame = collect(tracking_uri)
     assert sorted(frame["row"]) == ["BERT-base", "SG-OPT"] and set(frame["status"]) == {"FINISHED"}
     for column in (Glue.test("sst2", Glue.ACCURACY), Glue.test("cola", Glue.MATTHEWS), Glue.curve("sst2")):
         assert frame[column].notna().all(), column
     assert set(frame[Glue.param("learning_rate")]) == {0.001} and frame[Glue.param("epochs")].dtype == "Int64"
 
     # A GLUE run carries every tag a sweep's trial run has when the tracker creates it (same spec, no glue key).
-    sts_spec = load_spec(write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)}, name="sg_glue"),
+    sts_spec = load_spec(glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)}, name="sg_glue"),
                          check_environment=False)
     tracker = MLflowTracker(sts_spec, f"sqlite:///{tmp_path}/sts.db")
     tracker.setup()
     tracker.on_trial_start(0, [], SimpleNamespace(config={POINT: 0}, trial_id="t_0"))
     sts_run = tracker.client.get_run(tracker._runs["t_0"])
-    glue_run = MlflowClient(uri).get_run(frame["run_id"].iloc[0])
+    glue_run = MlflowClient(tracking_uri).get_run(frame["run_id"].iloc[0])
     assert set(sts_run.data.tags) - set(glue_run.data.tags) == set()
     assert recorded_identity(glue_run.data.tags, {}).knobs[Glue.param("learning_rate")] == 0.001
     real = load_table_specs()["sg-bert-table10"]
@@ -237,7 +234,7 @@ def test_without_glue_data_offline_the_spec_is_refused_naming_glue_and_its_varia
                                                                                     use_tiny_sts, monkeypatch, capsys):
     monkeypatch.delenv("GLUE_DATA_DIR", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"]})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"]})
     for command in ("glue", "plan"):
         assert sweep_main([command, str(path)]) == 2
         err = capsys.readouterr().err
@@ -248,21 +245,21 @@ def test_without_glue_data_offline_the_spec_is_refused_naming_glue_and_its_varia
 
 def test_bad_glue_specs_exit_2_naming_the_file_and_key(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["qnli", "mnli"], "learning_rat": 1e-3,
-                                                            "batch_size": 1})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["qnli", "mnli"], "learning_rat": 1e-3,
+                                                                "batch_size": 1})
     assert sweep_main(["glue", str(path)]) == 2
     err = capsys.readouterr().err
     assert f"{path}: glue.tasks: expected a non-empty list of distinct tasks from" in err and "'mnli'" in err
     assert f"{path}: glue.learning_rat: unknown knob; did you mean 'learning_rate'?" in err
     assert f"{path}: glue.batch_size: expected a value >= 2, got 1" in err
-    plain = write_spec(tmp_path, {"BERT-base": tiny_bert}, name="plain")
+    plain = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, name="plain")
     assert sweep_main(["glue", str(plain)]) == 2
     assert (f"{plain.resolve()}: glue: missing: `python -m sweep glue` runs a spec with a 'glue' key"
             in capsys.readouterr().err)
-    glue = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"]}, name="fine")
+    glue = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"]}, name="fine")
     assert sweep_main(["run", str(glue)]) == 2
     assert "glue: a GLUE fine-tuning spec: run it with `python -m sweep glue" in capsys.readouterr().err
-    as_suite = write_spec(tmp_path, {"BERT-base": tiny_bert}, name="suite")
+    as_suite = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, name="suite")
     raw = yaml.safe_load(as_suite.read_text(encoding="utf-8"))
     as_suite.write_text(yaml.safe_dump({**raw, "evaluations": ["sts", "glue"]}), encoding="utf-8")
     assert sweep_main(["plan", str(as_suite)]) == 2
@@ -276,7 +273,7 @@ def test_bad_glue_specs_exit_2_naming_the_file_and_key(tmp_path, tiny_bert, use_
 def test_the_glue_knobs_are_the_loops_declarations_with_run_glues_defaults():
     from trainers.common_knobs import TRAINING_KNOBS
 
-    knobs = GLUE.options
+    knobs = GLUE_KNOBS
     assert knobs["learning_rate"].help == TRAINING_KNOBS["learning_rate"].help  # declared once
     assert (knobs["learning_rate"].default, knobs["batch_size"].default, knobs["epochs"].default,
             knobs["max_seq_length"].default, knobs["warmup_ratio"].default) == (2e-5, 32, 3, 128, 0.0)
@@ -290,7 +287,7 @@ def test_a_budget_caps_the_fine_tuning_and_the_tables_name_the_glue_command(tmp_
     from sweep.spec import load_spec
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "eval_every": 50})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "eval_every": 50})
     smoke = load_spec(path, budget=BUDGETS["smoke"]).glue
     assert (smoke["max_steps"], smoke["eval_every"], smoke["tasks"]) == (30, 10, ["rte"])
     assert load_spec(path).glue["max_steps"] == 0
@@ -311,7 +308,7 @@ def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_pat
     from tests.test_light_imports import heavy_modules_after
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte", "cola"]})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte", "cola"]})
     assert sweep_main(["plan", str(path), "--seeds", "1,2,3"]) == 0
     out = capsys.readouterr().out
     assert "tasks: rte, cola; the first 10% of each validation set selects, the last 90% reports" in out
@@ -319,11 +316,12 @@ def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_pat
     assert heavy_modules_after(f"from sweep.cli import main\nassert main(['plan', {str(path)!r}]) == 0") == []
 
 
-def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
-    import trainers.evaluations.glue as glue
+def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tracking_uri, tiny_bert, use_tiny_sts,
+                                                               monkeypatch, capsys):
+    import trainers.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte"]})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte"]})
     real = glue.fine_tune
 
     def fails_for_seed_2(config, task, data, options, seed):
@@ -332,32 +330,30 @@ def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tiny_ber
         return real(config, task, data, {**options, "max_steps": 1}, seed)
 
     monkeypatch.setattr(glue, "fine_tune", fails_for_seed_2)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert sweep_main(["glue", str(path), "--seeds", "1,2", "--tracking-uri", uri]) == 1
+    assert sweep_main(["glue", str(path), "--seeds", "1,2", "--tracking-uri", tracking_uri]) == 1
     assert "'SG-OPT' seed 2: failed: RuntimeError: out of memory (a test)" in capsys.readouterr().out
-    frame = collect(uri).set_index(["row", "seed"])
+    frame = collect(tracking_uri).set_index(["row", "seed"])
     assert frame.loc[("SG-OPT", 2), "status"] == "FAILED"
     assert frame.loc[("SG-OPT", 2), "error"] == "RuntimeError: out of memory (a test)"
     assert list(frame.loc[[("BERT-base", 1), ("SG-OPT", 1)], "status"]) == ["FINISHED", "FINISHED"]
 
 
-def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_path, tiny_bert, use_tiny_sts,
-                                                                          monkeypatch, capsys):
-    import trainers.evaluations.glue as glue
+def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_path, tracking_uri, tiny_bert,
+                                                                          use_tiny_sts, monkeypatch, capsys):
+    import trainers.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
-    path = write_spec(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "max_steps": 1})
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "max_steps": 1})
     real = glue.fine_tune
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(glue, "fine_tune", interrupted)
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 130
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 130
     assert f"to finish the rest:\n  python -m sweep glue {path}" in capsys.readouterr().out
-    assert list(collect(uri)["status"]) == ["KILLED"]
+    assert list(collect(tracking_uri)["status"]) == ["KILLED"]
     monkeypatch.setattr(glue, "fine_tune", real)
-    assert sweep_main(["glue", str(path), "--tracking-uri", uri]) == 0
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 0
     assert "(1 of 1 to run)" in capsys.readouterr().out
-    assert sorted(collect(uri)["status"]) == ["FINISHED", "KILLED"]  # the table counts only FINISHED runs
+    assert sorted(collect(tracking_uri)["status"]) == ["FINISHED", "KILLED"]  # the table counts only FINISHED runs

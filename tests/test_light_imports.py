@@ -8,7 +8,9 @@ imported does not count.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +45,16 @@ def test_every_method_resolves_and_declares_its_stages_without_torch():
 def test_a_spec_read_without_environment_checks_imports_no_torch():
     code = f"from sweep.spec import load_spec\nload_spec({str(SPECS / 'sct_main.yaml')!r}, check_environment=False)"
     assert heavy_modules_after(code) == []
+
+
+def test_every_module_among_the_methods_is_a_registered_method():
+    """``trainers/methods`` holds one declaration per method of the registry and nothing else: what belongs
+    to one method (SCT's distillation knobs, its views) is in that method's module."""
+    import trainers.methods
+
+    modules = [m.name for m in pkgutil.iter_modules(trainers.methods.__path__)]
+    declared = [importlib.import_module(f"trainers.methods.{name}").METHOD.name for name in modules]
+    assert sorted(declared) == sorted(METHODS)
 
 
 def test_every_declared_stage_names_an_objective():

@@ -7,10 +7,11 @@ from transformers import PreTrainedTokenizerBase
 
 from trainers.data import load_sts
 from trainers.encoder import SentenceEncoder
-from trainers.evaluation import STSEvaluator
 from trainers.knobs import ConfigError
-from trainers.loop import NonFiniteLossError, batches, run_trial
+from trainers.loop import NonFiniteLossError, run_trial
+from trainers.optimization import batches
 from trainers.steps import total_steps
+from trainers.suites.sts import STSEvaluator
 
 
 @pytest.fixture

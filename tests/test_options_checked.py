@@ -12,7 +12,7 @@ import ray
 
 from sweep.cli import main
 from sweep.variants import choose_variant, write_record
-from tests.test_sweep_run import spec_file
+from tests.conftest import spec_file
 
 UNTUNED_ONLY = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}]
 

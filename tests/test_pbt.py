@@ -7,7 +7,7 @@ import pytest
 
 from sweep.engine import _scheduler
 from sweep.spec import SpecError, load_spec
-from tests.test_sweep_run import spec_file
+from tests.conftest import spec_file
 
 
 @pytest.mark.parametrize("scheduler, message", [

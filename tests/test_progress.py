@@ -16,7 +16,8 @@ from rich.console import Console
 
 from sweep.progress import SweepProgress
 from sweep.spec import load_spec
-from tests.test_sweep_run import ROOT, spec_file
+from tests.conftest import spec_file
+from tests.test_sweep_run import ROOT
 
 
 def fake_trial(point: int, status: str, **result) -> SimpleNamespace:

@@ -11,9 +11,9 @@ import pytest
 
 from trainers.data import STSSet, load_sts
 from trainers.encoder import SentenceEncoder
-from trainers.evaluation import evaluate_sets
 from trainers.precision import autocast, cpu_runs_bf16_fast
 from trainers.pretrained import BUNDLED_MODEL
+from trainers.suites.sts import evaluate_sets
 
 # cosine_spearman x 100 from embeddings-benchmark/results,
 # results/sentence-transformers__all-MiniLM-L6-v2/8b3219a92973c328a8e22fadcfa821b5dc75636a/<Task>.json

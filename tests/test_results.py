@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
@@ -23,6 +22,7 @@ from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
 from sweep.spec import load_spec
 from sweep.summary import next_steps, summary_markdown, summary_table
+from tests.conftest import write_spec
 from trainers.run_schema import TrialIdentity
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,12 +94,6 @@ HAND_WRITTEN_SUMMARY = """| row [grid point] | seeds finished | failed | best de
 def test_pandas_latex_and_the_markdown_writer_give_the_hand_written_output():
     assert to_latex(fixed_table()) == HAND_WRITTEN_LATEX
     assert to_markdown(fixed_table()) == HAND_WRITTEN_MARKDOWN
-
-
-def write_spec(folder: Path, spec: dict) -> Path:
-    path = folder / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    return path
 
 
 def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], seeds: tuple[int, ...] = ()
@@ -232,6 +226,14 @@ def test_layers_only_point_down():
     assert "reports" not in packages(imports("sweep"))
     from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
     assert from_sweep and all(module.startswith(("sweep.spec", "sweep.export")) for module in from_sweep), from_sweep
+
+
+def test_the_suites_do_not_import_training():
+    """Inside trainers, the evaluation suites sit below training: the loop runs them, they never import the
+    loop, its optimisation or GLUE's fine-tuning (the loop and GLUE share trainers.optimization)."""
+    assert not imports("trainers/suites") & {"trainers.loop", "trainers.optimization", "trainers.glue"}
+    glue = ast.parse((ROOT / "trainers/glue.py").read_text(encoding="utf-8"))
+    assert "trainers.loop" not in {node.module for node in ast.walk(glue) if isinstance(node, ast.ImportFrom)}
 
 
 def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each_line(tmp_path):

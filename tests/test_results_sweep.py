@@ -13,8 +13,6 @@ import math
 
 import pandas as pd
 import pytest
-import ray
-import yaml
 from mlflow import MlflowClient
 from scipy.stats import ttest_1samp
 
@@ -24,20 +22,14 @@ from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
 from reports.table_specs import parse_table_spec
 from sweep.cli import main
+from tests.conftest import write_spec
 
 pytestmark = pytest.mark.slow
 ROWS = ["untuned", "simcse", "simcse_fast"]
 
 
-@pytest.fixture
-def local_ray(use_tiny_sts):
-    ray.shutdown()
-    yield
-    ray.shutdown()
-
-
-def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(tmp_path, tiny_bert, local_ray,
-                                                                                capsys, monkeypatch):
+def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(tmp_path, tracking_uri, tiny_bert,
+                                                                                local_ray, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root (./mlruns) lands here
     spec = {
         "name": "pvalues", "method": "simcse",
@@ -46,14 +38,12 @@ def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(t
                  {"name": "simcse_fast", "set": {"learning_rate": 0.001}}],
         "seeds": [1, 2], "resources": {"cpu": 1}, "max_concurrent_trials": 2,
     }
-    path = tmp_path / "pvalues.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    assert main(["run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]) == 0
+    path = write_spec(tmp_path, spec)
+    assert main(["run", str(path), "--tracking-uri", tracking_uri, "--storage", str(tmp_path / "ray")]) == 0
     summary = capsys.readouterr().out
 
     # Independently of the reports: the scores straight from MLflow, and scipy's one-sample test.
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("pvalues")
     runs = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
     scores = {row: [r.data.metrics["test_avg_spearman"] for r in runs if r.data.tags["sweep.row"] == row]
@@ -63,7 +53,7 @@ def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(t
     assert all(math.isfinite(p) for p in expected.values())
 
     results_file = tmp_path / "results.parquet"
-    assert collect.main(["--tracking-uri", uri, "--out", str(results_file)]) == 0
+    assert collect.main(["--tracking-uri", tracking_uri, "--out", str(results_file)]) == 0
     results = read_results(results_file)
     assert tables.main(["--results", str(results_file), "--sweep", "pvalues", "--format", "csv",
                         "--out", str(tmp_path / "csv")]) == 0

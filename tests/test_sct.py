@@ -2,9 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.data import DataError, read_backtranslations
-from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import (
@@ -16,7 +16,6 @@ from trainers.losses.sct import (
     soft_cross_entropy,
 )
 from trainers.methods.sct import sct_problems
-from trainers.objectives.sct import SCTObjective
 from trainers.queues import InstanceQueue
 from trainers.registry import get_method
 from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
@@ -163,9 +162,7 @@ TEST_DEFAULTS = {"queue_size": 16, "projector_expansion": 2}
 
 
 def build(tiny_bert, **overrides):
-    config = get_method("sct").resolve({"model": tiny_bert, **TEST_DEFAULTS, **overrides})
-    torch.manual_seed(0)  # the projector's initialisation
-    return SCTObjective(config, SentenceEncoder.from_config(config))
+    return build_objective("sct", tiny_bert, 0, **{**TEST_DEFAULTS, **overrides})  # seed 0: the projector's
 
 
 def default_of(knob, **settings):
@@ -454,19 +451,14 @@ def test_distillation_and_rewrite_views_are_validated(overrides, problem, monkey
     assert any(p.startswith(problem) for p in sct_problems(config)), sct_problems(config)
 
 
-def test_mlm_view_needs_a_masked_lm_head(tiny_bert, tmp_path):
-    from tests.conftest import build_tiny_bert
-
+def test_mlm_view_needs_a_masked_lm_head(tiny_bert, tiny_masked_lm):
     config = get_method("sct").resolve({"view1": "mlm", "mlm_model": tiny_bert})
     assert any("has no masked-LM head (its architectures: ['BertModel'])" in p for p in sct_problems(config))
-    with_head = str(build_tiny_bert(tmp_path / "mlm", masked_lm=True))
-    assert sct_problems(get_method("sct").resolve({"view1": "mlm", "mlm_model": with_head})) == []
+    assert sct_problems(get_method("sct").resolve({"view1": "mlm", "mlm_model": tiny_masked_lm})) == []
 
 
-def test_mlm_rewriter_refills_fifteen_percent_with_other_tokens(tmp_path):
-    from tests.conftest import build_tiny_bert
-
-    rewriter = MaskedLMRewriter(str(build_tiny_bert(tmp_path / "mlm", masked_lm=True)))
+def test_mlm_rewriter_refills_fifteen_percent_with_other_tokens(tiny_masked_lm):
+    rewriter = MaskedLMRewriter(tiny_masked_lm)
     sentences = ["a man is playing a large guitar on the stage tonight with his friends", "dogs run"]
     features = rewriter.tokenizer(sentences, padding=True, return_tensors="pt", return_special_tokens_mask=True)
     fixed = features.pop("special_tokens_mask").bool() | ~features["attention_mask"].bool()
@@ -514,11 +506,8 @@ def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, 
     assert_knob_changes_the_loss(loss, knob, value, default_of(knob, **settings))
 
 
-def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tmp_path):
-    from tests.conftest import build_tiny_bert
-
-    objective = build(tiny_bert, view1="mlm", view2="mlm",
-                      mlm_model=str(build_tiny_bert(tmp_path / "m", masked_lm=True)))
+def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tiny_masked_lm):
+    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=tiny_masked_lm)
     loss_of(objective).backward()
     assert not objective.mlm.training and all(p.grad is None for p in objective.mlm.parameters())
     first, second = (objective._texts(BATCH, "mlm") for _ in range(2))

@@ -7,8 +7,8 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer
 
+from tests.conftest import build_objective
 from tests.test_sg_losses import slow_base, slow_opt1, slow_opt2, slow_opt3
-from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
@@ -21,10 +21,7 @@ TEST_DEFAULTS = {"projection_hidden": 64}
 
 
 def build(tiny_bert, **overrides):
-    config = get_method("sg").resolve({"model": tiny_bert, **TEST_DEFAULTS, **overrides})
-    encoder = SentenceEncoder.from_pretrained(tiny_bert)
-    torch.manual_seed(HEAD_SEED)  # two builds of one config have the same head
-    return SelfGuidedObjective(config, encoder)
+    return build_objective("sg", tiny_bert, HEAD_SEED, **{**TEST_DEFAULTS, **overrides})
 
 
 def loss_of(objective, seed=0):

@@ -10,8 +10,8 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer
 
+from tests.conftest import build_objective
 from tests.test_consert import slow_info_nce
-from trainers.encoder import SentenceEncoder
 from trainers.loop import run_trial
 from trainers.objectives.simcse import SimCSEObjective
 from trainers.registry import get_method
@@ -22,10 +22,7 @@ HEAD_SEED = 0
 
 
 def build(tiny_bert: str, **overrides: Any) -> SimCSEObjective:
-    config = get_method("simcse").resolve({"model": tiny_bert, **overrides})
-    encoder = SentenceEncoder.from_config(config)
-    torch.manual_seed(HEAD_SEED)  # two builds of one config have the same head
-    return SimCSEObjective(config, encoder)
+    return build_objective("simcse", tiny_bert, HEAD_SEED, **overrides)
 
 
 def objective_loss(objective: SimCSEObjective, seed: int = 0) -> Tensor:

@@ -17,16 +17,16 @@ from results.render import to_markdown
 from sweep.cli import main
 from sweep.engine import SweepOptions, run
 from sweep.status import trial_rows
+from tests.conftest import child_runs, spec_file
 from tests.evaluation_fixtures import multilingual_sts_folder
 from tests.test_light_imports import heavy_modules_after
-from tests.test_sweep_run import child_runs, spec_file
 from trainers.data import read_sts_tsv
 from trainers.encoder import SentenceEncoder
-from trainers.evaluations import multilingual_sts
-from trainers.run_schema import Metric, Suite, Tag
+from trainers.run_schema import Metric, SuiteName, Tag
+from trainers.suites import multilingual_sts
 
 ROWS = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}, {"name": "simcse", "set": {}}]
-PEARSON = {name: Metric.suite(Suite.MULTILINGUAL_STS, name, Suite.PEARSON)
+PEARSON = {name: Metric.suite(SuiteName.MULTILINGUAL_STS, name, SuiteName.PEARSON)
            for name in ("sts14_es", "sts17_ar_ar", "sts17_es_es", "sts17_en_en")}
 
 
@@ -45,24 +45,24 @@ def refused(capsys, argv: list[str], expected: str) -> None:
 
 
 @pytest.mark.slow
-def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_path, tiny_bert, tiny_sts_dir,
-                                                                          monkeypatch, capsys):
+def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_path, tracking_uri, tiny_bert,
+                                                                          tiny_sts_dir, monkeypatch, capsys):
     monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
     # keep_models best: one of the two SimCSE trials keeps its encoder, the other's is deleted.
     path = spec_file(tmp_path, tiny_bert, "evaluated", rows=ROWS, seeds=[1, 2], keep_models="best",
                      max_concurrent_trials=1)
     ray.shutdown()
     try:  # fp32 evaluation, as the independent check below encodes
-        run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+        run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri,
+                         storage=str(tmp_path / "ray")))
     finally:
         ray.shutdown()
-    states = {(r["row"], r["seed"]): (r["export"], r["trial"]) for r in trial_rows("evaluated", uri)}
+    states = {(r["row"], r["seed"]): (r["export"], r["trial"]) for r in trial_rows("evaluated", tracking_uri)}
     kept = next(trial for (row, _), (state, trial) in states.items() if row == "simcse" and state == "yes")
     deleted = next(trial for (row, _), (state, trial) in states.items() if state == "deleted")
-    runs_before = {r.data.tags[Tag.TRIAL_ID]: r.info.run_id for r in child_runs(uri, "evaluated")}
+    runs_before = {r.data.tags[Tag.TRIAL_ID]: r.info.run_id for r in child_runs(tracking_uri, "evaluated")}
     capsys.readouterr()
-    common = ["--suite", "multilingual_sts", "--tracking-uri", uri]
+    common = ["--suite", "multilingual_sts", "--tracking-uri", tracking_uri]
 
     # Refusals, before anything is evaluated.
     monkeypatch.delenv("MULTILINGUAL_STS_DATA_DIR", raising=False)
@@ -73,7 +73,7 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
     refused(capsys, ["evaluate", "evaluated", *common], "trials whose encoder was kept: ")  # the whole sweep
     refused(capsys, ["evaluate", "evaluated", "--row", "nope", *common], "rows: ['simcse', 'untuned']")
     refused(capsys, ["evaluate", "nothing-here", *common], "no MLflow experiment named 'nothing-here'")
-    assert not any(PEARSON["sts14_es"] in r.data.metrics for r in child_runs(uri, "evaluated"))
+    assert not any(PEARSON["sts14_es"] in r.data.metrics for r in child_runs(tracking_uri, "evaluated"))
 
     assert main(["evaluate", "evaluated", "--trial", kept, *common]) == 0
     assert main(["evaluate", "evaluated", "--row", "untuned", *common]) == 0
@@ -81,7 +81,7 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
     assert f"trial {kept} (row 'simcse'" in out and "test_multilingual_sts_avg_pearson" in out
 
     # Into each trial's existing run: no run was added, the evaluated ones hold the metrics and say so.
-    runs = {r.data.tags[Tag.TRIAL_ID]: r for r in child_runs(uri, "evaluated")}
+    runs = {r.data.tags[Tag.TRIAL_ID]: r for r in child_runs(tracking_uri, "evaluated")}
     assert {trial: r.info.run_id for trial, r in runs.items()} == runs_before
     evaluated = {trial for trial, r in runs.items() if PEARSON["sts14_es"] in r.data.metrics}
     assert evaluated == {kept, states[("untuned", "1")][1]}
@@ -89,7 +89,8 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
     logged = runs[kept].data.metrics
 
     # The numbers equal an independent evaluation of the exported encoder.
-    assert main(["export", "evaluated", "--trial", kept, "--out", str(tmp_path / "export"), "--tracking-uri", uri]) == 0
+    assert main(["export", "evaluated", "--trial", kept, "--out", str(tmp_path / "export"),
+                 "--tracking-uri", tracking_uri]) == 0
     exported = SentenceEncoder.from_exported(tmp_path / "export")
     data = multilingual_sts.load_local(tmp_path / "ml")
     independent = multilingual_sts.evaluate(lambda s: exported.encode(s), data, {}, seed=0)
@@ -98,7 +99,7 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
         assert logged[key] == pytest.approx(value, abs=1e-3), key
 
     # The parquet and a table.
-    frame = collect(uri)
+    frame = collect(tracking_uri)
     by_trial = frame.set_index("trial_id")
     assert by_trial.loc[kept, PEARSON["sts17_es_es"]] == pytest.approx(logged[PEARSON["sts17_es_es"]])
     assert pd.isna(by_trial.loc[deleted, PEARSON["sts17_es_es"]])

@@ -12,60 +12,26 @@ from pathlib import Path
 
 import pytest
 import ray
-import yaml
 from mlflow import MlflowClient
 
 from sweep.cli import main
 from sweep.engine import SweepOptions, run
 from sweep.status import trial_rows
+from tests.conftest import child_runs, spec_file
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def spec_file(tmp_path: Path, tiny_bert: str, name: str, **extra) -> Path:
-    spec = {
-        "name": name,
-        "tags": {"paper": "test", "table": "e2e"},
-        "method": "simcse",
-        "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 48, "max_steps": 4, "eval_every": 2},
-        "rows": [
-            {"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
-            {"name": "simcse", "set": {}},
-        ],
-        "seeds": [1, 2],
-        "resources": {"cpu": 1},
-        "max_concurrent_trials": 2,
-        **extra,
-    }
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def local_ray(use_tiny_sts):
-    ray.shutdown()
-    yield
-    ray.shutdown()
-
-
-def child_runs(uri: str, name: str):
-    client = MlflowClient(uri)
-    experiment = client.get_experiment_by_name(name)
-    return client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'", max_results=1000)
-
-
-def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tracking_uri, tiny_bert, local_ray):
     path = spec_file(tmp_path, tiny_bert, "e2e")
-    run(SweepOptions(str(path), {"learning_rate": 1e-4}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+    run(SweepOptions(str(path), {"learning_rate": 1e-4}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray")))
 
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("e2e")
     parents = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'parent'")
     assert len(parents) == 1 and parents[0].data.tags["spec.table"] == "e2e"
-    children = child_runs(uri, "e2e")
+    children = child_runs(tracking_uri, "e2e")
     assert len(children) == 3  # the untuned row cannot depend on the seed: one run stands for both
     assert {(r.data.tags["sweep.row"], r.data.tags["sweep.seed"]) for r in children} == {
         ("untuned", "1"), ("simcse", "1"), ("simcse", "2")
@@ -89,12 +55,12 @@ def test_sweep_tracks_every_trial_under_a_parent(tmp_path, tiny_bert, local_ray)
             history = client.get_metric_history(child.info.run_id, "dev_spearman")
             assert [m.step for m in history] == [2, 4]
             assert metrics["steps"] == 4 and "sentences_per_second" in metrics
-    statuses = trial_rows("e2e", uri)
+    statuses = trial_rows("e2e", tracking_uri)
     assert len(statuses) == 3 and {s["state"] for s in statuses} == {"FINISHED"}
 
 
-def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_bert, local_ray, capsys, monkeypatch):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tracking_uri, tiny_bert, local_ray, capsys,
+                                                                monkeypatch):
     broken = tmp_path / "broken-model"  # passes validation (a model's config), fails to load in the trial
     broken.mkdir()
     shutil.copy(Path(tiny_bert) / "config.json", broken)  # a readable config, no weights
@@ -109,10 +75,10 @@ def test_failing_trial_is_retried_then_failed_and_others_finish(tmp_path, tiny_b
     )
     monkeypatch.chdir(tmp_path)
     # Through the command line: exit code 1 for a sweep whose trials failed, and a summary that says so.
-    assert main(["run", str(path), "--tracking-uri", uri, "--storage", str(tmp_path / "ray")]) == 1
+    assert main(["run", str(path), "--tracking-uri", tracking_uri, "--storage", str(tmp_path / "ray")]) == 1
     out = capsys.readouterr().out
     assert "1 trials finished, 1 failed" in out and "| broken | 0 | 1 | – | – |" in out and "| simcse | 1 | 0 |" in out
-    runs = {r.data.tags["sweep.row"]: r for r in child_runs(uri, "faults")}
+    runs = {r.data.tags["sweep.row"]: r for r in child_runs(tracking_uri, "faults")}
     assert runs["simcse"].info.status == "FINISHED" and "test_avg_spearman" in runs["simcse"].data.metrics
     assert runs["broken"].info.status == "FAILED"
     assert "broken-model" in runs["broken"].data.tags["sweep.error"]
@@ -145,20 +111,19 @@ def step_history(uri: str, run_id: str) -> list[int]:
     return [m.step for m in MlflowClient(uri).get_metric_history(run_id, "dev_spearman")]
 
 
-def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path, tiny_bert, use_tiny_sts):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path, tracking_uri, tiny_bert, use_tiny_sts):
     path = spec_file(
         tmp_path, tiny_bert, "killed",
         rows=[{"name": f"simcse {i}", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}} for i in range(3)],
         seeds=[1, 2],
         max_concurrent_trials=1,
     )
-    command, env = driver(path, uri, tmp_path)
+    command, env = driver(path, tracking_uri, tmp_path)
     log = (tmp_path / "driver.log").open("w")
     process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=log)
 
     def mid_trial():
-        runs = child_runs(uri, "killed")
+        runs = child_runs(tracking_uri, "killed")
         finished = [r for r in runs if r.info.status == "FINISHED"]
         running = [r for r in runs
                    if r.info.status == "RUNNING" and int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8]
@@ -172,37 +137,36 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
     wait_for(lambda: any(state.stat().st_mtime > seen for state in states.glob("*/experiment_state-*.json")), 30)
     os.killpg(process.pid, signal.SIGKILL)  # the driver and the Ray it started die at once
     process.wait()
-    before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(uri, "killed")
+    before = {r.data.tags["sweep.trial_id"]: r.info.run_id for r in child_runs(tracking_uri, "killed")
               if r.info.status == "FINISHED"}
     assert 2 <= len(before) < 6, f"the sweep should be cut off part way, {len(before)} trials had finished"
     assert cut.data.tags["sweep.trial_id"] not in before
 
     resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    runs = child_runs(uri, "killed")
+    runs = child_runs(tracking_uri, "killed")
     trial_ids = [r.data.tags["sweep.trial_id"] for r in runs]
     assert len(trial_ids) == len(set(trial_ids)) == 6
     assert all(r.info.status == "FINISHED" for r in runs)
     after = {r.data.tags["sweep.trial_id"]: r for r in runs}
     for trial_id, run_id in before.items():  # finished trials were not run again
         assert after[trial_id].info.run_id == run_id
-        assert len(MlflowClient(uri).get_metric_history(run_id, "test_avg_spearman")) == 1
+        assert len(MlflowClient(tracking_uri).get_metric_history(run_id, "test_avg_spearman")) == 1
     continued = after[cut.data.tags["sweep.trial_id"]]
     assert continued.info.run_id == cut.info.run_id  # still one MLflow run
     assert continued.data.metrics["resumed_from_step"] >= 8  # continued from its checkpoint, not from step 0
-    assert step_history(uri, continued.info.run_id) == list(range(4, 61, 4))  # each step once
+    assert step_history(tracking_uri, continued.info.run_id) == list(range(4, 61, 4))  # each step once
 
 
-def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tiny_bert, use_tiny_sts):
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
+def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tracking_uri, tiny_bert, use_tiny_sts):
     path = spec_file(tmp_path, tiny_bert, "lost",
                      rows=[{"name": "simcse", "set": {"max_steps": 60, "eval_every": 4, "epochs": 10}}],
                      seeds=[1], max_failures=1)
-    command, env = driver(path, uri, tmp_path)
+    command, env = driver(path, tracking_uri, tmp_path)
     process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        run = wait_for(lambda: next((r for r in child_runs(uri, "lost")
+        run = wait_for(lambda: next((r for r in child_runs(tracking_uri, "lost")
                                      if int(r.data.tags.get("sweep.checkpoint_step", 0)) >= 8), None))
         os.kill(int(run.data.tags["sweep.worker_pid"]), signal.SIGKILL)
         _, stderr = process.communicate(timeout=400)
@@ -210,11 +174,11 @@ def test_lost_worker_is_retried_from_its_checkpoint(tmp_path, tiny_bert, use_tin
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
     assert process.returncode == 0, stderr[-3000:]
-    (retried,) = child_runs(uri, "lost")
+    (retried,) = child_runs(tracking_uri, "lost")
     assert retried.info.status == "FINISHED" and retried.data.tags["sweep.failures"] == "1"
     assert retried.data.metrics["resumed_from_step"] >= 8
     assert "checkpoint_" in retried.data.tags["sweep.restored_from"]
-    assert step_history(uri, retried.info.run_id) == list(range(4, 61, 4))
+    assert step_history(tracking_uri, retried.info.run_id) == list(range(4, 61, 4))
 
 
 def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_tiny_sts):

@@ -8,17 +8,17 @@ import statistics
 from pathlib import Path
 
 import pytest
-import ray
 import yaml
 from mlflow import MlflowClient
 
 from sweep.cli import main
+from tests.conftest import write_spec
 
 pytestmark = pytest.mark.slow
 
 
-def write_spec(folder: Path, tiny_bert: str) -> Path:
-    spec = {
+def variants_spec(folder: Path, tiny_bert: str) -> Path:
+    return write_spec(folder, {
         "name": "variants",
         "method": "simcse",
         "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 24, "max_steps": 2, "eval_every": 1},
@@ -26,10 +26,7 @@ def write_spec(folder: Path, tiny_bert: str) -> Path:
         "seeds": [1, 2],
         "resources": {"cpu": 1},
         "max_concurrent_trials": 2,
-    }
-    path = folder / "variants.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
-    return path
+    })
 
 
 def digest(paths) -> dict[str, str]:
@@ -38,26 +35,19 @@ def digest(paths) -> dict[str, str]:
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
-@pytest.fixture
-def local_ray(use_tiny_sts):
-    ray.shutdown()
-    yield
-    ray.shutdown()
-
-
-def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, tiny_bert, local_ray, capsys,
-                                                                       monkeypatch):
+def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, tracking_uri, tiny_bert, local_ray,
+                                                                       capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root (./mlruns) lands here
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
     storage = tmp_path / "ray"
-    command = ["run", str(write_spec(tmp_path, tiny_bert)), "--tracking-uri", uri, "--storage", str(storage)]
+    command = ["run", str(variants_spec(tmp_path, tiny_bert)), "--tracking-uri", tracking_uri,
+               "--storage", str(storage)]
 
     assert main(command) == 0
     first_out = capsys.readouterr().out
     assert main(command + ["--set", "learning_rate=0.0001"]) == 0
     capsys.readouterr()
     assert main(command) == 0  # the first variant again: restored, nothing runs
-    client = MlflowClient(uri)
+    client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("variants")
     parents = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'parent'")
     children = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
@@ -103,7 +93,7 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
         assert {"mlflow.source.name", "mlflow.source.git.commit", "mlflow.user"} <= set(run.data.tags)
 
     # One variant by NAME-HASH (a hash prefix is enough): its status, and a resume that has nothing to run.
-    assert main(["status", f"variants-{first_hash[:6]}", "--tracking-uri", uri]) == 0
+    assert main(["status", f"variants-{first_hash[:6]}", "--tracking-uri", tracking_uri]) == 0
     assert capsys.readouterr().out.count("FINISHED") == 3
     assert main(["resume", f"variants-{first_hash[:6]}", "--storage", str(storage)]) == 0
     assert "| simcse | 2 | 0 |" in capsys.readouterr().out
@@ -112,11 +102,11 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     # Refusals (exit 2) leave the stores exactly as they were.
     stores = digest([tmp_path / "mlflow.db", storage])
     # By NAME alone the two variants are ambiguous: both are listed, with their options.
-    assert main(["status", "variants", "--tracking-uri", uri]) == 2
+    assert main(["status", "variants", "--tracking-uri", tracking_uri]) == 2
     assert main(["resume", "variants", "--storage", str(storage)]) == 2
     err = capsys.readouterr().err
     assert err.count(f"variants-{first_hash}") == 2 and "--set learning_rate=0.0001" in err
     assert main(command + ["--set", "model=/nonexistent"]) == 2
     assert "--set model=/nonexistent: '/nonexistent' is not a local folder" in capsys.readouterr().err
-    assert main(["status", "nonesuch", "--tracking-uri", uri]) == 2
+    assert main(["status", "nonesuch", "--tracking-uri", tracking_uri]) == 2
     assert digest([tmp_path / "mlflow.db", storage]) == stores

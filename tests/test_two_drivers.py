@@ -11,7 +11,8 @@ import textwrap
 import pytest
 from mlflow import MlflowClient
 
-from tests.test_sweep_run import ROOT, spec_file
+from tests.conftest import spec_file
+from tests.test_sweep_run import ROOT
 
 OPEN_AND_WRITE = textwrap.dedent("""
     import sys

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,3 +316,46 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     except OSError:
         return False
     return True
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSource:
+    """Where a data set is read from: a local folder named by the environment variable ``env`` (laid out as
+    ``layout``, docs/evaluations.md) or, where that variable is unset and ``hub`` names datasets, the Hugging
+    Face hub. ``module`` reads it: ``load_local(folder, *which)`` and ``load_hub(*which)``; ``which`` (GLUE's
+    tasks) goes to the loader."""
+
+    module: str
+    env: str = ""
+    layout: str = ""
+    hub: tuple[str, ...] = ()
+
+    def implementation(self):
+        return importlib.import_module(self.module)
+
+    def folder(self) -> Path | None:
+        value = os.environ.get(self.env, "") if self.env else ""
+        return Path(value) if value else None
+
+    def data_problem(self, *which: Any) -> str | None:
+        """Why the data cannot be read here (None when it can): the folder is read at plan time, as the STS
+        files are; the hub only when no folder is given."""
+        folder = self.folder()
+        if folder is not None:
+            try:
+                self.implementation().load_local(folder, *which)
+            except (ValueError, OSError) as error:  # DataError, and a file that is not UTF-8
+                return f"${self.env}={folder}: {error}"
+            return None
+        if not self.hub:
+            return (f"needs its data in a local folder: set ${self.env} to a folder laid out as {self.layout} "
+                    "(no Hugging Face hub copy is known; see docs/evaluations.md)")
+        if not hub_reachable():
+            return (f"needs the Hugging Face hub datasets {list(self.hub)}, which cannot be reached (offline); "
+                    f"or set ${self.env} to a folder laid out as {self.layout} (docs/evaluations.md)")
+        return None
+
+    def load(self, *which: Any) -> Any:
+        folder = self.folder()
+        module = self.implementation()
+        return module.load_local(folder, *which) if folder is not None else module.load_hub(*which)

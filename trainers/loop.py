@@ -14,20 +14,18 @@ random draws, same losses.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup, set_seed
+from transformers import set_seed
 
 from trainers import precision
 from trainers.checkpoint import (
     FinalRecord,
     FinishedCheckpoint,
     Reporter,
-    SelectionState,
     TrainingState,
     TrialSession,
     newest_checkpoint,
@@ -37,15 +35,15 @@ from trainers.checkpoint import (
     write_final_checkpoint,
     write_training_state,
 )
-from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, pick_device
-from trainers.evaluation import INFERENCE_BATCH_SIZE, STSEvaluator
-from trainers.evaluations import evaluate_suites
 from trainers.method import Config, Method, TrialConfig
 from trainers.objective import Objective
+from trainers.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
 from trainers.registry import get_method
-from trainers.run_schema import Metric, Report, Suite
+from trainers.run_schema import Metric, Report
 from trainers.steps import load_examples, total_steps
+from trainers.suites import evaluate_suite, evaluate_suites, trial_suites
+from trainers.suites.sts import INFERENCE_BATCH_SIZE, STSEvaluator
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -53,70 +51,9 @@ class NonFiniteLossError(FloatingPointError):
 
 
 @dataclass
-class Selection:
-    """Best-state bookkeeping for model selection: on STS-B dev here, on the first 10% of each GLUE
-    validation set in GLUE fine-tuning (:mod:`trainers.evaluations.glue`). ``encoder`` is the module
-    whose weights are kept."""
-
-    patience: int
-    best_score: float = -math.inf
-    best_step: int = 0
-    best_state: dict[str, torch.Tensor] | None = None
-    evaluations_without_gain: int = 0
-
-    def state(self, step: int) -> SelectionState:
-        """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
-        return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
-                              None if self.best_step == step else self.best_state)
-
-    def restore(self, state: SelectionState, encoder: torch.nn.Module) -> None:
-        self.best_score, self.best_step = state.best_score, state.best_step
-        self.evaluations_without_gain = state.evaluations_without_gain
-        self.best_state = state.best_state
-        if self.best_state is None and self.best_step:
-            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
-
-    def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
-        if score > self.best_score:
-            self.best_score, self.best_step, self.evaluations_without_gain = score, step, 0
-            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
-        else:
-            self.evaluations_without_gain += 1
-
-    @property
-    def should_stop(self) -> bool:
-        return self.patience > 0 and self.evaluations_without_gain >= self.patience
-
-
-@dataclass
 class _Timer:
     training_seconds: float = 0.0
     examples: int = 0
-
-
-def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
-    """One epoch of shuffled index batches. A trailing batch of one example is
-    dropped (it has no in-batch negatives) unless it is the whole corpus."""
-    order = torch.randperm(n_examples, generator=generator).tolist()
-    chunks = [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
-    return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
-
-
-def make_optimizer(config: Config, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    kind = torch.optim.AdamW if config["optimizer"] == "adamw" else torch.optim.Adam
-    return kind(
-        parameters,
-        lr=config["learning_rate"],
-        betas=(config["adam_beta1"], config["adam_beta2"]),
-        weight_decay=config["weight_decay"],
-    )
-
-
-def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps: int):
-    warmup = int(config["warmup_ratio"] * total_steps)
-    if config["lr_schedule"] == "constant":
-        return get_constant_schedule_with_warmup(optimizer, warmup)
-    return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
 def _autocast(config: Config, device: torch.device):
@@ -203,10 +140,7 @@ def train(
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; "
                                      "the trial stops here")
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
+        optimization_step(loss, optimizer, schedule)
         objective.after_step()
         position.step += 1
         position.stage_step += 1
@@ -331,7 +265,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     state), ``best_dev_spearman``, ``steps``, ``test_seconds`` (the final test's encoding and scoring),
     ``stsb_test_seconds_b16`` (SG-BERT Table 6's inference), ``wall_seconds``, for a trained method
     ``train_seconds``, ``train_seconds_with_frozen_outputs`` and ``sentences_per_second``, and the metrics of
-    the other evaluation suites the config chooses (``evaluations``, :mod:`trainers.evaluations`); with a
+    the other evaluation suites the config chooses (``evaluations``, :mod:`trainers.suites`); with a
     checkpointing session, they come with the final checkpoint (the best encoder and its
     :class:`~trainers.checkpoint.FinalRecord`).
     """
@@ -351,18 +285,19 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     set_seed(config["seed"])
     device = pick_device(config["device"])
     encoder = SentenceEncoder.from_config(config).to(device)
-    evaluator = STSEvaluator(load_sts(config["sts_source"], evaluation_names()), config["eval_max_pairs"])
+    evaluator = STSEvaluator.of_trial(config)  # STS-B dev selects; its sets are the STS suite's
 
     if method.trains:
         final = train_stages(method, config, encoder, evaluator, session, restored)
     else:
         final = {Metric.STEP: 0, Metric.STEPS: 0, Metric.BEST_STEP: 0}
         final[Metric.BEST_DEV] = evaluator.dev(encode_fn(encoder, config))[Metric.DEV]
+    sts, *others = trial_suites(config)  # STS first: SG-BERT Table 6 and SCT Figure 2 time its test
     testing_started = time.perf_counter()
-    final.update({Metric.test(k): v for k, v in evaluator.test(encode_fn(encoder, config)).items()})
+    final.update(evaluate_suite(sts, encode_fn(encoder, config), config, data=evaluator.sets))
     final[Metric.TEST_SECONDS] = time.perf_counter() - testing_started
     final[Metric.STSB_TEST_SECONDS_B16] = inference_seconds(encoder, config, evaluator)
-    final.update(evaluate_suites(config.get(Suite.KEY, ()), encode_fn(encoder, config), config["seed"]))
+    final.update(evaluate_suites(others, encode_fn(encoder, config), config))
     final[Metric.WALL_SECONDS] = time.perf_counter() - started
     final.update(_precisions_used(config, device))
     checkpoint = None

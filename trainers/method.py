@@ -186,5 +186,5 @@ class Method:
 
 class TrialConfig(dict):
     """A trial's config as :meth:`Method.resolve` completed and validated it: every knob,
-    with ``method``, and the spec's evaluation suites under :attr:`Suite.KEY`. What the sweep resolves
-    once per trial and the worker runs as it is."""
+    with ``method``, and the spec's evaluation suites under :attr:`~trainers.run_schema.SuiteName.KEY`. What
+    the sweep resolves once per trial and the worker runs as it is."""

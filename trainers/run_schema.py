@@ -114,12 +114,22 @@ def children_filter(parent_run_id: str, trial_id: str | None = None) -> str:
 class Metric:
     """Metric names a trial reports: at each evaluation (progress), then once at its end (final)."""
 
+    @staticmethod
+    def sts(dataset: str, statistic: str = "spearman") -> str:
+        """An STS figure as the STS suite's scorer names it (:mod:`trainers.suites.sts`): ``<set>_<statistic>``
+        (``stsb_pearson``, ``sts12_mean_spearman``, ``dev_spearman``, ``avg_spearman``). Every STS name, the
+        progress's and the final test's (:meth:`test_set`), is made here."""
+        return f"{dataset}_{statistic}"
+
+    STS_DEV = "dev"  # STS-B dev, the set that selects, in the STS figures' names
+    STS_AVG = "avg"  # the seven test sets' average
+
     # Progress, at every evaluation of STS-B dev (MLflow step = training step).
     STEP = "step"
     LOSS = "loss"
     LR = "lr"
-    DEV = "dev_spearman"
-    BEST_DEV = "best_dev_spearman"  # also final: the one metric every report carries
+    DEV = sts(STS_DEV)  # dev_spearman
+    BEST_DEV = f"best_{DEV}"  # best_dev_spearman; also final: the one metric every report carries
     STAGE = "stage"  # methods with several training stages
     # Final.
     BEST_STEP = "best_step"
@@ -137,7 +147,7 @@ class Metric:
     SENTENCES_PER_SECOND = "sentences_per_second"
     RESUMED_FROM_STEP = "resumed_from_step"
     TEST_PREFIX = "test_"
-    TEST_AVG = "test_avg_spearman"
+    TEST_AVG = TEST_PREFIX + sts(STS_AVG)  # test_avg_spearman
     FROZEN_OUTPUTS = "frozen_outputs"  # prefix of <name>_computed, <name>_reused and <name>_seconds
     FROZEN_OUTPUTS_COMPUTED = "frozen_outputs_computed"
     FROZEN_OUTPUTS_REUSED = "frozen_outputs_reused"
@@ -149,11 +159,12 @@ class Metric:
     @staticmethod
     def test(name: str) -> str:
         """A final test metric from the evaluator's own name (``stsb_spearman`` -> ``test_stsb_spearman``)."""
-        return f"test_{name}"
+        return f"{Metric.TEST_PREFIX}{name}"
 
     @staticmethod
     def test_set(dataset: str, statistic: str = "spearman") -> str:
-        return f"test_{dataset}_{statistic}"
+        """A final STS metric (``stsb``, ``pearson`` -> ``test_stsb_pearson``; ``avg`` -> :attr:`TEST_AVG`)."""
+        return Metric.test(Metric.sts(dataset, statistic))
 
     @staticmethod
     def suite(suite: str, dataset: str, statistic: str) -> str:
@@ -167,9 +178,11 @@ class Metric:
         return Metric.TEST_AVG in metrics
 
 
-class Suite:
-    """Evaluation suites a spec chooses with its ``evaluations`` key (:mod:`trainers.evaluations`), run on
-    each trial's best state after training; their metrics are named by :meth:`Metric.suite`."""
+class SuiteName:
+    """Names of the evaluation suites a spec chooses with its ``evaluations`` key (each declared and
+    registered in :mod:`trainers.suites`), run on each trial's best state after training, and of their
+    statistics. STS's metrics are named by :meth:`Metric.test_set`, every other suite's by
+    :meth:`Metric.suite` (through its declaration, ``Suite.metric``); a new suite needs no name here."""
 
     KEY = "evaluations"  # the spec key, and the key of a trial's config that carries the choice
     STS = "sts"
@@ -187,7 +200,7 @@ class Suite:
 
 
 class Glue:
-    """GLUE fine-tuning (SG-BERT Table 10; ``python -m sweep glue``, :mod:`trainers.evaluations.glue`): a
+    """GLUE fine-tuning (SG-BERT Table 10; ``python -m sweep glue``, :mod:`trainers.glue`): a
     spec's ``glue`` key, the names of its runs' params and metrics. Each task selects its fine-tuned state
     on the first 10% of the validation set and reports the last 90% (``test_glue_<task>_<statistic>``)."""
 

@@ -15,6 +15,6 @@ def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
 
 def total_steps(config: Config, n_examples: int) -> int:
     full, rest = divmod(n_examples, config["batch_size"])
-    per_epoch = full + (rest > 1 or (rest == 1 and full == 0))  # as the loop's batches() cuts an epoch
+    per_epoch = full + (rest > 1 or (rest == 1 and full == 0))  # as trainers.optimization.batches cuts an epoch
     steps = per_epoch * config["epochs"]
     return min(steps, config["max_steps"]) if config["max_steps"] else steps

@@ -15,7 +15,7 @@ from trainers.common_knobs import AUGMENTATIONS
 from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
 from trainers.method import Config
-from trainers.methods.sct_distillation import REWRITE_VIEWS, teacher_table, view_texts
+from trainers.methods.sct import REWRITE_VIEWS, teacher_table, view_texts
 from trainers.objective import Objective
 from trainers.objectives.sct_distillation import Teacher
 from trainers.queues import InstanceQueue

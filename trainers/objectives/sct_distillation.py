@@ -1,5 +1,5 @@
-"""SCT's distillation teacher f_large (declared in :mod:`trainers.methods.sct_distillation`; the
-method's docstring, :mod:`trainers.methods.sct`, says what it computes)."""
+"""SCT's distillation teacher f_large (its knobs declared in :mod:`trainers.methods.sct`, whose
+docstring says what it computes)."""
 
 from __future__ import annotations
 

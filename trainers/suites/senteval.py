@@ -17,9 +17,22 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.evaluations.classifier import ClassifierConfig, inner_kfold_accuracy, kfold_accuracy, split_accuracy
-from trainers.run_schema import Metric, Suite
+from trainers.knobs import Knob, KnobSet
+from trainers.run_schema import SuiteName
+from trainers.suites import Encode, Suite
+
+CLASSIFIER = Knob("classifier", str, "mlp", "SentEval's classifier on frozen vectors: 'mlp' (50 hidden units, "
+                  "SG-BERT Table 9) or 'logreg' (SentEval's nhid 0, SimCSE's setting).", choices=("mlp", "logreg"))
+KFOLD = Knob("kfold", int, 10, "Folds of SentEval's cross-validation (MR, CR, SUBJ, MPQA; TREC and MRPC "
+             "choose their L2 penalty by it).", low=2)
+SUITE = Suite(
+    name=SuiteName.SENTEVAL, summary="SentEval transfer: MR, CR, SUBJ, MPQA, SST2, TREC, MRPC (accuracy)",
+    module=__name__, env="SENTEVAL_DATA_DIR",
+    layout="SentEval's data/downstream: MR/rt-polarity.{pos,neg}, CR/custrev.{pos,neg}, SUBJ/subj.{objective,"
+    "subjective}, MPQA/mpqa.{pos,neg}, SST/binary/sentiment-{train,dev,test}, TREC/{train_5500,TREC_10}.label, "
+    "MRPC/msr_paraphrase_{train,test}.txt",
+    options=KnobSet((CLASSIFIER, KFOLD)),
+)
 
 BINARY_FILES = {
     "mr": ("MR/rt-polarity.pos", "MR/rt-polarity.neg"),
@@ -28,7 +41,7 @@ BINARY_FILES = {
     "mpqa": ("MPQA/mpqa.pos", "MPQA/mpqa.neg"),
 }
 """Each cross-validated task's two files: label 1's, then label 0's (SentEval's order)."""
-TASKS = Suite.SENTEVAL_TASKS
+TASKS = SuiteName.SENTEVAL_TASKS
 TREC_LABELS = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 
 
@@ -111,6 +124,8 @@ def features(encode: Encode, data: Labelled) -> tuple[np.ndarray, np.ndarray]:
 
 
 def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any], seed: int) -> dict[str, float]:
+    from trainers.suites.classifier import ClassifierConfig, inner_kfold_accuracy, kfold_accuracy, split_accuracy
+
     config = ClassifierConfig.named(options["classifier"], seed)
     k = options["kfold"]
     accuracies = {task: inner_kfold_accuracy(config, *features(encode, data[task]), k) for task in BINARY_FILES}
@@ -118,6 +133,6 @@ def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any]
     for task in ("trec", "mrpc"):
         train, test = (features(encode, split) for split in data[task])
         accuracies[task] = kfold_accuracy(config, train, test, k)
-    metrics = {Metric.suite(Suite.SENTEVAL, task, Suite.ACCURACY): accuracies[task] for task in TASKS}
-    metrics[Metric.suite(Suite.SENTEVAL, Suite.AVG, Suite.ACCURACY)] = float(np.mean(list(accuracies.values())))
+    metrics = {SUITE.metric(task, SuiteName.ACCURACY): accuracies[task] for task in TASKS}
+    metrics[SUITE.metric(SuiteName.AVG, SuiteName.ACCURACY)] = float(np.mean(list(accuracies.values())))
     return metrics

@@ -18,15 +18,19 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-import torch
-from sklearn.metrics import average_precision_score
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.run_schema import Metric, Suite
+from trainers.run_schema import SuiteName
+from trainers.suites import Encode, Suite
 
 DATASETS = {"askubuntu": "mteb/askubuntudupquestions-reranking", "scidocs": "mteb/scidocs-reranking"}
 """Our name -> the hub's dataset (its ``test`` split)."""
+SUITE = Suite(
+    name=SuiteName.RERANKING, summary="Re-ranking MAP: AskUbuntu and SciDocs (USEB/MTEB)",
+    module=__name__, env="RERANKING_DATA_DIR",
+    layout="askubuntu/test.jsonl and scidocs/test.jsonl, one {query, positive: [...], negative: [...]} per line",
+    hub=tuple(DATASETS.values()),
+)
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ def load_hub() -> dict[str, list[Query]]:
 
 def mean_average_precision(queries: list[Query], encode: Encode) -> float:
     """MAP x 100 over the queries that have both positives and negatives."""
+    import torch
+    from sklearn.metrics import average_precision_score
+
     kept = [q for q in queries if q.positive and q.negative]
     texts = list(dict.fromkeys(t for q in kept for t in (q.query, *q.positive, *q.negative)))
     vectors = torch.nn.functional.normalize(encode(texts).double(), dim=-1)
@@ -90,6 +97,6 @@ def mean_average_precision(queries: list[Query], encode: Encode) -> float:
 def evaluate(encode: Encode, data: Mapping[str, list[Query]], options: Mapping[str, Any],
              seed: int) -> dict[str, float]:
     maps = {name: mean_average_precision(data[name], encode) for name in DATASETS}
-    metrics = {Metric.suite(Suite.RERANKING, name, Suite.MAP): value for name, value in maps.items()}
-    metrics[Metric.suite(Suite.RERANKING, Suite.AVG, Suite.MAP)] = float(np.mean(list(maps.values())))
+    metrics = {SUITE.metric(name, SuiteName.MAP): value for name, value in maps.items()}
+    metrics[SUITE.metric(SuiteName.AVG, SuiteName.MAP)] = float(np.mean(list(maps.values())))
     return metrics

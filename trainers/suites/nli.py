@@ -18,10 +18,18 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainers.data import DataError
-from trainers.evaluations import Encode
-from trainers.evaluations.classifier import ClassifierConfig, split_accuracy
-from trainers.evaluations.senteval import Labelled, read_lines
-from trainers.run_schema import Metric, Suite
+from trainers.knobs import KnobSet
+from trainers.run_schema import SuiteName
+from trainers.suites import Encode, Suite
+from trainers.suites.senteval import CLASSIFIER, Labelled, read_lines
+
+SUITE = Suite(
+    name=SuiteName.NLI, summary="NLI accuracy: SICK-E and SNLI, a classifier on SentEval's pair features",
+    module=__name__, env="SENTEVAL_DATA_DIR",
+    layout="SentEval's data/downstream: SICK/SICK_{train,trial,test_annotated}.txt, "
+    "SNLI/{s1,s2,labels}.{train,dev,test}",
+    options=KnobSet((CLASSIFIER,)),
+)
 
 LABELS = ("entailment", "neutral", "contradiction")
 SICK_LABELS = ("ENTAILMENT", "NEUTRAL", "CONTRADICTION")
@@ -76,6 +84,8 @@ def snli_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any], seed: int) -> dict[str, float]:
+    from trainers.suites.classifier import ClassifierConfig, split_accuracy
+
     config = ClassifierConfig.named(options["classifier"], seed)
     sick = [(sick_features(*pair_vectors(encode, split)), split.labels) for split in data["sicke"]]
     snli = [(snli_features(*pair_vectors(encode, split)), split.labels) for split in data["snli"]]
@@ -83,6 +93,6 @@ def evaluate(encode: Encode, data: Mapping[str, Any], options: Mapping[str, Any]
         "sicke": split_accuracy(config, *sick),
         "snli": split_accuracy(dataclasses.replace(config, max_epoch=15, epoch_size=1), *snli, penalties=(1e-9,)),
     }
-    metrics = {Metric.suite(Suite.NLI, task, Suite.ACCURACY): value for task, value in accuracies.items()}
-    metrics[Metric.suite(Suite.NLI, Suite.AVG, Suite.ACCURACY)] = float(np.mean(list(accuracies.values())))
+    metrics = {SUITE.metric(task, SuiteName.ACCURACY): value for task, value in accuracies.items()}
+    metrics[SUITE.metric(SuiteName.AVG, SuiteName.ACCURACY)] = float(np.mean(list(accuracies.values())))
     return metrics

@@ -1,7 +1,7 @@
 """Evaluate any model and pooling on the seven STS test sets (and STS-B dev).
 
-    python -m trainers.evaluate --pooling mean
-    python -m trainers.evaluate --model bert-base-uncased --pooling cls --pooling-layer 2
+    python -m trainers.evaluate_model --pooling mean
+    python -m trainers.evaluate_model --model bert-base-uncased --pooling cls --pooling-layer 2
 
 Prints a table of Spearman (and Pearson) x 100 per set; STS12-16 also show the
 ``mean`` and ``wmean`` aggregations over their subsets.
@@ -38,7 +38,7 @@ def format_table(metrics: Mapping[str, float]) -> str:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     knobs = get_method("none").all_knobs
-    parser = argparse.ArgumentParser(prog="python -m trainers.evaluate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m trainers.evaluate_model", description=__doc__.split("\n\n")[0])
     for knob in knobs:
         parser.add_argument(
             f"--{knob.name.replace('_', '-')}", dest=knob.name, type=knob.kind, default=None, help=knob.help

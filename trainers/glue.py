@@ -4,17 +4,16 @@ The encoder a row names (a trial's exported folder, a Hugging Face id or a local
 trial loads it, :meth:`trainers.encoder.SentenceEncoder.from_config`) gets a classification head, BERT's
 own: dropout and a linear layer on the model's pooler output (its [CLS] vector where the model has no
 pooler), as ``BertForSequenceClassification`` has it. Each task fine-tunes a fresh copy on its training
-set with the training loop's optimiser, schedule, batches and best-state keeping
-(:func:`trainers.loop.make_optimizer`, :func:`~trainers.loop.make_schedule`, :func:`~trainers.loop.batches`,
-:class:`~trainers.loop.Selection`). As the appendix says, GLUE's test labels are not public, so the
-*first 10%* of the validation set selects the state (scored every ``eval_every`` steps or at each epoch's
-end) and the *last 90%* reports it.
+set with the training loop's optimiser, schedule, batches, optimisation step and best-state keeping
+(:mod:`trainers.optimization`). As the appendix says, GLUE's test labels are not public, so the *first
+10%* of the validation set selects the state (scored every ``eval_every`` steps or at each epoch's end) and
+the *last 90%* reports it.
 
 Metrics (x 100), as GLUE reports them: accuracy (QNLI, SST-2, RTE), Matthews correlation (CoLA), F1 of
 the paraphrase class and accuracy (MRPC); the first of a task's statistics selects
 (:attr:`trainers.run_schema.Glue.STATISTICS`).
 
-Data and the validation split: :mod:`trainers.evaluations.glue_data`.
+Data, the validation split and the knobs: :mod:`trainers.glue_data`.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ from torch import Tensor, nn
 from transformers import set_seed
 
 from trainers.encoder import SentenceEncoder, pick_device
-from trainers.evaluations.glue_data import N_LABELS, Examples, TaskData, split_validation
-from trainers.loop import Selection, batches, make_optimizer, make_schedule
+from trainers.glue_data import N_LABELS, Examples, TaskData, split_validation
+from trainers.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
 from trainers.run_schema import Glue
 from trainers.steps import total_steps
 
@@ -107,7 +106,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     """Fine-tune the encoder ``encoder_config`` names (knobs model, model_layers, device) on ``task``; keep
     the state best on the first 10% of validation (the first of equal scores); report its scores on the
     last 90% (``test_glue_*``), its selection scores and its step. ``options`` are the GLUE knobs
-    (:data:`trainers.evaluations.GLUE_KNOBS`)."""
+    (:data:`trainers.glue_data.GLUE_KNOBS`)."""
     set_seed(seed)
     encoder = SentenceEncoder.from_config(encoder_config).to(pick_device(encoder_config["device"]))
     model = Classifier(encoder).to(encoder.device)
@@ -129,10 +128,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
             texts = [[side[i] for i in indices] for side in train.texts]
             logits = model(model.features(texts, options["max_seq_length"]))
             loss = nn.functional.cross_entropy(logits, labels[indices].to(logits.device))
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
+            optimization_step(loss, optimizer, schedule)
             step += 1
             if _is_selection_step(step, steps, options["eval_every"], steps_per_epoch):
                 curve.append((step, scores(task, select.labels, predict(select))[primary]))

@@ -1,5 +1,7 @@
-"""GLUE's data for fine-tuning (SG-BERT Table 10): the five tasks read from GLUE's download layout or the
-hub, and the validation split the appendix uses. No torch: ``sweep plan`` reads the data to check it.
+"""GLUE fine-tuning's data and knobs (SG-BERT Table 10): the five tasks read from GLUE's download layout or
+the hub, the validation split the appendix uses, and a spec's ``glue`` mapping (:data:`GLUE_KNOBS`,
+:func:`parse_glue`). No torch: ``sweep plan`` reads the data to check it; the fine-tuning itself is
+:mod:`trainers.glue`.
 
 ``$GLUE_DATA_DIR`` in GLUE's download layout (``{QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv``,
 tab-separated, no quoting; CoLA without a header), or the hub's ``nyu-mll/glue`` (its ``train`` and
@@ -10,11 +12,14 @@ tab-separated, no quoting; CoLA without a header), or the hub's ``nyu-mll/glue``
 from __future__ import annotations
 
 import csv
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainers.data import DataError
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
+from trainers.data import DataError, DataSource
+from trainers.knobs import ConfigError, Knob, KnobSet
 from trainers.run_schema import Glue
 
 SELECT_FRACTION = 0.1
@@ -45,6 +50,51 @@ HUB_TEXTS = {"qnli": ("question", "sentence"), "sst2": ("sentence",), "cola": ("
              "mrpc": ("sentence1", "sentence2"), "rte": ("sentence1", "sentence2")}
 """The columns of each task's config of ``nyu-mll/glue``."""
 N_LABELS = 2  # all five tasks are binary
+
+GLUE = DataSource(
+    module=__name__, env="GLUE_DATA_DIR",
+    layout="{QNLI,SST-2,CoLA,MRPC,RTE}/{train,dev}.tsv (GLUE's download layout; docs/glue.md)",
+    hub=(HUB_DATASET,),
+)
+"""Where GLUE's data is read (``GLUE.load(tasks)``, ``GLUE.data_problem(tasks)``): ``$GLUE_DATA_DIR``, else the
+hub. GLUE is no evaluation suite (:mod:`trainers.suites`): it fine-tunes the encoder."""
+GLUE_DEFAULTS = {"max_seq_length": 128, "batch_size": 32, "epochs": 3, "learning_rate": 2e-5}
+"""SG-BERT's appendix (A.4) states no fine-tuning hyperparameters: these are Hugging Face's run_glue
+example's (max length 128, batch 32, 3 epochs, AdamW at 2e-5, linear decay, no warm-up or decay)."""
+GLUE_KNOBS = KnobSet(
+    tuple(dataclasses.replace(knob, default=GLUE_DEFAULTS.get(knob.name, knob.default))
+          for knob in (*TRAINING_KNOBS, *COMMON_KNOBS)
+          if knob.name in ("train_limit", "max_seq_length", "batch_size", "epochs", "max_steps", "optimizer",
+                           "learning_rate", "adam_beta1", "adam_beta2", "weight_decay", "warmup_ratio",
+                           "lr_schedule", "eval_batch_size"))
+    + (Knob("eval_every", int, 0, "Score the first 10% of each validation set (the selection part) every N "
+            "training steps, and after the last; 0 = at the end of each epoch.", low=0),)
+)
+"""GLUE fine-tuning's knobs (the spec's ``glue`` mapping): the training loop's own declarations, with
+:data:`GLUE_DEFAULTS`, and when to score the selection part."""
+
+
+def parse_glue(value: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """A spec's ``glue`` mapping -> (its knobs with defaults and ``tasks``, problems as (key, message))."""
+    if value is None:
+        value = {}
+    if not isinstance(value, Mapping):
+        return {}, [("", f"expected a mapping of fine-tuning knobs and '{Glue.TASKS_KEY}', got {value!r}")]
+    options = dict(value)
+    tasks = options.pop(Glue.TASKS_KEY, list(Glue.TASKS))
+    problems = []
+    if (not isinstance(tasks, list) or not tasks or any(t not in Glue.TASKS for t in tasks)
+            or len(set(tasks)) < len(tasks)):
+        problems.append((f".{Glue.TASKS_KEY}", f"expected a non-empty list of distinct tasks from {list(Glue.TASKS)}, "
+                                               f"got {tasks!r}"))
+    try:
+        resolved = GLUE_KNOBS.resolve(options)
+    except ConfigError as error:
+        resolved = {}
+        for problem in error.problems:
+            knob, message = problem.split(":", 1)
+            problems.append((f".{knob}", message.strip()))
+    return {**resolved, Glue.TASKS_KEY: tasks}, problems
 
 
 @dataclass(frozen=True)

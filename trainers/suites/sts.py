@@ -1,0 +1,173 @@
+"""The STS suite: cosine similarity against gold scores, Spearman and Pearson x 100, on STS-B dev (model
+selection, at every evaluation) and the seven test sets (a trial's final figures).
+
+For STS12-16, which are made of subsets, three aggregations are computed:
+``all`` (every subset's pairs concatenated; the default, as SimCSE, ConSERT and
+SCT report it), ``mean`` (the plain mean of per-subset correlations) and
+``wmean`` (the mean weighted by subset size, SentEval's other figure).
+Metric names (all made by :meth:`trainers.run_schema.Metric.sts`): ``<set>_spearman`` /
+``<set>_pearson`` for ``all``, ``<set>_mean_spearman`` and ``<set>_wmean_spearman`` for the others, and
+``avg_spearman`` (plus ``avg_mean_spearman``, ``avg_wmean_spearman``) over the seven sets; a trial's
+final report prefixes ``test_`` (``test_avg_spearman``), STS-B dev's are ``dev_spearman`` and
+``dev_pearson``.
+
+STS is registered as every other suite (:mod:`trainers.suites`), always chosen, first; the training loop
+also scores STS-B dev with it to select a trial's state (:class:`STSEvaluator`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from trainers.data import (
+    DEV_SET,
+    HUB_DATASETS,
+    STS_DIR_ENV,
+    TEST_SETS,
+    STSSet,
+    evaluation_names,
+    load_sts,
+    load_sts_hub,
+    load_sts_local,
+)
+from trainers.run_schema import Metric, SuiteName
+from trainers.suites import Encode, Suite
+
+INFERENCE_BATCH_SIZE = 16
+"""SG-BERT Table 6 times inference "when tested on STS-B ... using batch size 16" (``stsb_test_seconds_b16``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class STSSuite(Suite):
+    """STS's declaration. Its sets are the ones the trial's config names (``sts_source``: the shipped folder
+    or ``$STS_DATA_DIR``, or the hub), each cut to its first ``eval_max_pairs`` pairs; every method's
+    environment checks read them (:meth:`trainers.method.Method.environment_problems`), so the suite adds
+    no data problem of its own. Its metrics carry no suite name (``test_stsb_spearman``), as trials have
+    recorded them from the start."""
+
+    def read(self, options: Mapping[str, Any]) -> dict[str, STSSet]:
+        return load_sts(options["sts_source"], evaluation_names())
+
+    def data_problem(self, *which: Any) -> str | None:
+        return None
+
+    def metric(self, dataset: str, statistic: str) -> str:
+        return Metric.test_set(dataset, statistic)
+
+
+SUITE = STSSuite(
+    name=SuiteName.STS, summary="STS12-16, STS-B, SICK-R (always run; STS-B dev selects)", module=__name__,
+    env=STS_DIR_ENV, layout="stsb-dev.tsv and {stsb,sickr,sts12,sts13,sts14,sts15,sts16}-test.tsv in the STS TSV "
+    "format (trainers/sts_data/SOURCES.md; the shipped copy is trainers/sts_data)",
+    hub=tuple(dict.fromkeys(dataset for dataset, _ in HUB_DATASETS.values())),
+    config_knobs=("sts_source", "eval_max_pairs"),
+)
+
+
+def load_local(folder: str | Path) -> dict[str, STSSet]:
+    return load_sts_local(evaluation_names(), folder)
+
+
+def load_hub() -> dict[str, STSSet]:
+    return load_sts_hub(evaluation_names())
+
+
+def evaluate(encode: Encode, data: Mapping[str, STSSet], options: Mapping[str, Any], seed: int) -> dict[str, float]:
+    """A trial's final STS figures: the seven test sets, each cut to ``eval_max_pairs`` pairs, and their
+    averages (``test_<set>_<statistic>``, ``test_avg_spearman``)."""
+    tested = STSEvaluator(data, options["eval_max_pairs"]).test(encode)
+    return {Metric.test(name): value for name, value in tested.items()}
+
+
+def cosine_scores(left: Any, right: Any) -> np.ndarray:
+    """Row-wise cosine similarities of two [n, dim] tensors, in float64."""
+    import torch
+
+    return torch.nn.functional.cosine_similarity(left.double(), right.double(), dim=-1).numpy()
+
+
+def correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float]:
+    """(Spearman, Pearson) x 100."""
+    from scipy.stats import pearsonr, spearmanr
+
+    return 100 * float(spearmanr(predicted, gold).statistic), 100 * float(pearsonr(predicted, gold).statistic)
+
+
+def set_metrics(name: str, sts: STSSet, predicted: np.ndarray) -> dict[str, float]:
+    spearman, pearson = correlations(predicted, sts.scores)
+    metrics = {Metric.sts(name, SuiteName.SPEARMAN): spearman, Metric.sts(name, SuiteName.PEARSON): pearson}
+    subsets = np.asarray(sts.subsets)
+    names = list(dict.fromkeys(sts.subsets))
+    if len(names) > 1:
+        per_subset = [correlations(predicted[subsets == s], sts.scores[subsets == s])[0] for s in names]
+        sizes = [int((subsets == s).sum()) for s in names]
+        metrics[Metric.sts(name, "mean_spearman")] = float(np.mean(per_subset))
+        metrics[Metric.sts(name, "wmean_spearman")] = float(np.average(per_subset, weights=sizes))
+    return metrics
+
+
+def average_metrics(metrics: Mapping[str, float], names: Sequence[str] = TEST_SETS) -> dict[str, float]:
+    """Seven-set averages; sets without subsets count with their single figure in every average."""
+    averages = {Metric.sts(Metric.STS_AVG): float(np.mean([metrics[Metric.sts(n)] for n in names]))}
+    for statistic in ("mean_spearman", "wmean_spearman"):
+        values = [metrics.get(Metric.sts(n, statistic), metrics[Metric.sts(n)]) for n in names]
+        averages[Metric.sts(Metric.STS_AVG, statistic)] = float(np.mean(values))
+    return averages
+
+
+def evaluate_sets(encode: Encode, sets: Mapping[str, STSSet]) -> dict[str, float]:
+    """Metrics of every set in ``sets`` (keyed by the name used in metric names).
+
+    All sentences of all sets go to ``encode`` in one call, so a sentence that
+    appears in several sets or pairs is encoded once.
+    """
+    sentences = [s for sts in sets.values() for s in (*sts.sentence1, *sts.sentence2)]
+    vectors = encode(sentences)
+    metrics: dict[str, float] = {}
+    offset = 0
+    for name, sts in sets.items():
+        n = len(sts)
+        left, right = vectors[offset : offset + n], vectors[offset + n : offset + 2 * n]
+        offset += 2 * n
+        metrics.update(set_metrics(name, sts, cosine_scores(left, right)))
+    return metrics
+
+
+@dataclass
+class STSEvaluator:
+    """STS-B dev for model selection, the seven test sets for the final figures.
+
+    ``sets`` maps file names (``stsb-dev``, ``sts12-test`` ...) to data;
+    ``max_pairs`` keeps only the first N pairs of each (0 = all).
+    """
+
+    sets: Mapping[str, STSSet]
+    max_pairs: int = 0
+
+    def _subset(self, file_name: str) -> STSSet:
+        return self.sets[file_name].head(self.max_pairs)
+
+    @classmethod
+    def of_trial(cls, config: Mapping[str, Any]) -> STSEvaluator:
+        """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`)."""
+        return cls(SUITE.read(config), config["eval_max_pairs"])
+
+    def dev(self, encode: Encode) -> dict[str, float]:
+        return evaluate_sets(encode, {Metric.STS_DEV: self._subset(DEV_SET)})
+
+    def test(self, encode: Encode) -> dict[str, float]:
+        metrics = evaluate_sets(encode, {name: self._subset(f"{name}-test") for name in TEST_SETS})
+        metrics.update(average_metrics(metrics))
+        return metrics
+
+    def stsb_test_seconds(self, encode: Encode) -> float:
+        """Seconds to test on STS-B alone with ``encode``: its sentences encoded, their cosines scored (SG-BERT
+        Table 6's inference, "the time elapsed during ... inference when tested on STS-B")."""
+        started = time.perf_counter()
+        evaluate_sets(encode, {"stsb": self._subset("stsb-test")})
+        return time.perf_counter() - started
