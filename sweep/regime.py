@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from sweep.spec import SweepSpec
 from sweep.spec_environment import attribute, holds_for
+from trainers.knobs import Problem
 from trainers.method import Method
 from trainers.steps import load_examples, total_steps
 
@@ -39,10 +40,10 @@ def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> i
     return steps
 
 
-def evaluation_warnings(config: Mapping[str, Any], steps: int) -> list[str]:
+def evaluation_warnings(config: Mapping[str, Any], steps: int) -> list[Problem]:
     if config["eval_every"] >= steps:
-        return [f"eval_every: {config['eval_every']} >= the trial's {steps} steps: STS-B dev is evaluated "
-                "once, at the end, so no better earlier state can be selected"]
+        return [Problem("eval_every", f"{config['eval_every']} >= the trial's {steps} steps: STS-B dev is evaluated "
+                "once, at the end, so no better earlier state can be selected")]
     return []
 
 

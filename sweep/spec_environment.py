@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from sweep.spec_validation import gpu_problem
 from trainers.glue_data import GLUE
+from trainers.knobs import Problem
 from trainers.run_schema import Glue, SuiteName
 from trainers.suites import SUITES
 
@@ -57,21 +58,21 @@ def suite_problems(spec: SweepSpec) -> list[str]:
     return problems
 
 
-def holds_for(rows_with: dict[str, list[str]], message: str, row: str) -> None:
-    """Record that ``message`` holds for ``row`` (each row once, in the order found), for :func:`attribute`."""
-    rows = rows_with.setdefault(message, [])
+def holds_for(rows_with: dict[Problem, list[str]], problem: Problem, row: str) -> None:
+    """Record that ``problem`` holds for ``row`` (each row once, in the order found), for :func:`attribute`."""
+    rows = rows_with.setdefault(problem, [])
     if row not in rows:
         rows.append(row)
 
 
-def attribute(spec: SweepSpec, rows_with: Mapping[str, list[str]], overrides: Mapping[str, Any]) -> list[str]:
-    """Messages (``knob: text``) -> the rows they hold for, each said once: against ``--set`` when the
-    knob's value came from there, as "every row" when all rows share it, else naming its rows."""
+def attribute(spec: SweepSpec, rows_with: Mapping[Problem, list[str]], overrides: Mapping[str, Any]) -> list[str]:
+    """Problems -> the rows they hold for, each said once: against ``--set`` when the knob's value came from
+    there, as "every row" when all rows share it, else naming its rows."""
     said = []
     for message, rows in rows_with.items():
-        knob = message.split(":", 1)[0]
+        knob = message.key
         if knob in overrides and not any(knob in spec.row(name).overrides for name in rows):
-            said.append(f"--set {knob}={overrides[knob]}: {message.split(':', 1)[1].strip()}")
+            said.append(f"--set {knob}={overrides[knob]}: {message.message}")
         elif len(spec.rows) > 1 and len(rows) == len(spec.rows):
             said.append(f"{spec.path}: every row: {message}")
         elif rows == [""]:  # a spec without rows

@@ -253,10 +253,11 @@ def test_supervised_settings_need_the_hub_and_never_substitute(tiny_bert, monkey
     method = get_method("consert")
     for supervision in ("sup", "joint", "sup-unsup", "joint-unsup"):
         problems = method.environment_problems(config_of(tiny_bert, supervision=supervision))
-        assert any("needs labelled NLI" in p and "hub" in p and "no other data is substituted" in p for p in problems)
+        assert any(p.key == "supervision" and "needs labelled NLI" in p.message and "hub" in p.message
+                   and "no other data is substituted" in p.message for p in problems)
     assert method.environment_problems(config_of(tiny_bert)) == []
     missing_corpus = config_of(tiny_bert, train_corpus="nope.txt")
-    assert any(p.startswith("train_corpus:") for p in method.environment_problems(missing_corpus))
+    assert any(p.key == "train_corpus" for p in method.environment_problems(missing_corpus))
     with pytest.raises(SpecError, match="needs labelled NLI"):
         load_spec(SPECS / "consert_supervised.yaml")
     monkeypatch.setattr(consert, "hub_reachable", lambda: True)
@@ -341,9 +342,9 @@ def test_transfer_limit_is_refused_without_a_transfer_after_nli(tiny_bert, monke
     for supervision in consert.TWO_STAGES:
         assert method.environment_problems(config_of(tiny_bert, supervision=supervision, transfer_limit=10)) == []
     (unsupervised,) = method.environment_problems(config_of(tiny_bert, transfer_limit=10))
-    assert unsupervised.startswith("transfer_limit: ") and "with 'none' use train_limit" in unsupervised
+    assert unsupervised.key == "transfer_limit" and "with 'none' use train_limit" in unsupervised.message
     (nli_only,) = method.environment_problems(config_of(tiny_bert, supervision="sup", transfer_limit=10))
-    assert "with 'sup' there is no transfer stage" in nli_only
+    assert "with 'sup' there is no transfer stage" in nli_only.message
 
 
 def test_few_shot_supervised_spec_is_refused_offline_and_the_unsupervised_curve_plans():

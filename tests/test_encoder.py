@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from trainers.encoder import SentenceEncoder, pool
+from trainers.knobs import Problem
 
 SENTENCES = ["A man is playing a guitar.", "Dogs run.", "A very much longer sentence with many more tokens in it."]
 
@@ -114,4 +115,5 @@ def test_too_many_model_layers_fail_validation(tiny_bert):
     method = get_method("none")
     assert method.environment_problems(method.resolve({"model": tiny_bert, "model_layers": 2})) == []
     problems = method.environment_problems(method.resolve({"model": tiny_bert, "model_layers": 3}))
-    assert problems == [f"model_layers: 3 layers asked for, but {tiny_bert!r} has 2"]
+    assert problems == [Problem("model_layers", f"3 layers asked for, but {tiny_bert!r} has 2")]
+    assert str(problems[0]) == f"model_layers: 3 layers asked for, but {tiny_bert!r} has 2"

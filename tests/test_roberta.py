@@ -18,6 +18,7 @@ from trainers.augmentations import augmented_hidden_states, shuffled_position_id
 from trainers.checkpoint import LocalSession
 from trainers.encoder import SentenceEncoder
 from trainers.frozen_outputs import tokenizer_digest
+from trainers.knobs import Problem
 from trainers.loop import run_trial
 from trainers.objectives.sct import SCTObjective
 from trainers.objectives.sg import SelfGuidedObjective
@@ -124,8 +125,8 @@ def test_an_unsupported_family_is_refused_before_a_sweep(tmp_path):
                                                       "hidden_size": 32}))
     method = get_method("simcse")
     problems = method.environment_problems(method.resolve({"model": str(tmp_path)}))
-    assert "model: model_type 'distilbert' is not a supported encoder family (supported: bert, roberta; a " \
-           "family is described once in trainers.pretrained.FAMILIES)" in problems
+    assert Problem("model", "model_type 'distilbert' is not a supported encoder family (supported: bert, roberta; "
+                   "a family is described once in trainers.pretrained.FAMILIES)") in problems
 
 
 ONE_STEP = {"batch_size": 4, "train_limit": 8, "max_steps": 1, "eval_every": 1, "learning_rate": 1e-3,

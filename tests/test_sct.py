@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.data import DataError, read_backtranslations
+from trainers.knobs import Problem
 from trainers.loop import run_trial
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import (
@@ -293,7 +294,7 @@ def test_student_and_its_reference_keep_the_first_layers(tiny_bert):
 
 def test_back_translation_rows_need_their_file(tmp_path):
     config = get_method("sct").resolve({"view1": "bt1", "view2": "bt2"})
-    assert any("a back-translation view needs bt_file" in p for p in sct_problems(config))
+    assert any("a back-translation view needs bt_file" in p.message for p in sct_problems(config))
     path = tmp_path / "bt.tsv"
     path.write_text("sentence\tbt1\tbt2\nA cat sat.\tA cat was sitting.\tThe cat sat down.\n", encoding="utf-8")
     assert sct_problems({**config, "bt_file": str(path)}) == []
@@ -448,12 +449,13 @@ def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_b
 def test_distillation_and_rewrite_views_are_validated(overrides, problem, monkeypatch):
     monkeypatch.setattr("trainers.data.hub_reachable", lambda: False)
     config = get_method("sct").resolve(overrides)
-    assert any(p.startswith(problem) for p in sct_problems(config)), sct_problems(config)
+    assert any(str(p).startswith(problem) for p in sct_problems(config)), sct_problems(config)
 
 
 def test_mlm_view_needs_a_masked_lm_head(tiny_bert, tiny_masked_lm):
     config = get_method("sct").resolve({"view1": "mlm", "mlm_model": tiny_bert})
-    assert any("has no masked-LM head (its architectures: ['BertModel'])" in p for p in sct_problems(config))
+    assert any(p.key == "mlm_model" and "has no masked-LM head (its architectures: ['BertModel'])" in p.message
+               for p in sct_problems(config))
     assert sct_problems(get_method("sct").resolve({"view1": "mlm", "mlm_model": tiny_masked_lm})) == []
 
 
@@ -484,7 +486,7 @@ def test_synonym_replacement_changes_exactly_one_word():
 def test_synonym_view_without_wordnet_fails_validation(monkeypatch):
     monkeypatch.setattr("trainers.methods.sct.wordnet_problem", lambda: "needs WordNet data for nltk")
     config = get_method("sct").resolve({"view1": "synonym", "view2": "synonym"})
-    assert "view1/view2: the synonym view needs WordNet data for nltk" in sct_problems(config)
+    assert Problem("view1/view2", "the synonym view needs WordNet data for nltk") in sct_problems(config)
 
 
 def test_distillation_trial_runs_through_the_shared_loop(tiny_bert, tiny_teacher, use_tiny_sts):

@@ -106,7 +106,7 @@ def test_bt_problems_are_named_before_a_sweep(tiny_bert, bt_file, knobs, problem
     method = get_method("sg")
     config = method.resolve({"model": tiny_bert, **{k: bt_file if v == "FILE" else v for k, v in knobs.items()}})
     problems = method.check(config)
-    assert len(problems) == 1 and problems[0].startswith(problem)
+    assert len(problems) == 1 and str(problems[0]).startswith(problem)
 
 
 def test_a_bt_sg_opt_trial_resumes_exactly(tiny_bert, bt_file, use_tiny_sts, tmp_path):

@@ -150,4 +150,4 @@ def test_a_back_translated_positive_trains_on_the_files_rows(tiny_bert, tmp_path
 ])
 def test_a_back_translated_positive_is_validated(overrides, problem):
     method = get_method("simcse")
-    assert any(p.startswith(problem) for p in method.check(method.resolve(overrides)))
+    assert any(str(p).startswith(problem) for p in method.check(method.resolve(overrides)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Knob, KnobSet, Problem
 from trainers.pretrained import BUNDLED_MODEL
 
 POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
@@ -62,11 +62,11 @@ COMMON_KNOBS = KnobSet(
 )
 
 
-def pooling_problems(config: Mapping[str, Any]) -> list[str]:
+def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the pooling knobs of a resolved config ask for that no one knob shows."""
     if config["pooling_skip_frequent"] and config["pooling"] not in MEAN_POOLINGS:
-        return [f"pooling_skip_frequent: leaves tokens out of an average, so it needs an averaging pooling "
-                f"{list(MEAN_POOLINGS)}; got pooling {config['pooling']!r}"]
+        return [Problem("pooling_skip_frequent", f"leaves tokens out of an average, so it needs an averaging pooling "
+                f"{list(MEAN_POOLINGS)}; got pooling {config['pooling']!r}")]
     return []
 
 

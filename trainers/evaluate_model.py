@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DataError as error:  # a file changed between the check and the run
         problems = [str(error)]
     if problems:
-        print("\n".join(problems), file=sys.stderr)
+        print("\n".join(map(str, problems)), file=sys.stderr)
         return 2
     print(json.dumps(metrics, indent=2) if as_json else format_table(metrics))
     return 0

@@ -91,9 +91,7 @@ def parse_glue(value: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         resolved = GLUE_KNOBS.resolve(options)
     except ConfigError as error:
         resolved = {}
-        for problem in error.problems:
-            knob, message = problem.split(":", 1)
-            problems.append((f".{knob}", message.strip()))
+        problems += [(f".{problem.key}", problem.message) for problem in error.problems]
     return {**resolved, Glue.TASKS_KEY: tasks}, problems
 
 

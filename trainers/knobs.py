@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 Scalar = bool | int | float | str | None
 
@@ -117,36 +117,48 @@ class KnobSet:
     def defaults(self) -> dict[str, Scalar]:
         return {k.name: k.default for k in self.knobs}
 
-    def problems(self, values: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """Every problem with ``values`` as (knob name, message); empty when valid."""
-        found: list[tuple[str, str]] = []
+    def problems(self, values: Mapping[str, Any]) -> list[Problem]:
+        """Every problem with ``values``; empty when valid."""
+        found: list[Problem] = []
         for name, value in values.items():
             if name not in self:
                 hint = difflib.get_close_matches(name, self.names, n=1)
                 suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-                found.append((name, f"unknown knob{suggestion}"))
+                found.append(Problem(name, f"unknown knob{suggestion}"))
                 continue
             message = self[name].problem(value)
             if message:
-                found.append((name, message))
+                found.append(Problem(name, message))
         return found
 
     def resolve(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
         """Defaults updated by ``overrides``; raises ``ConfigError`` listing every problem."""
         problems = self.problems(overrides)
         if problems:
-            raise ConfigError([f"{name}: {message}" for name, message in problems])
+            raise ConfigError(problems)
         resolved = self.defaults()
         resolved.update({name: self[name].coerce(value) for name, value in overrides.items()})
         return resolved
 
 
+class Problem(NamedTuple):
+    """What is wrong with one knob (or option) of a config: its name, and a message that says what was
+    expected. Shown as ``key: message``; callers that place it (a spec's row, a suite's option, ``--set``)
+    read its two parts, never the text."""
+
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}"
+
+
 class ConfigError(ValueError):
     """A configuration is invalid; ``problems`` lists every reason at once."""
 
-    def __init__(self, problems: Sequence[str]):
+    def __init__(self, problems: Sequence[Problem]):
         self.problems = list(problems)
-        super().__init__("invalid configuration:\n  " + "\n  ".join(self.problems))
+        super().__init__("invalid configuration:\n  " + "\n  ".join(map(str, self.problems)))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from trainers.data import (
     read_backtranslations,
     sts_problems,
 )
-from trainers.knobs import ConfigError, Exchangeable, KnobSet
+from trainers.knobs import ConfigError, Exchangeable, KnobSet, Problem
 from trainers.pretrained import layers_problem, model_family_problem, model_problem
 
 if TYPE_CHECKING:
@@ -48,18 +48,18 @@ def corpus_or_backtranslations(config: Config, reads_bt_file: bool) -> Sequence[
     return read_backtranslations(config["bt_file"]) if reads_bt_file else corpus_examples(config)
 
 
-def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[str]:
+def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[Problem]:
     """What :func:`corpus_or_backtranslations` needs: ``reader`` names the knob value that reads ``bt_file``
     (e.g. "positive 'bt1'"), None when none does; ``unused`` says, when a bt_file is given that nothing reads,
     which knob would read it."""
     if reader is None:
         if config["bt_file"]:
-            return [f"bt_file: given, but {unused}"]
+            return [Problem("bt_file", f"given, but {unused}")]
         problem = corpus_problem(config["train_corpus"], config["sts_source"])
-        return [f"train_corpus: {problem}"] if problem else []
+        return [Problem("train_corpus", problem)] if problem else []
     if not config["bt_file"] or not Path(config["bt_file"]).is_file():
-        return [f"bt_file: {reader} needs a TSV ({', '.join(BT_COLUMNS)}) that `python -m trainers.backtranslate` "
-                f"writes; got {config['bt_file']!r}"]
+        return [Problem("bt_file", f"{reader} needs a TSV ({', '.join(BT_COLUMNS)}) that "
+                                   f"`python -m trainers.backtranslate` writes; got {config['bt_file']!r}")]
     return []
 
 
@@ -165,22 +165,22 @@ class Method:
         config["method"] = self.name
         return config
 
-    def environment_problems(self, config: Config) -> list[str]:
+    def environment_problems(self, config: Config) -> list[Problem]:
         """What a resolved config needs that this machine lacks (files, the hub)."""
         found = []
         if self.trains and any(stage.examples is corpus_examples for stage in self.stages(config)):
             problem = corpus_problem(config["train_corpus"], config["sts_source"])
             if problem:
-                found.append(f"train_corpus: {problem}")
+                found.append(Problem("train_corpus", problem))
         problem = model_problem(config["model"])
         if problem or (problem := model_family_problem(config["model"])):
-            found.append(f"model: {problem}")
+            found.append(Problem("model", problem))
         elif problem := layers_problem(config["model"], config["model_layers"]):
-            found.append(f"model_layers: {problem}")
+            found.append(Problem("model_layers", problem))
         if config["sts_source"] == "hub" and not hub_reachable():
-            found.append("sts_source: 'hub' needs the Hugging Face hub, which cannot be reached")
+            found.append(Problem("sts_source", "'hub' needs the Hugging Face hub, which cannot be reached"))
         elif config["sts_source"] == "local":
-            found += [f"evaluation set: {problem}" for problem in sts_problems(evaluation_names())]
+            found += [Problem("evaluation set", problem) for problem in sts_problems(evaluation_names())]
         return found + self.check(config)
 
 

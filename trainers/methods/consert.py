@@ -29,7 +29,7 @@ import dataclasses
 
 from trainers.common_knobs import AUGMENTATIONS, RATE_KNOBS
 from trainers.data import hub_reachable
-from trainers.knobs import Exchangeable, Knob, KnobSet
+from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
@@ -89,18 +89,18 @@ def stages(config: Config) -> tuple[Stage, ...]:
     return first, transfer_stage(config)
 
 
-def check(config: Config) -> list[str]:
+def check(config: Config) -> list[Problem]:
     supervision = config["supervision"]
     problems = []
     if config["transfer_limit"] and supervision not in TWO_STAGES:
         instead = ("use train_limit, which limits the same texts when there is no NLI stage" if supervision == "none"
                    else "there is no transfer stage")
-        problems.append(f"transfer_limit: limits the unlabelled texts of the transfer after an NLI stage "
-                        f"(supervision {' or '.join(map(repr, TWO_STAGES))}); with {supervision!r} {instead}")
+        problems.append(Problem("transfer_limit", f"limits the unlabelled texts of the transfer after an NLI stage "
+                        f"(supervision {' or '.join(map(repr, TWO_STAGES))}); with {supervision!r} {instead}"))
     if supervision != "none" and not hub_reachable():
         problems.append(
-            f"supervision: {supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, which "
-            "cannot be reached; no other data is substituted (use supervision 'none' to train without labels)"
+            Problem("supervision", f"{supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, "
+            "which cannot be reached; no other data is substituted (use supervision 'none' to train without labels)")
         )
     return problems
 

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 from trainers.common_knobs import AUGMENTATIONS, BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, POOLINGS, RATE_KNOBS
 from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, FrozenTable, Method, single_stage
 from trainers.pretrained import mlm_problem, model_config, model_problem
 from trainers.wordnet import wordnet_problem
@@ -77,18 +77,18 @@ DISTILLATION_KNOBS = KnobSet(
 )
 
 
-def distillation_problems(config: Config) -> list[str]:
+def distillation_problems(config: Config) -> list[Problem]:
     """What a config's distillation knobs lack or contradict: a teacher that cannot be loaded here,
     a teacher without distillation, or no loss at all."""
     if config["distillation"] == "none":
-        problems = ["teacher: given, but distillation is 'none'"] if config["teacher"] else []
+        problems = [Problem("teacher", "given, but distillation is 'none'")] if config["teacher"] else []
         if not config["self_supervised"]:
-            problems.append("self_supervised: off with distillation 'none' leaves no loss to train")
+            problems.append(Problem("self_supervised", "off with distillation 'none' leaves no loss to train"))
         return problems
     if not config["teacher"]:
-        return [f"teacher: distillation {config['distillation']!r} needs a teacher model (id or folder)"]
+        return [Problem("teacher", f"distillation {config['distillation']!r} needs a teacher model (id or folder)")]
     problem = model_problem(config["teacher"])
-    return [f"teacher: {problem}"] if problem else []
+    return [Problem("teacher", problem)] if problem else []
 
 
 def view_texts(example: Any, view: str) -> str:
@@ -124,41 +124,41 @@ def sct_examples(config: Config) -> Sequence[Any]:
     return load_corpus(config["train_corpus"], config["sts_source"])
 
 
-def sct_problems(config: Config) -> list[str]:
+def sct_problems(config: Config) -> list[Problem]:
     """What the views, their files and models, and the distillation need that is missing or contradictory."""
     problems = []
     views = {config["view1"], config["view2"]}
     if views & set(TEXT_VIEWS):
         if config["bt_file"] and not Path(config["bt_file"]).is_file():
-            problems.append(f"bt_file: {config['bt_file']!r} does not exist (expected a TSV with columns "
-                            f"{', '.join(BT_COLUMNS)})")
+            problems.append(Problem("bt_file", f"{config['bt_file']!r} does not exist (expected a TSV with columns "
+                            f"{', '.join(BT_COLUMNS)})"))
         elif not config["bt_file"]:
             problems.append(
-                f"view1/view2: a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
+                Problem("view1/view2", f"a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
                 "`python -m trainers.backtranslate` writes on a machine with translation models; "
-                f"got {config['bt_file']!r}"
+                f"got {config['bt_file']!r}")
             )
     else:
         if config["bt_file"]:
-            problems.append("bt_file: given, but neither view uses it (set view1/view2 to bt1/bt2)")
+            problems.append(Problem("bt_file", "given, but neither view uses it (set view1/view2 to bt1/bt2)"))
         problem = corpus_problem(config["train_corpus"])
         if problem:
-            problems.append(f"train_corpus: {problem}")
+            problems.append(Problem("train_corpus", problem))
     if "mlm" in views:
         problem = mlm_problem(config["mlm_model"])
         if problem:
-            problems.append(f"mlm_model: {problem}")
+            problems.append(Problem("mlm_model", problem))
     elif config["mlm_model"]:
-        problems.append("mlm_model: given, but neither view is mlm")
+        problems.append(Problem("mlm_model", "given, but neither view is mlm"))
     if "synonym" in views and (problem := wordnet_problem()):
-        problems.append(f"view1/view2: the synonym view {problem}")
+        problems.append(Problem("view1/view2", f"the synonym view {problem}"))
     if config["objective"] == "contrastive" and not config["cross_view"]:
-        problems.append("cross_view: the contrastive objective is always cross-view")
+        problems.append(Problem("cross_view", "the contrastive objective is always cross-view"))
     problems += distillation_problems(config)
     return problems
 
 
-def queue_fill_warnings(config: Config, steps: int) -> list[str]:
+def queue_fill_warnings(config: Config, steps: int) -> list[Problem]:
     """An instance queue holds real sentence vectors only after k / (vectors per step) steps; until
     then most of it is the random vectors it started with, far from the paper's regime."""
     if config["queues"] == "in_batch" or not config["queue_update"]:
@@ -168,10 +168,10 @@ def queue_fill_warnings(config: Config, steps: int) -> list[str]:
     if steps >= fill:
         return []
     return [
-        f"queue_size: a queue of k = {config['queue_size']:,} takes {fill:,} steps to fill at {per_step} "
+        Problem("queue_size", f"a queue of k = {config['queue_size']:,} takes {fill:,} steps to fill at {per_step} "
         f"vectors per step (batch_size {config['batch_size']}); this trial trains {steps:,} steps, so most "
         f"of the queue stays the random vectors it started with: train >= {fill:,} steps (max_steps) "
-        f"or lower queue_size to <= {steps * per_step:,}"
+        f"or lower queue_size to <= {steps * per_step:,}")
     ]
 
 

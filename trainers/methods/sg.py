@@ -32,7 +32,7 @@ from typing import Any, Sequence
 
 from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS
 from trainers.data import BT_COLUMNS
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 from trainers.pretrained import model_config
 
@@ -82,16 +82,16 @@ def views_table(config: Config) -> FrozenTable | None:
     return FrozenTable("BERT_F's views", lambda examples: bert_f_texts(config, examples), numbers_per_text)
 
 
-def sg_problems(config: Config) -> list[str]:
+def sg_problems(config: Config) -> list[Problem]:
     """The back-translation file (or the corpus), and the losses a back-translation takes part in."""
     reader = f"bt_view {config['bt_view']!r}" if reads_bt_file(config) else None
     problems = bt_file_problems(config, reader, "bt_view is 'none' (set bt_view to bt1 or bt2)")
     if reads_bt_file(config) and config["loss"] not in BT_LOSSES:
-        problems.append(f"bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7) or is "
-                        f"Contrastive (BT)'s positive (loss 'bt', Appendix A.2); got loss {config['loss']!r}")
+        problems.append(Problem("bt_view", f"a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7) "
+                        f"or is Contrastive (BT)'s positive (loss 'bt', Appendix A.2); got loss {config['loss']!r}"))
     if config["loss"] == "bt" and not reads_bt_file(config):
-        problems.append("loss: 'bt' (Contrastive (BT), SG-BERT Appendix A.2) takes each sentence's "
-                        "back-translation as its positive: set bt_view to bt1 or bt2, a column of bt_file")
+        problems.append(Problem("loss", "'bt' (Contrastive (BT), SG-BERT Appendix A.2) takes each sentence's "
+                        "back-translation as its positive: set bt_view to bt1 or bt2, a column of bt_file"))
     return problems
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from trainers.common_knobs import BT_FILE_KNOBS
-from trainers.knobs import Knob, KnobSet
+from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 
 BT_POSITIVES = ("bt1", "bt2")
@@ -28,7 +28,7 @@ def simcse_examples(config: Config) -> Sequence[Any]:
     return corpus_or_backtranslations(config, config["positive"] in BT_POSITIVES)
 
 
-def simcse_problems(config: Config) -> list[str]:
+def simcse_problems(config: Config) -> list[Problem]:
     """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
     reader = f"positive {config['positive']!r}" if config["positive"] in BT_POSITIVES else None
     return bt_file_problems(config, reader, "positive is 'dropout' (set positive to bt1 or bt2)")

@@ -104,9 +104,8 @@ def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str,
             resolved = SUITES[name].resolve(dict(options))
         except ConfigError as error:
             for problem in error.problems:  # KnobSet's words are about knobs; these are a suite's options
-                option, message = problem.split(":", 1)
-                problems.append((f"[{index}].{name}.{option}",
-                                 message.strip().replace("unknown knob", "unknown option")))
+                problems.append((f"[{index}].{name}.{problem.key}",
+                                 problem.message.replace("unknown knob", "unknown option")))
             continue
         if name != SuiteName.STS and all(c["suite"] != name for c in chosen):
             chosen.append({"suite": name, **resolved})
