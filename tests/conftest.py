@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -193,3 +194,21 @@ def build_objective(method: str, model: str, init_seed: int = 0, /, **knobs: Any
     encoder = SentenceEncoder.from_config(config)
     torch.manual_seed(init_seed)
     return stage.build({**config, **stage.overrides}, encoder)
+
+
+def wait_for(condition, seconds: float = 240, what: str = "the awaited state", log: Path | None = None,
+             driver=None):
+    """``condition()``'s first true value, asked every 0.2 s for up to ``seconds`` (while ``driver``, a
+    process, runs); an error inside it (a store not yet created, being written) counts as not yet."""
+    deadline, last = time.monotonic() + seconds, None
+    while time.monotonic() < deadline and (driver is None or driver.poll() is None):
+        try:
+            found = condition()
+        except Exception as error:
+            found, last = None, error
+        if found:
+            return found
+        time.sleep(0.2)
+    ended = "" if driver is None or driver.poll() is None else f"; the driver exited {driver.returncode}"
+    output = log.read_text()[-4000:] if log else ""
+    raise AssertionError(f"never: {what} (last error: {last!r}{ended})\n{output}")

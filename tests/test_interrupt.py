@@ -14,8 +14,8 @@ import time
 import pytest
 from mlflow import MlflowClient
 
-from tests.conftest import child_runs, spec_file
-from tests.test_sweep_run import ROOT, step_history, wait_for
+from tests.conftest import child_runs, spec_file, wait_for
+from tests.test_sweep_run import ROOT, step_history
 from tests.test_sweep_tracking import tracker, trial
 
 LONG_TRIAL = {"max_steps": 40, "eval_every": 4, "epochs": 10}

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_for
+
 HOLD_FILE_ENV = "SWEEP_TEST_HOLD_FILE"
 """The file where a held trial says where it is held; the trial goes on once ``<file>.release`` exists."""
 HOLD_STEP = 2
@@ -62,21 +64,6 @@ def drive() -> None:
 
     engine.run_sweep_trial = held_sweep_trial
     sys.exit(main(sys.argv[1:]))
-
-
-def poll(condition, seconds: float, what: str, driver: subprocess.Popen, log: Path):
-    """``condition()``'s first true value, asked every 0.2 s for up to ``seconds`` while the driver runs."""
-    deadline, last = time.monotonic() + seconds, None
-    while time.monotonic() < deadline and driver.poll() is None:
-        try:
-            found = condition()
-        except Exception as error:  # the store may not exist yet
-            found, last = None, error
-        if found:
-            return found
-        time.sleep(0.2)
-    ended = "" if driver.poll() is None else f"; the driver exited {driver.returncode}"
-    raise AssertionError(f"never: {what} (last error: {last!r}{ended})\n{log.read_text()[-4000:]}")
 
 
 def gone(pid: int) -> bool:
@@ -124,13 +111,13 @@ def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(tmp_
             (run,) = child_runs(uri, "node-loss")
             return run if held.exists() and run.data.tags.get("sweep.checkpoint_step") == str(HOLD_STEP) else None
 
-        before = poll(checkpointed_at_hold, 240, f"the trial held at step {HOLD_STEP}, its checkpoint recorded",
-                      driver, log)
+        before = wait_for(checkpointed_at_hold, 240, log=log, driver=driver,
+                          what=f"the trial held at step {HOLD_STEP}, its checkpoint recorded")
         lost = json.loads(held.read_text())
         assert lost["node_id"] == first.node_id  # not on the head
         assert dev_steps(before.info.run_id) == list(range(1, HOLD_STEP + 1))
         cluster.remove_node(first, allow_graceful=False)
-        poll(lambda: gone(lost["pid"]), 60, "the trial's process ended with its node", driver, log)
+        wait_for(lambda: gone(lost["pid"]), 60, what="the trial's process ended with its node", driver=driver, log=log)
         second = cluster.add_node(num_cpus=1)
         assert driver.wait(timeout=400) == 0, log.read_text()[-4000:]
     finally:

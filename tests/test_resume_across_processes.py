@@ -25,8 +25,8 @@ import ray
 from mlflow import MlflowClient
 
 from sweep.engine import SweepOptions, run
-from tests.conftest import child_runs, spec_file
-from tests.test_sweep_run import ROOT, wait_for
+from tests.conftest import child_runs, spec_file, wait_for
+from tests.test_sweep_run import ROOT
 from trainers.checkpoint import TRAINING_STATE
 
 pytestmark = pytest.mark.slow

@@ -17,7 +17,7 @@ from mlflow import MlflowClient
 from sweep.cli import main
 from sweep.engine import SweepOptions, run
 from sweep.status import trial_rows
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, spec_file, wait_for
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,21 +90,6 @@ def driver(path: Path, uri: str, tmp_path: Path) -> tuple[list[str], dict[str, s
     command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", uri,
                "--storage", str(tmp_path / "ray")]
     return command, {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def wait_for(condition, seconds: float = 240, log: Path | None = None):
-    """Poll MLflow until ``condition(runs)`` returns something; return it."""
-    deadline, last = time.time() + seconds, None
-    while time.time() < deadline:
-        time.sleep(0.2)
-        try:
-            found = condition()
-        except Exception as error:  # the store may not exist yet
-            found, last = None, error
-        if found:
-            return found
-    output = log.read_text()[-3000:] if log else ""
-    raise AssertionError(f"the sweep never reached the awaited state; last error: {last!r}\n{output}")
 
 
 def step_history(uri: str, run_id: str) -> list[int]:

@@ -22,6 +22,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from tests.conftest import wait_for
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,19 +91,6 @@ def driver_env(tiny_sts_dir: Path, bound_s: int) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "STS_DATA_DIR": str(tiny_sts_dir),
             "SWEEP_TRACKING_OUTAGE_S": str(bound_s), "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
             "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5"}
-
-
-def wait_for(condition, seconds: float = 300.0):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            found = condition()
-        except Exception:  # the store is being written
-            found = None
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError("the awaited state never came")
 
 
 def trial_run(store: str, name: str):
