@@ -82,7 +82,7 @@ def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
 
 def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list:
     """The trial runs of one sweep variant (its parent run's children), in the plan's order (by trial id)."""
-    runs = _all_pages(lambda token: client.search_runs(
+    runs = all_pages(lambda token: client.search_runs(
         [experiment_id], filter_string=children_filter(parent_run_id), max_results=1000, page_token=token))
     return sorted(runs, key=lambda run: run.data.tags.get(Tag.TRIAL_ID, ""))
 
@@ -97,7 +97,7 @@ def variant_trials(client: MlflowClient, experiment, parent) -> pd.DataFrame:
     return trials_frame([(experiment.name, run) for run in variant_runs(client, experiment, parent)])
 
 
-def _all_pages(search: Callable[[str | None], Any]) -> list:
+def all_pages(search: Callable[[str | None], Any]) -> list:
     """Every item of a paginated MLflow search (``search(page_token)`` -> PagedList)."""
     items, token = [], None
     while True:
@@ -117,10 +117,10 @@ def read_trials(tracking_uri: str, experiments: Sequence[str] | None = None) -> 
         if missing:
             raise KeyError(f"no MLflow experiment named {missing} at {tracking_uri}")
     else:
-        found = _all_pages(lambda token: client.search_experiments(max_results=1000, page_token=token))
+        found = all_pages(lambda token: client.search_experiments(max_results=1000, page_token=token))
     named_runs = []
     for experiment in found:
-        runs = _all_pages(lambda token: client.search_runs(
+        runs = all_pages(lambda token: client.search_runs(
             [experiment.experiment_id], filter_string=TRIAL_FILTER, max_results=1000, page_token=token,
         ))
         named_runs.extend((experiment.name, run) for run in runs)
@@ -237,6 +237,9 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "stopped_by_scheduler": tags.get(Tag.STOPPED_BY_SCHEDULER) == "true",
         "start_time": _time(run.info.start_time),
         "end_time": _time(run.info.end_time),
+        "trial_key": tags.get(Tag.TRIAL_KEY, ""),
+        "reused_from": tags.get(Tag.REUSED_FROM, ""),  # a reused trial: the run that trained it
+        "reused_sweep": tags.get(Tag.REUSED_SWEEP, ""),
     }
     record.update({name: value for name, value in identity.knobs.items() if name not in IDENTITY})
     record.update({metric_column(name): value for name, value in run.data.metrics.items()})

@@ -21,7 +21,8 @@ STORED_AS_JSON = ("grid_point", "sampled_point", "seeds", SuiteName.KEY)
 IDENTITY = (
     "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "grid_point",
     "sampled_point", "sweep_metric", "sweep_mode", "seed", "seeds", "method", "trial_id", "run_id", "parent_run_id",
-    "status", "error", "failures", "stopped_by_scheduler", "start_time", "end_time",
+    "status", "error", "failures", "stopped_by_scheduler", "start_time", "end_time", "trial_key", "reused_from",
+    "reused_sweep",
 )
 """The trial's identity columns (from its tags and run info), first in every results file."""
 IDENTITY_DTYPES = {

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = commands.add_parser("plan", help="Print the trial matrix and its size; run nothing.")
     _add_spec_arguments(plan)
+    plan.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI,
+                      help="The store whose finished trials `sweep run` would reuse (read only; skipped when absent).")
+    plan.add_argument("--no-reuse", dest="reuse", action="store_false", help="Plan as `sweep run --no-reuse`.")
     plan.add_argument("--estimate", action="store_true",
                       help="Also time a few steps and a dev evaluation of each distinct method and model here, "
                            "and print the sweep's expected wall time (early stopping ignored).")
@@ -45,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_arguments(run)
     _add_cluster_arguments(run)
     run.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
+    run.add_argument("--no-reuse", dest="reuse", action="store_false",
+                     help="Train every trial, also those a finished run in the store already computed "
+                          "(by default they are taken from it: docs/campaigns.md).")
     run.add_argument("--register", metavar="MODEL_NAME",
                      help="Also register the best trial's encoder in the MLflow Model Registry under this name.")
 
@@ -103,6 +109,7 @@ def _options(args: argparse.Namespace):
         storage=getattr(args, "storage", None),
         tracking_uri=getattr(args, "tracking_uri", DEFAULT_TRACKING_URI),
         register=getattr(args, "register", None),
+        reuse=getattr(args, "reuse", True),
     )
 
 
@@ -169,6 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print_glue_plan(spec)
                 return 0
             print_plan(spec)
+            if options.reuse:
+                from sweep.reuse import reuse_lines
+
+                for line in reuse_lines(spec, options.tracking_uri):
+                    print(line)
             if args.estimate:
                 from sweep.estimate import estimate
                 from sweep.spec_environment import local_gpus

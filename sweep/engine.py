@@ -62,6 +62,7 @@ from sweep.pending_writes import JOURNAL  # noqa: E402
 from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
+from sweep.reuse import Reuse, plan_reuse  # noqa: E402
 from sweep.spec import POINT, SweepSpec  # noqa: E402
 from sweep.store import open_client  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
@@ -119,9 +120,10 @@ def search_algorithm(spec: SweepSpec) -> BasicVariantGenerator:
                                  random_state=int(spec.spec_hash[:8], 16))
 
 
-def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]):
+def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reused: Reuse):
     resources = {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]}
-    return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished), resources)
+    return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished,
+                                                    reused=reused.metrics()), resources)
 
 
 def _scheduler(spec: SweepSpec):
@@ -198,6 +200,7 @@ def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
         "budget": options.budget,
         "seeds": options.seeds,
         "tracking_uri": options.tracking_uri,
+        "reuse": options.reuse,
         "spec_hash": spec.spec_hash,
     }
 
@@ -273,7 +276,11 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
         tracker.close_unfinished_runs()
-    trainable = _trainable(spec, finished)
+    reuse = plan_reuse(spec, tracker.client, tracker.parent_run_id) if options.reuse else Reuse()
+    for line in reuse.describe(spec):
+        progress.note(line)
+    tracker.reused = {index: source.run_tags() for index, source in reuse.sources.items()}
+    trainable = _trainable(spec, finished, reuse)
     if restoring:
         progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")
         tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
@@ -329,4 +336,5 @@ def resume_options(name: str, storage: str | None = None, address: str | None = 
         address=address,
         storage=storage,
         tracking_uri=record["tracking_uri"],
+        reuse=record.get("reuse", True),
     )

@@ -24,6 +24,8 @@ class SweepOptions:
     storage: str | None = None
     tracking_uri: str = DEFAULT_TRACKING_URI
     register: str | None = None
+    reuse: bool = True
+    """Take trials whose key a FINISHED run in the store has instead of training them (sweep.reuse)."""
 
     def load(self, check_environment: bool = True) -> SweepSpec:
         return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds,

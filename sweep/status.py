@@ -45,7 +45,7 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
         tags, metrics = run.data.tags, run.data.metrics
         rows.append(
             {
-                "state": run.info.status,
+                "state": run.info.status + (" (reused)" if tags.get(Tag.REUSED_FROM) else ""),
                 "row": tags.get(Tag.ROW) or tags.get(Tag.AXES, ""),
                 "seed": tags.get(Tag.SEED, ""),
                 "best_dev": metrics.get(Metric.BEST_DEV),

@@ -46,6 +46,11 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
                         Grid(spec.grid, spec.symmetric))
     table.lead, table.headers = list(COUNTS), dict(HEADERS)
     table.formats = {column: replace(form, best=None) for column, form in table.formats.items()}
+    reused = trials[(trials["reused_from"] != "") & (trials["status"] == FINISHED)] if "reused_from" in trials else []
+    if len(reused):
+        sources = ", ".join(f"{name}: {n}" for name, n in reused["reused_sweep"].value_counts().items())
+        table.notes.append(f"reused: {len(reused)} of {len(trials)} trials were not trained here but taken from "
+                           f"finished runs with the same trial key ({sources}); `sweep status` marks them")
     return table
 
 

@@ -28,8 +28,9 @@ from ray.tune.experiment import Trial
 from results.reader import child_runs
 from sweep.driver_local import DriverLocal
 from sweep.pending_writes import OUTAGE_BOUND_ENV, Event, PendingWrites, outage_bound_s
-from sweep.spec import SweepSpec
+from sweep.spec import POINT, SweepSpec
 from sweep.store import SharedStoreClient, open_client
+from sweep.trial_key import trial_key
 from trainers.run_schema import (
     PARENT_FILTER,
     TRIAL_FILTER,
@@ -165,12 +166,13 @@ def trial_identity(spec: SweepSpec, row: str, seed: int, axes: Mapping[str, Any]
 
 
 def create_trial_run(client, spec: SweepSpec, experiment_id: str, parent_run_id: str, identity: TrialIdentity,
-                     trial_id: str, run_name: str) -> str:
+                     trial_id: str, run_name: str, reused_from: Mapping[str, str] | None = None) -> str:
     """A trial's child run under the sweep's parent: the one writer of trial runs (the tracker's, GLUE's).
-    Its tags are the sweep's and the identity's; its params are the knobs it ran, as MLflow's strings for the
-    UI's columns and search (readers read the typed identity)."""
-    tags = {**sweep_tags(spec), Tag.ROLE: Role.TRIAL, **identity.tags(), Tag.TRIAL_ID: trial_id,
-            Tag.PARENT_RUN_ID: parent_run_id}
+    Its tags are the sweep's, the identity's and its key's (:mod:`sweep.trial_key`), and for a reused trial
+    those of its source (:meth:`sweep.reuse.Source.run_tags`); its params are the knobs it ran, as MLflow's
+    strings for the UI's columns and search (readers read the typed identity)."""
+    tags = {**sweep_tags(spec), Tag.ROLE: Role.TRIAL, **identity.tags(), **trial_key(identity.knobs).tags(),
+            Tag.TRIAL_ID: trial_id, Tag.PARENT_RUN_ID: parent_run_id, **(reused_from or {})}
     run_id = client.create_run(experiment_id, tags=tags, run_name=run_name).info.run_id
     client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(identity.knobs.items())])
     return run_id
@@ -209,6 +211,8 @@ class MLflowTracker(DriverLocal):
         self._finished: set[str] = set()
         self._open: set[str] = set()
         self._opened: set[str] = set()
+        self.reused: Mapping[int, Mapping[str, str]] = {}
+        """Index of a trial in the spec -> the tags its run takes from the run it is reused from (sweep.reuse)."""
         self.request_stop: Callable[[str], None] | None = None
         self.stop_reason: str | None = None
         self.trials_left = 0
@@ -260,8 +264,9 @@ class MLflowTracker(DriverLocal):
         if trial is not None and trial.trial_id not in self._opened:
             self._opened.add(trial.trial_id)
             identity, name = self._opening(trial)
-            self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name},
-                              self._apply)
+            source = self.reused.get(trial.config.get(POINT)) if not self.spec.sample else None
+            self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name,
+                               "reused_from": dict(source or {})}, self._apply)
         self._pending.add(event, self._apply)
         bound = outage_bound_s()
         if self._pending.down_for_s > bound and self.request_stop is not None and self.stop_reason is None:
@@ -342,7 +347,8 @@ class MLflowTracker(DriverLocal):
     def _apply(self, event: Event) -> None:
         kind, trial_id = event["kind"], event.get("trial")
         if kind == "open":
-            self._runs[trial_id] = self._find_or_create_run(trial_id, event["identity"], event["name"])
+            self._runs[trial_id] = self._find_or_create_run(trial_id, event["identity"], event["name"],
+                                                            event.get("reused_from"))
             return
         if kind == "end":
             for killed in event["killed"]:
@@ -375,13 +381,14 @@ class MLflowTracker(DriverLocal):
             self._runs[trial_id] = found.info.run_id
         return self._runs[trial_id]
 
-    def _find_or_create_run(self, trial_id: str, identity: str, name: str) -> str:
+    def _find_or_create_run(self, trial_id: str, identity: str, name: str,
+                            reused_from: Mapping[str, str] | None = None) -> str:
         """The trial's run under this parent: found again (a resumed trial, a new driver), else created."""
         found = self.client.search_runs(
             [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
         if not found:
             return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id,
-                                    TrialIdentity.from_json(identity), trial_id, name)
+                                    TrialIdentity.from_json(identity), trial_id, name, reused_from)
         if found[0].info.status != FINISHED:
             self.client.update_run(found[0].info.run_id, status="RUNNING")
         return found[0].info.run_id

@@ -13,7 +13,7 @@ from typing import Any, Iterator, Mapping
 import ray
 from ray import tune
 
-from sweep.spec import SweepSpec
+from sweep.spec import POINT, SweepSpec
 from trainers.checkpoint import TrialSession, checkpoint_index
 from trainers.run_schema import Report
 
@@ -65,12 +65,15 @@ class RaySession(TrialSession):
         return [tune.Checkpoint(path, latest.filesystem) for _, path in sorted(older, reverse=True)]
 
 
-def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]]) -> None:
+def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]],
+                    reused: Mapping[int, Mapping[str, float]] | None = None) -> None:
     """The Ray Tune function trainable: one trial of ``spec``.
 
     ``finished`` holds the final metrics of trials MLflow already records as
     finished; such a trial (re-queued by Ray after a driver crash) reports
-    them again instead of training again.
+    them again instead of training again. ``reused`` holds, by the trial's index
+    in the spec, the metrics of the run another sweep trained with the same key
+    (:mod:`sweep.reuse`): such a trial reports them and trains nothing.
     """
     import torch
 
@@ -79,6 +82,9 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
     trial_id = tune.get_context().get_trial_id()
     if trial_id in finished:
         tune.report(dict(finished[trial_id]))
+        return
+    if reused and params.get(POINT) in reused:
+        tune.report(dict(reused[params[POINT]]))
         return
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))

@@ -43,6 +43,10 @@ class Tag:
     TRIAL_ID = "sweep.trial_id"
     AXES = "sweep.axes"  # "knob=value, ..." of the grid and sampled axes, for the eye and the UI's search
     IDENTITY = "sweep.identity"  # the typed identity (TrialIdentity, JSON): what readers read
+    TRIAL_KEY = "sweep.trial_key"  # the digest of what decides the trial's numbers (sweep.trial_key)
+    TRIAL_KEY_PARTS = "sweep.trial_key_parts"  # its parts (JSON), to say why another trial's key differs
+    REUSED_FROM = "sweep.reused_from"  # a reused trial: the run that trained it (sweep.reuse)
+    REUSED_SWEEP = "sweep.reused_sweep"  # ... and the sweep that run belongs to
     # Where and how a trial ran.
     NODE_ID = "sweep.node_id"
     WORKER_PID = "sweep.worker_pid"

@@ -1,0 +1,146 @@
+"""A trial's key: a digest of everything that decides what it trains and how it is scored.
+
+Two trials with the same key compute the same numbers, so a sweep takes a FINISHED trial run of the same
+key from the tracking store instead of training it again (:mod:`sweep.reuse`). The key is made of parts,
+each stored beside it on the run (:attr:`~trainers.run_schema.Tag.TRIAL_KEY_PARTS`), so that a miss can be
+explained part by part:
+
+- ``knobs``: the method and every resolved knob after the budget, the seed and the evaluation suites
+  included, bookkeeping knobs left out (``Knob(bookkeeping=True)``: they change no number);
+- ``models``: each model a knob names (``model``, ``teacher``, ``mlm_model``): a digest of its folder's files,
+  or a hub id with the revision in this machine's cache;
+- ``data``: the files the trial reads: the STS sets (training sentences and evaluation), a training corpus
+  or back-translation file, each chosen suite's data folder;
+- ``precision``: what ``eval_precision`` and ``train_precision`` become on this machine (``auto`` is bf16 on
+  a CPU with AVX-512 bf16 or AMX, fp32 elsewhere, and the scores differ in their last digits);
+- ``libraries``: the versions of torch and transformers;
+- ``code``: a digest of the training code (every ``trainers/`` source).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Mapping
+
+from trainers.data import SHIPPED_STS_DIR, STS_DIR_ENV
+from trainers.pretrained import resolve_model_path
+from trainers.registry import get_method
+from trainers.run_schema import SuiteName, Tag, plain
+
+TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
+MODEL_KNOBS = ("model", "teacher", "mlm_model")
+FILE_KNOBS = ("train_corpus", "bt_file")
+PARTS = ("knobs", "models", "data", "precision", "libraries", "code")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    hashed = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hashed.update(block)
+    return hashed.hexdigest()[:16]
+
+
+def path_digest(path: Path) -> str:
+    """A file's or a folder's content (every file under it, by relative name), read once per process
+    unless a file changes."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    entries = []
+    for file in files:
+        stat = file.stat()
+        entries.append(f"{file.relative_to(path) if file != path else file.name}:"
+                       f"{_file_digest(str(file), stat.st_size, stat.st_mtime_ns)}")
+    return _digest("\n".join(entries))
+
+
+def model_identity(name: str) -> str:
+    """A local model by its files' content; a hub id by the revision this machine's cache holds of it."""
+    path = Path(resolve_model_path(name))
+    if path.is_dir():
+        return f"files:{path_digest(path)}"
+    cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface"))
+                 / "hub").expanduser()
+    ref = cache / f"models--{name.replace('/', '--')}" / "refs" / "main"
+    return f"hub:{name}@{ref.read_text().strip() if ref.is_file() else 'unknown'}"
+
+
+def data_parts(config: Mapping[str, Any]) -> dict[str, str]:
+    """What the trial reads, each by content: STS (training sentences and evaluation), named files, suites'
+    data folders; a hub source by its name."""
+    sts = Path(os.environ.get(STS_DIR_ENV) or SHIPPED_STS_DIR)
+    found = {"sts": path_digest(sts) if config.get("sts_source", "local") == "local" else "hub"}
+    for knob in FILE_KNOBS:
+        value = config.get(knob)
+        if value and Path(value).exists():
+            found[knob] = path_digest(Path(value))
+    from trainers.suites import SUITES
+
+    for entry in config.get(SuiteName.KEY, []):
+        suite = SUITES.get(entry["suite"])
+        folder = os.environ.get(suite.env) if suite is not None and suite.env else None
+        if folder and Path(folder).exists():
+            found[entry["suite"]] = path_digest(Path(folder))
+    return found
+
+
+@functools.cache
+def code_digest() -> str:
+    return _digest("\n".join(f"{p.relative_to(TRAINERS)}:{_digest(p.read_text(encoding='utf-8'))}"
+                             for p in sorted(TRAINERS.rglob("*.py"))))
+
+
+@functools.cache
+def _precision(setting: str) -> str:
+    if setting != "auto":
+        return setting
+    import torch
+
+    from trainers.precision import resolve
+
+    return resolve(setting, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+@dataclass(frozen=True)
+class TrialKey:
+    """A trial's key and the parts it is the digest of."""
+
+    parts: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return _digest(json.dumps(dict(self.parts), sort_keys=True))
+
+    def tags(self) -> dict[str, str]:
+        return {Tag.TRIAL_KEY: self.key, Tag.TRIAL_KEY_PARTS: json.dumps(dict(self.parts), sort_keys=True)}
+
+    def differing(self, parts: Mapping[str, str]) -> list[str]:
+        """The parts in which another trial's key (its stored parts) differs from this one."""
+        return [name for name in PARTS if self.parts.get(name) != parts.get(name)]
+
+
+def trial_key(config: Mapping[str, Any]) -> TrialKey:
+    """The key of a trial that runs ``config`` (a resolved config, GLUE's fine-tuning knobs included)."""
+    method = get_method(config["method"])
+    counted = {k: v for k, v in plain(dict(config)).items() if k not in method.all_knobs.bookkeeping}
+    models = {knob: model_identity(config[knob]) for knob in MODEL_KNOBS if config.get(knob)}
+    precision = {knob: _precision(config[knob]) for knob in ("eval_precision", "train_precision") if knob in config}
+    return TrialKey({
+        "knobs": _digest(json.dumps(counted, sort_keys=True)),
+        "models": _digest(json.dumps(models, sort_keys=True)),
+        "data": _digest(json.dumps(data_parts(config), sort_keys=True)),
+        "precision": json.dumps(precision, sort_keys=True),
+        "libraries": f"torch {version('torch')}, transformers {version('transformers')}",
+        "code": code_digest(),
+    })
