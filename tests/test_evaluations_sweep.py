@@ -36,7 +36,7 @@ def test_suite_metrics_reach_the_parquet_and_a_table(tmp_path, tiny_bert, tiny_s
     trial = frame[frame["row"] == "untuned"].iloc[0]
     assert trial["status"] == "FINISHED"
     assert trial["test_reranking_askubuntu_map"] == 100.0 and trial["test_reranking_avg_map"] == 100.0
-    assert "reranking" in trial["evaluations"]  # the choice is a param of the trial
+    assert {"suite": "reranking"} in trial["evaluations"]  # the choice is a knob of the trial, typed
     table_spec = parse_table_spec("t", {"title": "suites", "kind": "rows", "spec": str(path),
                                         "columns": ["AskU", "Re-ranking Avg"], "rows": ["untuned"]}, tmp_path)
     (table,) = build_tables(frame, ["t"], {"t": table_spec}, {})
