@@ -240,6 +240,7 @@ def trial_record(experiment: str, run) -> dict[str, Any]:
         "trial_key": tags.get(Tag.TRIAL_KEY, ""),
         "reused_from": tags.get(Tag.REUSED_FROM, ""),  # a reused trial: the run that trained it
         "reused_sweep": tags.get(Tag.REUSED_SWEEP, ""),
+        "reused_other_code": tags.get(Tag.REUSED_OTHER_CODE) == "true",
     }
     record.update({name: value for name, value in identity.knobs.items() if name not in IDENTITY})
     record.update({metric_column(name): value for name, value in run.data.metrics.items()})

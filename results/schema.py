@@ -22,12 +22,12 @@ IDENTITY = (
     "experiment", "sweep", "spec_hash", "spec_file", "budget", "git_commit", "row", "axes", "grid_point",
     "sampled_point", "sweep_metric", "sweep_mode", "seed", "seeds", "method", "trial_id", "run_id", "parent_run_id",
     "status", "error", "failures", "stopped_by_scheduler", "start_time", "end_time", "trial_key", "reused_from",
-    "reused_sweep",
+    "reused_sweep", "reused_other_code",
 )
 """The trial's identity columns (from its tags and run info), first in every results file."""
 IDENTITY_DTYPES = {
     **{name: "string" for name in IDENTITY}, "seed": "Int64", **dict.fromkeys(STORED_AS_JSON, "object"),
-    "failures": "Int64", "stopped_by_scheduler": "boolean",
+    "failures": "Int64", "stopped_by_scheduler": "boolean", "reused_other_code": "boolean",
     "start_time": "datetime64[ns, UTC]", "end_time": "datetime64[ns, UTC]",
 }
 FINISHED = "FINISHED"

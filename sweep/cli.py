@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI,
                       help="The store whose finished trials `sweep run` would reuse (read only; skipped when absent).")
     plan.add_argument("--no-reuse", dest="reuse", action="store_false", help="Plan as `sweep run --no-reuse`.")
+    plan.add_argument("--reuse-other-code", action="store_true", help="Plan as `sweep run --reuse-other-code`.")
     plan.add_argument("--estimate", action="store_true",
                       help="Also time a few steps and a dev evaluation of each distinct method and model here, "
                            "and print the sweep's expected wall time (early stopping ignored).")
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-reuse", dest="reuse", action="store_false",
                      help="Train every trial, also those a finished run in the store already computed "
                           "(by default they are taken from it: docs/campaigns.md).")
+    run.add_argument("--reuse-other-code", action="store_true",
+                     help="Also take finished runs whose trial key differs in the training code only; the plan "
+                          "and the summary list them.")
     run.add_argument("--register", metavar="MODEL_NAME",
                      help="Also register the best trial's encoder in the MLflow Model Registry under this name.")
 
@@ -110,6 +114,7 @@ def _options(args: argparse.Namespace):
         tracking_uri=getattr(args, "tracking_uri", DEFAULT_TRACKING_URI),
         register=getattr(args, "register", None),
         reuse=getattr(args, "reuse", True),
+        reuse_other_code=getattr(args, "reuse_other_code", False),
     )
 
 
@@ -179,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if options.reuse:
                 from sweep.reuse import reuse_lines
 
-                for line in reuse_lines(spec, options.tracking_uri):
+                for line in reuse_lines(spec, options.tracking_uri, options.reuse_other_code):
                     print(line)
             if args.estimate:
                 from sweep.estimate import estimate

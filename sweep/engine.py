@@ -201,6 +201,7 @@ def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
         "seeds": options.seeds,
         "tracking_uri": options.tracking_uri,
         "reuse": options.reuse,
+        "reuse_other_code": options.reuse_other_code,
         "spec_hash": spec.spec_hash,
     }
 
@@ -276,7 +277,8 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 "pass the --storage it ran with, or another --tracking-uri to run it afresh"
             )
         tracker.close_unfinished_runs()
-    reuse = plan_reuse(spec, tracker.client, tracker.parent_run_id) if options.reuse else Reuse()
+    reuse = (plan_reuse(spec, tracker.client, tracker.parent_run_id, options.reuse_other_code) if options.reuse
+             else Reuse())
     for line in reuse.describe(spec):
         progress.note(line)
     tracker.reused = {index: source.run_tags() for index, source in reuse.sources.items()}
@@ -337,4 +339,5 @@ def resume_options(name: str, storage: str | None = None, address: str | None = 
         storage=storage,
         tracking_uri=record["tracking_uri"],
         reuse=record.get("reuse", True),
+        reuse_other_code=record.get("reuse_other_code", False),
     )

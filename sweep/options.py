@@ -26,6 +26,8 @@ class SweepOptions:
     register: str | None = None
     reuse: bool = True
     """Take trials whose key a FINISHED run in the store has instead of training them (sweep.reuse)."""
+    reuse_other_code: bool = False
+    """Also take runs whose key differs in the training code only."""
 
     def load(self, check_environment: bool = True) -> SweepSpec:
         return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds,

@@ -32,10 +32,13 @@ class Source:
     sweep: str
     metrics: Mapping[str, float]
     tags: Mapping[str, str]
+    other_code: bool = False
+    """Its key differs in the training code only (taken with ``--reuse-other-code``)."""
 
     def run_tags(self) -> dict[str, str]:
         """The tags a reused trial's own run gets from it."""
-        return {Tag.REUSED_FROM: self.run_id, Tag.REUSED_SWEEP: self.sweep,
+        marks = {Tag.REUSED_OTHER_CODE: "true"} if self.other_code else {}
+        return {Tag.REUSED_FROM: self.run_id, Tag.REUSED_SWEEP: self.sweep, **marks,
                 **{tag: self.tags[tag] for tag in COPIED_TAGS if tag in self.tags}}
 
 
@@ -61,6 +64,11 @@ class Reuse:
         lines = [f"reuse: {len(self.sources)} of {len(spec.trials)} trials finished before, taken from the store"
                  + (f" ({', '.join(f'{name}: {n}' for name, n in sweeps.items())})" if sweeps else "")
                  + ("; --no-reuse trains them" if self.sources else "")]
+        for index, source in sorted(self.sources.items()):
+            if source.other_code:
+                point = spec.trials[index].point
+                lines.append(f"  reused from other training code: {point.row or 'trial'} seed {point.seed}: "
+                             f"run {source.run_id} of sweep {source.sweep}")
         for index, reason in sorted(self.misses.items()):
             point = spec.trials[index].point
             lines.append(f"  not reused: {point.row or 'trial'} seed {point.seed}: {reason}")
@@ -83,27 +91,32 @@ def finished_runs(client) -> list:
             and run.data.tags.get(Tag.STOPPED_BY_SCHEDULER) != "true"]
 
 
-def _source(run) -> Source:
+def _source(run, other_code: bool = False) -> Source:
     tags = run.data.tags
     if Tag.REUSED_FROM in tags:  # itself reused: point at the run that trained it
-        return Source(tags[Tag.REUSED_FROM], tags.get(Tag.REUSED_SWEEP, ""), dict(run.data.metrics), tags)
-    return Source(run.info.run_id, tags.get(Tag.NAME, ""), dict(run.data.metrics), tags)
+        return Source(tags[Tag.REUSED_FROM], tags.get(Tag.REUSED_SWEEP, ""), dict(run.data.metrics), tags,
+                      other_code or tags.get(Tag.REUSED_OTHER_CODE) == "true")
+    return Source(run.info.run_id, tags.get(Tag.NAME, ""), dict(run.data.metrics), tags, other_code)
 
 
-def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None) -> Reuse:
+def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_code: bool = False) -> Reuse:
     """What each trial of ``spec`` takes from the store (runs under ``parent_run_id``, this sweep's own,
-    are left to its resume)."""
+    are left to its resume); with ``other_code``, also runs whose key differs in the training code only."""
     if not reusable(spec):
         return Reuse()
     runs = [run for run in finished_runs(client) if run.data.tags.get(Tag.PARENT_RUN_ID) != parent_run_id]
     by_key: dict[str, Any] = {}
+    by_key_without_code: dict[str, Any] = {}
     for run in sorted(runs, key=lambda run: run.info.start_time or 0):
         by_key.setdefault(run.data.tags[Tag.TRIAL_KEY], run)  # the earliest: the one that trained
+        by_key_without_code.setdefault(run.data.tags.get(Tag.TRIAL_KEY_WITHOUT_CODE), run)
     sources, misses = {}, {}
     for index, trial in enumerate(spec.trials):
         key = trial_key(trial.config)
         if key.key in by_key:
             sources[index] = _source(by_key[key.key])
+        elif other_code and key.key_without_code in by_key_without_code:
+            sources[index] = _source(by_key_without_code[key.key_without_code], other_code=True)
         elif reason := _nearest_miss(key, trial, runs):
             misses[index] = reason
     return Reuse(sources, misses)
@@ -128,7 +141,7 @@ def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:
     return f"{', '.join(said)} from run {run.info.run_id} of sweep {run.data.tags.get(Tag.NAME, '?')}"
 
 
-def reuse_lines(spec: SweepSpec, tracking_uri: str) -> list[str]:
+def reuse_lines(spec: SweepSpec, tracking_uri: str, other_code: bool = False) -> list[str]:
     """What ``sweep run`` would reuse from the store at ``tracking_uri`` (nothing said when it does not exist)."""
     from results.names import UsageError
     from results.reader import read_client
@@ -139,4 +152,5 @@ def reuse_lines(spec: SweepSpec, tracking_uri: str) -> list[str]:
         return []
     if not reusable(spec):
         return ["reuse: none (sampled axes and PBT draw their trials as they run)"]
-    return plan_reuse(spec, client).describe(spec) or [f"reuse: none of the {len(spec.trials)} trials is in the store"]
+    lines = plan_reuse(spec, client, other_code=other_code).describe(spec)
+    return lines or [f"reuse: none of the {len(spec.trials)} trials is in the store"]

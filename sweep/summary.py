@@ -51,6 +51,11 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
         sources = ", ".join(f"{name}: {n}" for name, n in reused["reused_sweep"].value_counts().items())
         table.notes.append(f"reused: {len(reused)} of {len(trials)} trials were not trained here but taken from "
                            f"finished runs with the same trial key ({sources}); `sweep status` marks them")
+        other = reused[reused["reused_other_code"]] if "reused_other_code" in reused else reused.iloc[:0]
+        if len(other):
+            table.notes.append("reused from runs of other training code (--reuse-other-code): " + ", ".join(
+                f"{row} seed {seed} <- {source}" for row, seed, source in
+                zip(other["row"], other["seed"], other["reused_from"])))
     return table
 
 

@@ -122,8 +122,14 @@ class TrialKey:
     def key(self) -> str:
         return _digest(json.dumps(dict(self.parts), sort_keys=True))
 
+    @property
+    def key_without_code(self) -> str:
+        """The key of every part but the training code's (``sweep run --reuse-other-code``)."""
+        return _digest(json.dumps({k: v for k, v in self.parts.items() if k != "code"}, sort_keys=True))
+
     def tags(self) -> dict[str, str]:
-        return {Tag.TRIAL_KEY: self.key, Tag.TRIAL_KEY_PARTS: json.dumps(dict(self.parts), sort_keys=True)}
+        return {Tag.TRIAL_KEY: self.key, Tag.TRIAL_KEY_WITHOUT_CODE: self.key_without_code,
+                Tag.TRIAL_KEY_PARTS: json.dumps(dict(self.parts), sort_keys=True)}
 
     def differing(self, parts: Mapping[str, str]) -> list[str]:
         """The parts in which another trial's key (its stored parts) differs from this one."""

@@ -97,3 +97,22 @@ def test_what_differs_is_not_reused_and_the_plan_says_which_part(tmp_path, tiny_
     monkeypatch.setattr(trial_key_module, "code_digest", lambda: "other code")
     lines = reuse_lines(same, tracking_uri)
     assert lines[0].startswith("reuse: 0 of 2") and "code differs" in lines[1], lines
+
+
+def test_reuse_other_code_takes_a_run_that_differs_in_the_code_only_and_says_so(
+        tmp_path, tiny_bert, tracking_uri, first_sweep, local_ray, monkeypatch):
+    monkeypatch.setattr(trial_key_module, "code_digest", lambda: "edited training code")
+    path = spec_file(tmp_path, tiny_bert, "other_code", seeds=[1])
+    from sweep.spec import load_spec
+
+    lines = reuse_lines(load_spec(path), tracking_uri, other_code=True)
+    assert lines[0].startswith("reuse: 2 of 2") and sum("reused from other training code" in ln for ln in lines) == 2
+    run(SweepOptions(str(path), {}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray"), reuse_other_code=True))
+    runs = by_row_and_seed(tracking_uri, "other_code")
+    assert all(r.data.tags[Tag.REUSED_OTHER_CODE] == "true" for r in runs.values())
+    assert {r.data.tags[Tag.REUSED_FROM] for r in runs.values()} == {r.info.run_id for r in first_sweep.values()}
+    from sweep.summary import finish_sweep
+
+    summary = finish_sweep(load_spec(path), tracking_uri)
+    assert "reused: 2 of 2 trials were not trained here" in summary
+    assert "reused from runs of other training code (--reuse-other-code): " in summary

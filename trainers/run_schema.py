@@ -47,6 +47,8 @@ class Tag:
     TRIAL_KEY_PARTS = "sweep.trial_key_parts"  # its parts (JSON), to say why another trial's key differs
     REUSED_FROM = "sweep.reused_from"  # a reused trial: the run that trained it (sweep.reuse)
     REUSED_SWEEP = "sweep.reused_sweep"  # ... and the sweep that run belongs to
+    TRIAL_KEY_WITHOUT_CODE = "sweep.trial_key_without_code"  # the key less its code part (--reuse-other-code)
+    REUSED_OTHER_CODE = "sweep.reused_other_code"  # "true": reused from a run of other training code
     # Where and how a trial ran.
     NODE_ID = "sweep.node_id"
     WORKER_PID = "sweep.worker_pid"
