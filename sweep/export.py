@@ -30,7 +30,7 @@ from results.schema import FINISHED
 from sweep.status import export_refusal, trial_runs
 from trainers.checkpoint import ENCODER_DIR, FinalRecord, TrainingState
 from trainers.data import TEST_SETS
-from trainers.run_schema import Metric, ModelState, Tag, axes_text, parse_metric_tag
+from trainers.run_schema import Metric, ModelState, Tag, TrialIdentity, axes_text
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
     from trainers.encoder import SentenceEncoder
@@ -240,9 +240,8 @@ def finished_runs(name: str, tracking_uri: str) -> list:
 def chosen_trial(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None):
     """The finished trial of sweep ``name`` asked for, or the best of those that match by the sweep's metric."""
     finished = finished_runs(name, tracking_uri)
-    tags = finished[0].data.tags if finished else {}
-    metric, mode = parse_metric_tag(tags.get(Tag.METRIC))
-    return select_run(finished, metric, mode, row, seed, trial)
+    identity = run_identity(finished[0]) if finished else TrialIdentity("", "", 0)  # the spec's metric and mode
+    return select_run(finished, identity.metric, identity.mode, row, seed, trial)
 
 
 def export_command(name: str, tracking_uri: str, out: str, row: str | None, seed: int | None,
