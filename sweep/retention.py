@@ -80,7 +80,8 @@ def log_model(tracking_uri: str, run, register: str | None = None) -> str:
 
 def finish_models(spec, tracker, register: str | None = None) -> None:
     """When a sweep ends: log its best trial's encoder to that trial's MLflow run (every kept trial's with
-    ``log_models``), register it if asked, then delete the encoders ``keep_models`` does not keep."""
+    ``log_models``), register it if asked, then delete the encoders ``keep_models`` does not keep (never a
+    reused trial's: it is its source's)."""
     from trainers.registry import get_method
 
     runs = [run for run in tracker.child_runs() if run.info.status == "FINISHED" and run.data.tags.get(Tag.CHECKPOINT)]
@@ -96,6 +97,8 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
         if not run.data.tags.get(Tag.MODEL_URI):
             log_model(tracker.tracking_uri, run, register if run is best else None)
     for run in runs:
+        if Tag.REUSED_FROM in run.data.tags:  # its checkpoint is its source's, which that sweep keeps or not
+            continue
         delete_resume_states(run.data.tags[Tag.CHECKPOINT])
         if not get_method(run.data.tags.get(Tag.METHOD, "none")).trains:
             state = ModelState.UNTRAINED  # nothing stored: the model is loaded again from the config

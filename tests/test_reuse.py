@@ -67,6 +67,12 @@ def test_a_spec_grown_by_a_seed_trains_only_that_seed(tmp_path, tiny_bert, track
                  "--tracking-uri", tracking_uri]) == 0
     assert SentenceTransformer(str(out)).encode(["A man plays a guitar."]).shape[0] == 1
 
+    # A sweep that keeps no encoder leaves its reused trials' encoders, which are their sources', alone.
+    kept_nothing = spec_file(tmp_path, tiny_bert, "keeps_nothing", seeds=[1], keep_models="none")
+    run(SweepOptions(str(kept_nothing), {}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray")))
+    assert (out.parent / "exported").is_dir() and main(["export", "first", "--row", "simcse", "--out",
+                                                        str(tmp_path / "again"), "--tracking-uri", tracking_uri]) == 0
+
     # The same sweep with --no-reuse trains every trial.
     again = spec_file(tmp_path, tiny_bert, "fresh", seeds=[1])
     run(SweepOptions(str(again), {}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray"), reuse=False))
