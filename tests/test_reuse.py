@@ -16,7 +16,7 @@ import sweep.trial_key as trial_key_module
 from sweep.engine import SweepOptions, run
 from sweep.reuse import reuse_lines
 from tests.conftest import child_runs, spec_file
-from trainers.run_schema import Tag
+from trainers.run_schema import Metric, Tag
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,9 @@ def by_row_and_seed(uri: str, name: str) -> dict[tuple[str, str], object]:
 
 
 def final_metrics(run) -> dict[str, float]:
-    return {k: v for k, v in run.data.metrics.items() if k.startswith("test_") or k == "best_dev_spearman"}
+    """The scores of a trial's final report (its timings, the machine's, left out)."""
+    return {k: v for k, v in run.data.metrics.items()
+            if (k.startswith("test_") or k == Metric.BEST_DEV) and k not in Metric.TIMINGS}
 
 
 @pytest.fixture
@@ -76,7 +78,12 @@ def test_a_spec_grown_by_a_seed_trains_only_that_seed(tmp_path, tiny_bert, track
     # The same sweep with --no-reuse trains every trial.
     again = spec_file(tmp_path, tiny_bert, "fresh", seeds=[1])
     run(SweepOptions(str(again), {}, tracking_uri=tracking_uri, storage=str(tmp_path / "ray"), reuse=False))
-    assert not any(Tag.REUSED_FROM in r.data.tags for r in child_runs(tracking_uri, "fresh"))
+    fresh = by_row_and_seed(tracking_uri, "fresh")
+    assert not any(Tag.REUSED_FROM in r.data.tags for r in fresh.values())
+    # Trained again, a trial of the same key computes what its reuse took: the key holds what decides it.
+    for key, source in first_sweep.items():
+        assert fresh[key].data.tags[Tag.TRIAL_KEY] == source.data.tags[Tag.TRIAL_KEY]
+        assert final_metrics(fresh[key]) == final_metrics(source)
 
 
 def test_what_differs_is_not_reused_and_the_plan_says_which_part(tmp_path, tiny_bert, tracking_uri, first_sweep,
