@@ -39,6 +39,7 @@ from trainers.run_schema import (
     Role,
     Tag,
     TrialIdentity,
+    axes_text,
     children_filter,
     metric_tag,
 )
@@ -282,7 +283,7 @@ class MLflowTracker(DriverLocal):
         seeds = self.spec.stands_for(row)  # a seed-free trial runs once and stands for every seed of the spec
         identity = trial_identity(self.spec, row, seed, params, self.spec.config_of(trial.config), seeds)
         seed_text = f"seed-free (seeds {','.join(map(str, seeds))})" if seeds else f"seed {seed}"
-        name = f"{row or identity.tags()[Tag.AXES] or self.spec.name} | {seed_text} | {trial.trial_id}"
+        name = f"{row or axes_text(identity.axes) or self.spec.name} | {seed_text} | {trial.trial_id}"
         return identity.to_json(), name
 
     def _is_finished(self, trial) -> bool:
@@ -373,25 +374,28 @@ class MLflowTracker(DriverLocal):
             self.client.set_tag(run_id, Tag.ERROR, event["error"])
             self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
 
+    def _found_run(self, trial_id: str):
+        """The trial's run under this parent in the store, or None."""
+        found = self.client.search_runs(
+            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
+        return found[0] if found else None
+
     def _run_of(self, trial_id: str) -> str:
         """The run of a trial opened before (by this driver, or by the driver whose journal this one writes)."""
         if trial_id not in self._runs:
-            (found,) = self.client.search_runs(
-                [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
-            self._runs[trial_id] = found.info.run_id
+            self._runs[trial_id] = self._found_run(trial_id).info.run_id
         return self._runs[trial_id]
 
     def _find_or_create_run(self, trial_id: str, identity: str, name: str,
                             reused_from: Mapping[str, str] | None = None) -> str:
         """The trial's run under this parent: found again (a resumed trial, a new driver), else created."""
-        found = self.client.search_runs(
-            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
-        if not found:
+        found = self._found_run(trial_id)
+        if found is None:
             return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id,
                                     TrialIdentity.from_json(identity), trial_id, name, reused_from)
-        if found[0].info.status != FINISHED:
-            self.client.update_run(found[0].info.run_id, status="RUNNING")
-        return found[0].info.run_id
+        if found.info.status != FINISHED:
+            self.client.update_run(found.info.run_id, status="RUNNING")
+        return found.info.run_id
 
     def _logged_up_to(self, run_id: str) -> int:
         """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
