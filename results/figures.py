@@ -84,8 +84,9 @@ def heatmap(table: Table, path: Path) -> Path:
 
 
 def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: Path) -> Path:
-    """STS-B dev Spearman over the steps of every trial of ``experiment`` (from MLflow's history):
-    one colour per line (row and grid point), one line style per seed."""
+    """STS-B dev Spearman over the steps of every trial of ``experiment`` (from MLflow's history; a reused
+    trial's from the run that trained it, its own run holding the final report only): one colour per line
+    (row and grid point), one line style per seed."""
     client = read_client(tracking_uri)
     runs = label_lines(trials[trials["experiment"] == experiment].sort_values(["row", "axes", "seed", "run_id"]))
     labels = list(dict.fromkeys(runs[LINE]))
@@ -94,7 +95,8 @@ def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: P
     styles = ["-", "--", ":", "-."]
     figure, axes = plt.subplots(figsize=(9, 4.8))
     for _, run in runs.iterrows():
-        history = sorted(client.get_metric_history(run["run_id"], Metric.DEV), key=lambda m: m.step)
+        trained_by = run.get("reused_from") or run["run_id"]
+        history = sorted(client.get_metric_history(trained_by, Metric.DEV), key=lambda m: m.step)
         if history:
             status = "" if run["status"] == "FINISHED" else f", {run['status']}"
             axes.plot([m.step for m in history], [m.value for m in history], marker=".",

@@ -1,4 +1,4 @@
-"""The one renderer of a :class:`results.table.Table`: Markdown, LaTeX and CSV.
+"""The one renderer of a :class:`results.table.Table`: Markdown, LaTeX, HTML and CSV.
 
 :func:`layout` turns a table into its text cells once (mean ± std (n), seed-free
 and mirror marks, the paper's line under ours, the p column, the bold best);
@@ -12,6 +12,7 @@ pandas' ``to_markdown`` pads every cell to its column's width and needs
 from __future__ import annotations
 
 import math
+from html import escape
 from typing import Any, Sequence
 
 import pandas as pd
@@ -167,4 +168,24 @@ def to_latex(table: Table) -> str:
     ]) + "\n"
 
 
-RENDERERS = {"markdown": (to_markdown, ".md"), "latex": (to_latex, ".tex"), "csv": (to_csv, ".csv")}
+def to_html(table: Table) -> str:
+    """The table as an HTML ``<table>`` with its caption and notes: ours in bold where best, the paper's lines
+    in italics (classes ``paper`` and ``best``)."""
+    header, lines, bold = layout(table)
+
+    def cell(i: int, j: int, text: str) -> str:
+        return f'<td class="best">{escape(text)}</td>' if (i, j) in bold else f"<td>{escape(text)}</td>"
+
+    rows = [('<tr class="paper">' if line[0] == PAPER_LABEL else "<tr>")
+            + "".join(cell(i, j, text) for j, text in enumerate(line)) + "</tr>" for i, line in enumerate(lines)]
+    notes = [f"<li>missing: {escape(m)}</li>" for m in table.missing] + [f"<li>{escape(n)}</li>" for n in table.notes]
+    return "\n".join([
+        f'<table id="{escape(table.name)}"><caption>{escape(table.title)}</caption>',
+        "<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in header) + "</tr></thead>",
+        "<tbody>", *rows, "</tbody></table>",
+        *([f'<ul class="notes">{"".join(notes)}</ul>'] if notes else []),
+    ]) + "\n"
+
+
+RENDERERS = {"markdown": (to_markdown, ".md"), "latex": (to_latex, ".tex"), "html": (to_html, ".html"),
+             "csv": (to_csv, ".csv")}

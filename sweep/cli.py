@@ -1,4 +1,4 @@
-"""``python -m sweep {plan,run,resume,status,export,evaluate,glue,knobs}``."""
+"""``python -m sweep {plan,run,resume,status,export,evaluate,glue,paper,knobs}``."""
 
 from __future__ import annotations
 
@@ -91,6 +91,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spec_arguments(glue)
     glue.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
 
+    paper = commands.add_parser(
+        "paper", help="Run every spec of a paper's campaign that can run here, each distinct trial once "
+                      "(docs/campaigns.md).")
+    paper.add_argument("name", help="A campaign: sg-bert, consert, sct, or a file's name under "
+                                    "search_spaces/campaigns (e.g. smoke-paper).")
+    paper.add_argument("--plan", action="store_true",
+                       help="Print each spec's trials, the distinct total and what is reused; run nothing.")
+    paper.add_argument("--budget", choices=sorted(BUDGETS), help="The budget of every spec (as `sweep run`).")
+    paper.add_argument("--estimate", action="store_true",
+                       help="With --plan, also time a few steps here and print the expected wall time.")
+    paper.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
+    _add_cluster_arguments(paper)
+
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
     return parser
@@ -161,6 +174,37 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
     return 1 if failed else 0
 
 
+def _paper(args: argparse.Namespace) -> int:
+    from sweep.campaign import load_campaign, plan_lines, run_campaign
+
+    campaign = load_campaign(args.name, args.budget, args.address)
+    if args.plan:
+        for line in plan_lines(campaign, _stored_trials(args.tracking_uri)):
+            print(line)
+        if args.estimate:
+            from sweep.campaign import campaign_spec
+            from sweep.estimate import estimate
+
+            for line in estimate(campaign_spec(campaign), gpus=0):
+                print(line, flush=True)
+        return 0
+    options = SweepOptions(spec_path="", overrides={}, budget=args.budget, address=args.address,
+                           storage=args.storage, tracking_uri=args.tracking_uri)
+    return run_campaign(options, campaign, args.verbose)
+
+
+def _stored_trials(tracking_uri: str):
+    """How many trials of a spec the store at ``tracking_uri`` already holds (None: there is no store)."""
+    from results.reader import read_client
+    from sweep.reuse import plan_reuse
+
+    try:
+        client = read_client(tracking_uri)
+    except UsageError:
+        return None
+    return lambda spec: len(plan_reuse(spec, client).sources)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -192,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 for line in estimate(spec, gpus=local_gpus() if spec.resources["gpu"] else 0):
                     print(line, flush=True)
+        elif args.command == "paper":
+            return _paper(args)
         elif args.command == "knobs":
             print_knobs(args.method)
         elif args.command == "status":

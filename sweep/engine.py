@@ -55,6 +55,7 @@ from ray.tune.search import BasicVariantGenerator  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
+from sweep.claims import Awaited, claim_trials, release  # noqa: E402
 from sweep.interrupt import StopOnSignal  # noqa: E402
 from sweep.options import SweepOptions, storage_root  # noqa: E402
 from sweep.output import LOG_NAME, console_and_log  # noqa: E402
@@ -96,7 +97,7 @@ class _PointValue:
     key: str
 
     def __call__(self, config: Mapping[str, Any]) -> Any:
-        return self.points[config[POINT]][self.key]
+        return self.points[config[POINT]].get(self.key)
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
@@ -107,7 +108,9 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     with :meth:`SweepSpec.config_of` from the trial's point."""
     points = tuple(trial.point.params() for trial in spec.trials)
     space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
-    space.update({key: tune.sample_from(_PointValue(points, key)) for key in points[0]})
+    # A campaign's points come from several specs, each with its own grid axes (sweep.campaign).
+    keys = dict.fromkeys(key for point in points for key in point)
+    space.update({key: tune.sample_from(_PointValue(points, key)) for key in keys})
     space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
     return space
 
@@ -120,10 +123,12 @@ def search_algorithm(spec: SweepSpec) -> BasicVariantGenerator:
                                  random_state=int(spec.spec_hash[:8], 16))
 
 
-def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reused: Reuse):
+def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reused: Reuse,
+               awaited: Mapping[int, Awaited], tracking_uri: str):
     resources = {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]}
     return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished,
-                                                    reused=reused.metrics()), resources)
+                                                    reused=reused.metrics(), awaited=awaited,
+                                                    tracking_uri=tracking_uri), resources)
 
 
 def _scheduler(spec: SweepSpec):
@@ -282,7 +287,13 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
     for line in reuse.describe(spec):
         progress.note(line)
     tracker.reused = {index: source.run_tags() for index, source in reuse.sources.items()}
-    trainable = _trainable(spec, finished, reuse)
+    # The trials to train, claimed while this sweep runs: another sweep started with them waits for them.
+    awaited = claim_trials(tracker.client, reuse.trained, tracker.parent_run_id, spec.name)
+    for index, claim in awaited.items():
+        point = spec.trials[index].point
+        progress.note(f"waiting for {point.row or 'trial'} seed {point.seed}: another running sweep trains it "
+                      f"(parent run {claim.owner}); it is reused when it finishes")
+    trainable = _trainable(spec, finished, reuse, awaited, options.tracking_uri)
     if restoring:
         progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")
         tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
@@ -322,6 +333,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             results = tuner.fit()
         finally:
             progress.stop()
+            release(tracker.client, reuse.trained, tracker.parent_run_id)
     if stop.signal is None and tracker.stop_reason is None:
         finish_models(spec, tracker, options.register)
     return results, stop.signal

@@ -49,6 +49,8 @@ class Reuse:
 
     sources: Mapping[int, Source] = field(default_factory=dict)
     misses: Mapping[int, str] = field(default_factory=dict)
+    trained: Mapping[int, str] = field(default_factory=dict)
+    """Each trial the sweep trains (no source) -> its key, which it claims while it runs (:mod:`sweep.claims`)."""
 
     def metrics(self) -> dict[int, dict[str, float]]:
         """What each reused trial's trainable reports instead of training."""
@@ -91,7 +93,8 @@ def finished_runs(client) -> list:
             and run.data.tags.get(Tag.STOPPED_BY_SCHEDULER) != "true"]
 
 
-def _source(run, other_code: bool = False) -> Source:
+def source_of(run, other_code: bool = False) -> Source:
+    """The run a trial reused from ``run`` stands on: ``run`` itself, or the run it was reused from."""
     tags = run.data.tags
     if Tag.REUSED_FROM in tags:  # itself reused: point at the run that trained it
         return Source(tags[Tag.REUSED_FROM], tags.get(Tag.REUSED_SWEEP, ""), dict(run.data.metrics), tags,
@@ -110,16 +113,19 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
     for run in sorted(runs, key=lambda run: run.info.start_time or 0):
         by_key.setdefault(run.data.tags[Tag.TRIAL_KEY], run)  # the earliest: the one that trained
         by_key_without_code.setdefault(run.data.tags.get(Tag.TRIAL_KEY_WITHOUT_CODE), run)
-    sources, misses = {}, {}
+    sources, misses, trained = {}, {}, {}
     for index, trial in enumerate(spec.trials):
         key = trial_key(trial.config)
         if key.key in by_key:
-            sources[index] = _source(by_key[key.key])
-        elif other_code and key.key_without_code in by_key_without_code:
-            sources[index] = _source(by_key_without_code[key.key_without_code], other_code=True)
-        elif reason := _nearest_miss(key, trial, runs):
+            sources[index] = source_of(by_key[key.key])
+            continue
+        if other_code and key.key_without_code in by_key_without_code:
+            sources[index] = source_of(by_key_without_code[key.key_without_code], other_code=True)
+            continue
+        trained[index] = key.key
+        if reason := _nearest_miss(key, trial, runs):
             misses[index] = reason
-    return Reuse(sources, misses)
+    return Reuse(sources, misses, trained)
 
 
 def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:

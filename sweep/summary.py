@@ -136,6 +136,17 @@ def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_v
     ])
 
 
+def trial_counts(spec: SweepSpec, tracking_uri: str) -> str:
+    """``N finished (R reused), F failed`` of the variant's trial runs."""
+    client = open_client(existing_store_uri(tracking_uri))
+    experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
+    trials = variant_trials(client, experiment, parent)
+    finished = trials[trials["status"] == FINISHED] if not trials.empty else trials
+    reused = int((finished["reused_from"] != "").sum()) if "reused_from" in finished else 0
+    failed = int((trials["status"] == FAILED).sum()) if not trials.empty else 0
+    return f"{len(finished)} trials finished ({reused} reused, {len(finished) - reused} trained), {failed} failed"
+
+
 def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     """Log the variant's summary to its parent run and return the text to print."""
     client = open_client(existing_store_uri(tracking_uri))

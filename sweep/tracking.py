@@ -299,6 +299,7 @@ class MLflowTracker(DriverLocal):
             return
         # Where it ran, and what 'auto' precisions became on the trial's node.
         tags = {tag: str(result[key]) for key, tag in Report.TAGS.items() if key in result}
+        tags.update(result.get(Report.REUSED_TAGS) or {})  # another sweep trained it while this one waited
         if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
             tags[Tag.SHARED_FROZEN_OUTPUTS] = "true"
         self._record(trial, {

@@ -13,6 +13,7 @@ from typing import Any, Iterator, Mapping
 import ray
 from ray import tune
 
+from sweep.claims import Awaited, wait_for_run
 from sweep.spec import POINT, SweepSpec
 from trainers.checkpoint import TrialSession, checkpoint_index
 from trainers.run_schema import Report
@@ -66,14 +67,17 @@ class RaySession(TrialSession):
 
 
 def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]],
-                    reused: Mapping[int, Mapping[str, float]] | None = None) -> None:
+                    reused: Mapping[int, Mapping[str, float]] | None = None,
+                    awaited: Mapping[int, Awaited] | None = None, tracking_uri: str | None = None) -> None:
     """The Ray Tune function trainable: one trial of ``spec``.
 
     ``finished`` holds the final metrics of trials MLflow already records as
     finished; such a trial (re-queued by Ray after a driver crash) reports
     them again instead of training again. ``reused`` holds, by the trial's index
     in the spec, the metrics of the run another sweep trained with the same key
-    (:mod:`sweep.reuse`): such a trial reports them and trains nothing.
+    (:mod:`sweep.reuse`): such a trial reports them and trains nothing. ``awaited`` holds the trials that
+    another running sweep has claimed (:mod:`sweep.claims`): such a trial waits for that sweep's run, read from
+    the store at ``tracking_uri``, and reports it as reused, or trains when that sweep stopped without it.
     """
     import torch
 
@@ -86,6 +90,11 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
     if reused and params.get(POINT) in reused:
         tune.report(dict(reused[params[POINT]]))
         return
+    if awaited and params.get(POINT) in awaited:
+        found = wait_for_run(tracking_uri, awaited[params[POINT]])
+        if found is not None:
+            tune.report({**found["metrics"], Report.REUSED_TAGS: found["tags"]})
+            return
 
     torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
     worker = {Report.NODE_ID: ray.get_runtime_context().get_node_id(), Report.WORKER_PID: os.getpid()}

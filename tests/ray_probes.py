@@ -68,10 +68,10 @@ def _wrap_once() -> None:
     trial.RaySession.report = report_and_record
 
 
-def probed_sweep_trial(params: dict[str, Any], spec, finished, reused=None) -> None:
+def probed_sweep_trial(params: dict[str, Any], spec, finished, **given: Any) -> None:
     """The sweep's trainable, with the probe in place."""
     _wrap_once()
-    RUN_SWEEP_TRIAL(params, spec, finished, reused)
+    RUN_SWEEP_TRIAL(params, spec, finished, **given)
 
 
 def install(monkeypatch, probe_file: Path) -> None:

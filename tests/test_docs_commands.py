@@ -1,6 +1,6 @@
 """Every command the README and the docs show in a shell block names a module that exists, spec files that
-exist and options its parser accepts; the quick ones (`sweep plan` of a shipped spec, `sweep knobs`) run as
-written, ending with 0 or a one-line refusal (2)."""
+exist and options its parser accepts; the quick ones (`sweep plan` of a shipped spec, `sweep paper --plan`,
+`sweep knobs`) run as written, ending with 0 or a one-line refusal (2)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDERS = {"SPEC", "NAME", "ENC", "A", "B", "x"}
 """Words a command stands in with (a spec, a sweep, an encoder), as the pages explain."""
-PARSE_ONLY = ("reports.tables", "reports.plots", "reports.collect", "reports.analyses")
+PARSE_ONLY = ("reports.tables", "reports.plots", "reports.collect", "reports.analyses", "reports.paper")
 """Reports commands whose parser is checked without running them (they read results a sweep writes)."""
 
 
@@ -66,7 +66,8 @@ def test_a_shown_command_names_what_exists_and_options_its_parser_takes(page, ar
 
 QUICK = [(page, argv) for page, argv in COMMANDS
          if (argv[:2] == ["sweep", "plan"] and "--estimate" not in argv and not PLACEHOLDERS & set(argv))
-         or argv[:2] == ["sweep", "knobs"]]
+         or argv[:2] == ["sweep", "knobs"]
+         or (argv[:2] == ["sweep", "paper"] and "--plan" in argv and "--estimate" not in argv)]
 
 
 @pytest.mark.parametrize("page, argv", QUICK, ids=[f"{page}: {' '.join(argv)}" for page, argv in QUICK])

@@ -48,13 +48,13 @@ def _hold_after_report(report):
     return report_and_hold
 
 
-def held_sweep_trial(params, spec, finished, reused=None) -> None:
+def held_sweep_trial(params, spec, finished, **given) -> None:
     """The sweep's trainable (:func:`sweep.trial.run_sweep_trial`), with the hold in place in its worker."""
     import sweep.trial as trial
 
     if not getattr(trial.RaySession.report, "held", False):
         trial.RaySession.report = _hold_after_report(trial.RaySession.report)
-    trial.run_sweep_trial(params, spec, finished, reused)
+    trial.run_sweep_trial(params, spec, finished, **given)
 
 
 def drive() -> None:

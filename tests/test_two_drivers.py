@@ -1,5 +1,6 @@
 """Two drivers, one store: processes that open a new SQLite store at the same moment all succeed, and two
-real sweeps started together in a fresh folder (the default ``sqlite:///mlflow.db``) both finish."""
+real sweeps started together in a fresh folder (the default ``sqlite:///mlflow.db``) both finish, training
+the trial they share once (:mod:`sweep.claims`)."""
 
 from __future__ import annotations
 
@@ -65,12 +66,14 @@ def test_processes_that_open_a_new_store_together_all_succeed(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_sweeps_started_together_in_a_fresh_folder_both_finish(tmp_path, tiny_bert, use_tiny_sts):
+def test_two_sweeps_started_together_both_finish_and_train_their_shared_trial_once(tmp_path, tiny_bert,
+                                                                                   use_tiny_sts):
     rows = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}},
             {"name": "simcse", "set": {"max_steps": 2, "eval_every": 1}}]
     path = spec_file(tmp_path, tiny_bert, "together", rows=rows, seeds=[1])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # Two variants of one spec: one experiment, created by whichever driver comes first.
+    # Two variants of one spec: one experiment, created by whichever driver comes first. The learning rate
+    # changes the SimCSE trial, not the untuned one: both sweeps would train that trial, which has one key.
     drivers = [
         subprocess.Popen([sys.executable, "-m", "sweep", "run", str(path), "--set", f"learning_rate={lr}"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -84,3 +87,10 @@ def test_two_sweeps_started_together_in_a_fresh_folder_both_finish(tmp_path, tin
     trials = client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'")
     assert len(parents) == 2 and {p.info.status for p in parents} == {"FINISHED"}
     assert len(trials) == 4 and {t.info.status for t in trials} == {"FINISHED"}
+    untuned = [t for t in trials if t.data.tags["sweep.row"] == "untuned"]
+    assert len({t.data.tags["sweep.trial_key"] for t in untuned}) == 1
+    trained = [t for t in untuned if "sweep.reused_from" not in t.data.tags]
+    (reused,) = [t for t in untuned if "sweep.reused_from" in t.data.tags]
+    assert len(trained) == 1 and reused.data.tags["sweep.reused_from"] == trained[0].info.run_id
+    assert reused.data.metrics["test_avg_spearman"] == trained[0].data.metrics["test_avg_spearman"]
+    assert not [m for m in client.search_registered_models() if m.name.startswith("sweep-claim-")]  # released

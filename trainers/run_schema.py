@@ -271,6 +271,8 @@ class Report:
     RESTORED_FROM = "restored_from"
     EVAL_PRECISION = "eval_precision"
     TRAIN_PRECISION = "train_precision"
+    REUSED_TAGS = "reused_tags"
+    """The tags of a reused trial (a mapping), sent by a trial that waited for another sweep to train it."""
 
     TAGS = {
         NODE_ID: Tag.NODE_ID, WORKER_PID: Tag.WORKER_PID, RESTORED_FROM: Tag.RESTORED_FROM,

@@ -1,0 +1,261 @@
+"""A paper as one command: ``python -m sweep paper NAME`` runs every spec of a campaign that can run here,
+each distinct trial once.
+
+A campaign is a file ``search_spaces/campaigns/NAME.yaml`` naming its specs, or every shipped spec whose
+``tags.paper`` is NAME (``sg-bert``, ``consert``, ``sct``). It runs in two steps on one Ray:
+
+1. **Training**: the distinct trials of the specs whose trials are known before they run (no sampled
+   axes, no scheduler; :func:`sweep.reuse.reusable`), each trial key once, go to one Ray Tune run, the
+   campaign's own sweep ``paper-NAME`` (:func:`campaign_spec`), so no spec waits for another and the
+   cluster stays full. Trials finished before, by this campaign or any sweep, are reused as in
+   ``sweep run`` (:mod:`sweep.reuse`).
+2. **Each spec**: every spec then runs as ``sweep run`` would, with its own MLflow experiment, parent run
+   and summary; its trials are all in the store now, so each is a reused child run of its spec's parent,
+   and the specs' tables and reports read them as members of the spec's sweep. Specs left out of step 1
+   (sampled axes, ASHA or PBT) train here.
+
+Specs that cannot run here (no hub model, no data) are listed with the reason and left out. Running the
+command again continues an interrupted campaign: Ray restores step 1 and each spec's sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from sweep.budget import BUDGETS
+from sweep.options import SweepOptions
+from sweep.reuse import reusable
+from sweep.spec import Row, SpecError, SweepSpec, Trial, TrialPoint, load_spec, row_method
+from sweep.spec_yaml import read_spec_yaml
+from sweep.trial_key import trial_key
+from trainers.run_schema import DEFAULT_TRACKING_URI
+
+SEARCH_SPACES = Path(__file__).resolve().parent.parent / "search_spaces"
+CAMPAIGNS = SEARCH_SPACES / "campaigns"
+CAMPAIGN_PREFIX = "paper-"
+"""The campaign's own sweep (step 1) is named ``paper-NAME``."""
+
+
+@dataclass(frozen=True)
+class Member:
+    """A spec of the campaign: loaded, or why it cannot run here."""
+
+    path: Path
+    spec: SweepSpec | None = None
+    problem: str | None = None
+
+    @property
+    def trained_together(self) -> bool:
+        """Whether its trials go to the campaign's one Tune run (known before they run, no scheduler)."""
+        return self.spec is not None and reusable(self.spec) and not self.spec.scheduler
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    description: str
+    source: Path
+    """The campaign file, or the folder of the specs whose ``tags.paper`` names it."""
+    members: tuple[Member, ...]
+
+    @property
+    def runnable(self) -> list[Member]:
+        return [member for member in self.members if member.spec is not None]
+
+    @property
+    def sweep_name(self) -> str:
+        return CAMPAIGN_PREFIX + self.name
+
+
+def campaign_names() -> list[str]:
+    """Every campaign: the files under ``search_spaces/campaigns`` and the papers the specs are tagged with."""
+    papers = {spec_paper(path) for path in SEARCH_SPACES.glob("*.yaml")} - {None, "none"}
+    return sorted(papers | {path.stem for path in CAMPAIGNS.glob("*.yaml")})
+
+
+def spec_paper(path: Path) -> str | None:
+    raw = read_spec_yaml(path)
+    return (raw.get("tags") or {}).get("paper") if isinstance(raw, dict) else None
+
+
+def campaign_name(name: str) -> str:
+    """A campaign's name: ``name`` itself, or the stem of a campaign file's path."""
+    return Path(name).stem if name.endswith((".yaml", ".yml")) else name
+
+
+def campaign_specs(name: str) -> tuple[Path, str, list[Path]]:
+    """The campaign's source, description and spec files, in their order (``name``: a campaign, or the path
+    of a campaign file)."""
+    file = Path(name) if name.endswith((".yaml", ".yml")) else CAMPAIGNS / f"{name}.yaml"
+    if file.exists():
+        raw = read_spec_yaml(file)
+        specs = raw.get("specs") if isinstance(raw, dict) else None
+        if not isinstance(specs, list) or not specs or not all(isinstance(s, str) for s in specs):
+            raise SpecError([f"{file}: specs: expected a list of spec files (relative to {file.parent}), "
+                             f"got {specs!r}"])
+        missing = [s for s in specs if not (file.parent / s).is_file()]
+        if missing:
+            raise SpecError([f"{file}: specs: no such spec file: {', '.join(missing)}"])
+        return file, str(raw.get("description", "")), [(file.parent / s).resolve() for s in specs]
+    paths = [path for path in sorted(SEARCH_SPACES.glob("*.yaml")) if spec_paper(path) == name]
+    if not paths:
+        raise SpecError([f"sweep paper: unknown campaign {name!r} (campaigns: {', '.join(campaign_names())})"])
+    return SEARCH_SPACES, f"every spec of {name}", paths
+
+
+def load_campaign(name: str, budget: str | None = None, address: str | None = None) -> Campaign:
+    """The campaign's specs, each loaded with the budget, or the reason it cannot run on this machine."""
+    source, description, paths = campaign_specs(name)
+    members = []
+    for path in paths:
+        try:
+            spec = load_spec(path, budget=BUDGETS[budget] if budget else None, address=address)
+        except SpecError as error:
+            first = str(error.problems[0]).removeprefix(f"{path}: ")
+            more = f" (and {len(error.problems) - 1} more: `python -m sweep plan {_shown(path)}`)" \
+                if len(error.problems) > 1 else ""
+            members.append(Member(path, problem=first + more))
+            continue
+        if spec.glue is not None:
+            members.append(Member(path, problem=f"GLUE fine-tuning: `python -m sweep glue {_shown(path)}`"))
+        else:
+            members.append(Member(path, spec))
+    return Campaign(campaign_name(name), description, source, tuple(members))
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.relative_to(SEARCH_SPACES.parent))
+    except ValueError:
+        return str(path)
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Each spec's trials, and which of them an earlier spec of the campaign already runs (same key)."""
+
+    keys: Mapping[str, list[str]]
+    """Spec name -> the trial key of each of its trials, in :attr:`SweepSpec.trials` order."""
+
+    def distinct(self) -> int:
+        return len({key for keys in self.keys.values() for key in keys})
+
+    def new_in(self) -> dict[str, int]:
+        """Spec name -> its trials that no earlier spec runs."""
+        seen: set[str] = set()
+        new = {}
+        for name, keys in self.keys.items():
+            new[name] = len(set(keys) - seen)
+            seen.update(keys)
+        return new
+
+
+def sharing(members: Sequence[Member]) -> Sharing:
+    return Sharing({m.spec.name: [trial_key(t.config).key for t in m.spec.trials]
+                    for m in members if m.trained_together})
+
+
+def campaign_spec(campaign: Campaign) -> SweepSpec:
+    """One sweep of the distinct trials of the campaign's specs that are trained together: a row per spec
+    row (``SPEC: ROW``, its method kept), each trial key once, in the specs' order. Each trial keeps the
+    config its own spec resolved; only the knobs Tune would choose could change it, and these specs have none."""
+    together = [member.spec for member in campaign.runnable if member.trained_together]
+    if not together:
+        raise SpecError([f"{campaign.source}: no spec of campaign {campaign.name!r} can be trained together here"])
+    first = together[0]
+    rows: list[Row] = []
+    trials: list[Trial] = []
+    seen: set[str] = set()
+    for spec in together:
+        for row in spec.rows:
+            name = f"{spec.name}: {row.name}"
+            rows.append(Row(name, {"method": row_method(spec, row).name}))
+        for trial in spec.trials:
+            key = trial_key(trial.config).key
+            if key not in seen:
+                seen.add(key)
+                point = trial.point
+                trials.append(Trial(TrialPoint(f"{spec.name}: {point.row}", point.seed, point.axes), trial.config))
+    digest = hashlib.sha256(json.dumps([[s.name, s.spec_hash] for s in together]).encode()).hexdigest()[:16]
+    return dataclasses.replace(
+        first,
+        path=campaign.source, name=campaign.sweep_name, tags={"paper": campaign.name, "table": "campaign"},
+        description=f"campaign {campaign.name}: the distinct trials of {', '.join(s.name for s in together)}",
+        base={}, rows=tuple(rows), seeds=tuple(sorted({seed for spec in together for seed in spec.seeds})),
+        grid={}, sample={}, num_samples=1, scheduler=None, symmetric=None, reference=None,
+        reference_differences={}, evaluations=(),
+        max_concurrent_trials=max(spec.max_concurrent_trials or 0 for spec in together),
+        max_failures=max(spec.max_failures for spec in together),
+        # Every trial's encoder stays: each spec of the campaign keeps (or deletes) its own when it runs.
+        keep_models="all", log_models=False, spec_hash=digest, trials=tuple(trials),
+    )
+
+
+def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], int] | None = None) -> list[str]:
+    """What ``sweep paper NAME --plan`` prints: each spec's trials, what it shares with the specs before
+    it, the distinct total, and (``reused``: trials of a spec the store already holds) what is reused."""
+    lines = [f"campaign {campaign.name}: {campaign.description}".rstrip(": ")]
+    shared = sharing(campaign.members)
+    new = shared.new_in()
+    width = max(len(member.path.stem) for member in campaign.members) + 2
+    lines.append(f"{'spec':<{width}}{'trials':>7}{'new':>6}  note")
+    for member in campaign.members:
+        if member.spec is None:
+            lines.append(f"{member.path.stem:<{width}}{'-':>7}{'-':>6}  cannot run here: {member.problem}")
+            continue
+        spec = member.spec
+        if member.trained_together:
+            note = "" if new[spec.name] == spec.trials_to_run else \
+                f"{spec.trials_to_run - new[spec.name]} trained by an earlier spec"
+        else:
+            note = "trained on its own (sampled axes or a scheduler: its trials are drawn as it runs)"
+        count = new.get(spec.name, spec.trials_to_run)
+        lines.append(f"{spec.name:<{width}}{spec.trials_to_run:>7}{count:>6}  {note}".rstrip())
+    apart = sum(m.spec.trials_to_run for m in campaign.runnable if not m.trained_together)
+    total = sum(m.spec.trials_to_run for m in campaign.runnable)
+    lines.append(f"{total} trials in its specs, {shared.distinct() + apart} distinct "
+                 f"({total - shared.distinct() - apart} shared between specs)")
+    if reused is not None and shared.keys:
+        spec = campaign_spec(campaign)
+        taken = reused(spec)
+        lines.append(f"reuse: {taken} of the {shared.distinct()} distinct trials are in the store already; "
+                     f"{shared.distinct() - taken + apart} to train")
+    return lines
+
+
+def member_options(campaign_options: SweepOptions, member: Member) -> SweepOptions:
+    """``sweep run`` of one spec of the campaign, with the campaign's budget, store and cluster."""
+    return dataclasses.replace(campaign_options, spec_path=str(member.path))
+
+
+def run_campaign(options: SweepOptions, campaign: Campaign, verbose: bool = False) -> int:
+    """Step 1 (the distinct trials, one Tune run), then each spec as ``sweep run``; a line per spec, and the
+    exit code of ``sweep run``: 1 when a trial failed, the signal's when one stopped the campaign."""
+    from sweep.engine import run
+    from sweep.summary import finish_sweep, trial_counts
+
+    for member in campaign.members:
+        if member.spec is None:
+            print(f"{member.path.stem}: left out, it cannot run here: {member.problem}")
+    steps: list[tuple[SweepOptions, SweepSpec]] = []
+    if any(member.trained_together for member in campaign.runnable):
+        steps.append((options, campaign_spec(campaign)))
+    steps += [(member_options(options, member), member.spec) for member in campaign.runnable]
+    again = f"python -m sweep paper {campaign.name}" + (f" --budget {options.budget}" if options.budget else "")
+    code = 0
+    for step_options, spec in steps:
+        outcome = run(step_options, spec, verbose)
+        finish_sweep(spec, options.tracking_uri)
+        print(f"{spec.name}: {trial_counts(spec, options.tracking_uri)}", flush=True)
+        if outcome.stopped_by or outcome.stop_reason:
+            print(f"stopped: {outcome.stop_reason or outcome.stopped_by.name}; to continue the campaign: {again}")
+            return 75 if outcome.stop_reason else 128 + int(outcome.stopped_by)
+        code = max(code, 1 if any(result.error is not None for result in outcome.results) else 0)
+    print(f"\nnext:\n  python -m reports.paper {campaign.name}"
+          + ("" if options.tracking_uri == DEFAULT_TRACKING_URI else f" --tracking-uri {options.tracking_uri}"))
+    return code
