@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import pandas as pd
+from mlflow import MlflowClient
 
 from reports.cli import run_command
 from reports.table_specs import PROJECT
@@ -31,7 +32,6 @@ from results.names import UsageError
 from results.reader import KNOB_KINDS, choose_parent, existing_store_uri, read_client, variant_trials
 from results.render import write_table
 from sweep.spec import SpecError, load_spec
-from sweep.store import open_client
 from trainers.run_schema import DEFAULT_TRACKING_URI, Metric, Summary
 
 
@@ -80,7 +80,7 @@ def report(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     written = write_outputs(result, args.name, out)
     if not args.no_log:
-        writer = open_client(existing_store_uri(args.tracking_uri))
+        writer = MlflowClient(existing_store_uri(args.tracking_uri))  # the store exists: read_client found it
         for path in written:
             writer.log_artifact(parent.info.run_id, str(path), Summary.IMPORTANCE)
     print(written[1].read_text(encoding="utf-8"))

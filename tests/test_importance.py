@@ -20,6 +20,7 @@ from results.importance import (
     VALUE,
     ImportanceError,
     effects_frame,
+    importance,
     replicates,
     sampled_importance,
     seed_anova,
@@ -105,9 +106,9 @@ def test_nothing_that_varies_is_refused():
 
 
 def trial(row: str, point: dict, seed: int, value: float, start: int, status: str = "FINISHED",
-          seeds: tuple = ()) -> dict:
-    axes = ", ".join(f"{k}={v}" for k, v in point.items())
-    return {"row": row, "axes": axes, "grid_point": point, "sampled_point": {}, "seed": seed, "seeds": seeds,
+          seeds: tuple = (), sampled: dict | None = None) -> dict:
+    axes = ", ".join(f"{k}={v}" for k, v in {**point, **(sampled or {})}.items())
+    return {"row": row, "axes": axes, "grid_point": point, "sampled_point": sampled or {}, "seed": seed, "seeds": seeds,
             "status": status, "start_time": pd.Timestamp(start, unit="s", tz="UTC"), "run_id": f"r{start}",
             "best_dev_spearman": value}
 
@@ -147,3 +148,22 @@ def test_sampled_axes_get_fanova_on_seed_means_beside_the_seed_noise():
     assert result.points == 16 and result.values == 32 and result.method.startswith("fANOVA")
     ped = sampled_importance(frame, [], ["learning_rate", "temperature"], "m", "max", declared, "ped-anova")
     assert by_name(ped.effects)["learning_rate"].share > by_name(ped.effects)["temperature"].share
+
+
+def test_a_sweep_with_sampled_axes_goes_to_optuna_and_one_without_to_the_anova():
+    pytest.importorskip("optuna")
+    rng = np.random.default_rng(5)
+    records, start = [], 0
+    for rate in 10 ** rng.uniform(-5, -3, size=8):
+        for seed in (1, 2):  # as a searcher runs each suggested point with every seed
+            start += 1
+            records.append(trial("simcse", {"pooling": "mean"}, seed, -math.log10(rate) + rng.normal(scale=0.05),
+                                 start, sampled={"learning_rate": float(rate)}))
+    trials = pd.DataFrame.from_records(records)
+    sampled = importance(trials, "best_dev_spearman", "max", {"learning_rate": {"loguniform": [1e-5, 1e-3]}})
+    assert sampled.method.startswith("fANOVA on 8 seed means") and sampled.values == 16
+    assert [e.name for e in sampled.effects] == ["learning_rate", BETWEEN_POINTS, SEED_NOISE]
+    as_grid = trials.assign(sampled_point=[{}] * len(trials),
+                            grid_point=[{"learning_rate": point["learning_rate"]} for point in trials["sampled_point"]])
+    gridded = importance(as_grid, "best_dev_spearman", "max", {})
+    assert gridded.method == "ANOVA, seeds as replicates" and gridded.effects[0].name == "learning_rate"
