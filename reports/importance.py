@@ -48,12 +48,14 @@ def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:
 
 
 def sweep_metric(trials: pd.DataFrame, asked: str | None) -> tuple[str, str]:
-    """(metric, mode): ``--metric`` (a metric the trials recorded) or the sweep's own, and the sweep's mode."""
-    metric = asked or str(trials["sweep_metric"].dropna().iloc[0]) or Metric.BEST_DEV
+    """(metric, mode): ``--metric`` (a metric the trials recorded) or the sweep's own, and the sweep's mode
+    (runs recorded before the metric tag: best dev, max, as the reader ranks them)."""
+    recorded_metric = next((str(m) for m in trials["sweep_metric"].dropna() if str(m)), Metric.BEST_DEV)
+    metric = asked or recorded_metric
     recorded = sorted(str(c) for c in trials.columns if str(trials[c].dtype) == "Float64" and c not in KNOB_KINDS)
     if metric not in recorded:
         raise UsageError(f"--metric {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
-    return metric, str(trials["sweep_mode"].dropna().iloc[0])
+    return metric, next((str(m) for m in trials["sweep_mode"].dropna() if str(m)), "max")
 
 
 def write_outputs(result: Importance, name: str, out: Path) -> list[Path]:
