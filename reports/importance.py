@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -54,14 +55,15 @@ def sweep_metric(trials: pd.DataFrame, asked: str | None) -> tuple[str, str]:
     metric = asked or recorded_metric
     recorded = sorted(str(c) for c in trials.columns if str(trials[c].dtype) == "Float64" and c not in KNOB_KINDS)
     if metric not in recorded:
-        raise UsageError(f"--metric {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
+        named = "--metric" if asked else "the sweep's metric"
+        raise UsageError(f"{named} {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
     return metric, next((str(m) for m in trials["sweep_mode"].dropna() if str(m)), "max")
 
 
 def write_outputs(result: Importance, name: str, out: Path) -> list[Path]:
     """The bar plot, the Markdown and LaTeX table and its CSV (the numbers unrounded) under ``out``."""
     stem = out / f"{name}-importance-{result.metric}"
-    numbers = pd.DataFrame([vars(effect) for effect in result.effects])
+    numbers = pd.DataFrame([asdict(effect) for effect in result.effects])
     numbers.to_csv(stem.with_suffix(".csv"), index=False)
     return [importance_bars(result, f"{name}: what moves {result.metric}", stem.with_suffix(".png")),
             *write_table(effects_frame(result), caption(result, name), stem, result.notes), stem.with_suffix(".csv")]
