@@ -41,7 +41,7 @@ from reports.cli import run_command  # noqa: E402
 from reports.table_specs import PAPER_NUMBERS, load_yaml  # noqa: E402
 from results.figures import save  # noqa: E402
 from results.names import UsageError  # noqa: E402
-from results.render import latex_escape, latex_tabular  # noqa: E402
+from results.render import write_table  # noqa: E402
 from trainers.checkpoint import FinalRecord  # noqa: E402
 from trainers.common_knobs import POOLINGS  # noqa: E402
 from trainers.data import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
@@ -121,24 +121,6 @@ def first_encoder(args: argparse.Namespace) -> Encoder:
     if len(args.encoders or []) > 1:
         raise UsageError(f"{args.command}: give one --encoder (gold-cosine compares two)")
     return load_encoder(args.encoders[0] if args.encoders else BUNDLED_MODEL, poolings_of(args)[0], args.tracking_uri)
-
-
-# --- tables -----------------------------------------------------------------------------------------
-
-
-def write_table(frame: pd.DataFrame, caption: str, stem: Path) -> list[Path]:
-    """``frame`` as ``stem.md`` (a caption, then a pipe table) and ``stem.tex`` (a booktabs table)."""
-    lines = [[str(v) for v in row] for row in frame.itertuples(index=False)]
-    header = [str(c) for c in frame.columns]
-    markdown = "\n".join([f"### {caption}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                         + ["| " + " | ".join(line) + " |" for line in lines]) + "\n"
-    latex = "\n".join(["% needs \\usepackage{booktabs}", "\\begin{table}[ht]", "\\centering", "\\small",
-                       f"\\caption{{{latex_escape(caption)}}}", latex_tabular(header, lines, set()).rstrip("\n"),
-                       "\\end{table}"]) + "\n"
-    paths = [stem.with_suffix(".md"), stem.with_suffix(".tex")]
-    for path, text in zip(paths, (markdown, latex)):
-        path.write_text(text, encoding="utf-8")
-    return paths
 
 
 # --- SG-BERT Figures 5 and 6: t-SNE of positive and negative pairs ---------------------------------------

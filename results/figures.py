@@ -20,8 +20,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from results.importance import SEED_NOISE, Importance  # noqa: E402
 from results.lines import LINE, label_lines  # noqa: E402
 from results.reader import read_client  # noqa: E402
+from results.significance import is_significant, p_text  # noqa: E402
 from results.table import DASH, Cell, Line, Table  # noqa: E402
 from trainers.run_schema import Metric  # noqa: E402
 
@@ -108,6 +110,31 @@ def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: P
     axes.set_title(f"{experiment}: dev score per trial", fontsize=9)
     if axes.lines:
         axes.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 if len(axes.lines) <= 24 else 2)
+    return save(figure, path)
+
+
+# ---------------------------------------------------------------- importance
+
+
+NOISE_COLOUR, ABOVE_COLOUR, BELOW_COLOUR = "tab:grey", "tab:blue", "tab:orange"
+
+
+def importance_bars(result: Importance, heading: str, path: Path) -> Path:
+    """One horizontal bar per effect, its share of the metric's variance; the seed noise in grey, effects
+    above it (F test significant) in blue, the others in orange, each with its F and p."""
+    effects = list(reversed(result.effects))  # the first effect on top
+    figure, axes = plt.subplots(figsize=(7, 0.45 * len(effects) + 1.6))
+    colours = [NOISE_COLOUR if e.name == SEED_NOISE else ABOVE_COLOUR if is_significant(e.p) else BELOW_COLOUR
+               for e in effects]
+    shares = [0.0 if math.isnan(e.share) else 100 * e.share for e in effects]
+    axes.barh(range(len(effects)), shares, color=colours)
+    for i, effect in enumerate(effects):
+        if not math.isnan(effect.f):
+            axes.text(shares[i], i, f"  F = {effect.f:.2f}, p = {p_text(effect.p)}", va="center", fontsize=7)
+    axes.set_yticks(range(len(effects)), [e.name for e in effects], fontsize=8)
+    axes.set_xlabel(f"share of the variance of {result.metric} (%)")
+    axes.set_xlim(0, max(shares + [1.0]) * 1.45)
+    axes.set_title(f"{heading}\n{result.method}", fontsize=8)
     return save(figure, path)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from html import escape
+from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
@@ -185,6 +186,24 @@ def to_html(table: Table) -> str:
         "<tbody>", *rows, "</tbody></table>",
         *([f'<ul class="notes">{"".join(notes)}</ul>'] if notes else []),
     ]) + "\n"
+
+
+def write_table(frame: pd.DataFrame, caption: str, stem: Path, notes: Sequence[str] = ()) -> list[Path]:
+    """A table of text cells that is not a :class:`Table` (an analysis, an importance table) as ``stem.md``
+    (a caption, a pipe table, then its notes as a list) and ``stem.tex`` (a booktabs table, the notes
+    under it)."""
+    lines = [[str(v) for v in row] for row in frame.itertuples(index=False)]
+    header = [str(c) for c in frame.columns]
+    markdown = "\n".join([f"### {caption}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                         + ["| " + " | ".join(line) + " |" for line in lines]) + "\n"
+    markdown += "".join(["\n"] + [f"- {note}\n" for note in notes]) if notes else ""
+    latex = "\n".join(["% needs \\usepackage{booktabs}", "\\begin{table}[ht]", "\\centering", "\\small",
+                       f"\\caption{{{latex_escape(caption)}}}", latex_tabular(header, lines, set()).rstrip("\n"),
+                       *[f"\\par\\footnotesize {latex_escape(note)}" for note in notes], "\\end{table}"]) + "\n"
+    paths = [stem.with_suffix(".md"), stem.with_suffix(".tex")]
+    for path, text in zip(paths, (markdown, latex)):
+        path.write_text(text, encoding="utf-8")
+    return paths
 
 
 RENDERERS = {"markdown": (to_markdown, ".md"), "latex": (to_latex, ".tex"), "html": (to_html, ".html"),

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 PLACEHOLDERS = {"SPEC", "NAME", "ENC", "A", "B", "x"}
 """Words a command stands in with (a spec, a sweep, an encoder), as the pages explain."""
-PARSE_ONLY = ("reports.tables", "reports.plots", "reports.collect", "reports.analyses", "reports.paper")
+PARSE_ONLY = ("reports.tables", "reports.plots", "reports.collect", "reports.analyses", "reports.importance",
+              "reports.paper")
 """Reports commands whose parser is checked without running them (they read results a sweep writes)."""
 
 

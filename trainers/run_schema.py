@@ -290,6 +290,7 @@ class Summary:
     MARKDOWN = "summary.md"
     CSV = "summary.csv"
     PLOTS = "plots"
+    IMPORTANCE = "importance"  # reports.importance's table and bar plot, logged later, by that command
 
     @staticmethod
     def best_trial(metric: str) -> str:

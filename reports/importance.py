@@ -1,0 +1,109 @@
+"""Which axes of a finished sweep move its metric beyond seed noise.
+
+    python -m reports.importance NAME [--tracking-uri URI] [--metric METRIC] [--evaluator fanova|ped-anova]
+                                      [--out reports/out] [--no-log]
+
+NAME is a sweep as ``sweep status`` takes it (``NAME``, or ``NAME-HASH`` among several variants). For rows
+and grid axes: an ANOVA with the seeds of each point as replicates, each axis and each interaction with
+its share of the metric's variance and its F test against the seed noise. For sampled axes: Optuna's
+fANOVA (or PED-ANOVA) on the seed means, the seed noise's share beside it (:mod:`results.importance`).
+The metric is the sweep's own (its spec's ``metric``) unless ``--metric`` names another.
+
+It writes ``NAME-importance-METRIC.png`` (a bar per effect), ``.md`` and ``.tex`` (the table) and ``.csv``
+under ``--out``, and logs them to the variant's MLflow parent run under ``importance/`` (unless
+``--no-log``). A refused command prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from reports.cli import run_command
+from reports.table_specs import PROJECT
+from results.figures import importance_bars
+from results.importance import EVALUATORS, Importance, ImportanceError, caption, effects_frame, importance
+from results.names import UsageError
+from results.reader import KNOB_KINDS, choose_parent, existing_store_uri, read_client, variant_trials
+from results.render import write_table
+from sweep.spec import SpecError, load_spec
+from trainers.run_schema import DEFAULT_TRACKING_URI, Metric, Summary
+
+
+def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:
+    """The ``sample:`` axes of the search space the trials record (their ranges, for Optuna), or nothing
+    where that file is gone or no longer valid (the ranges are then those the values span)."""
+    path = PROJECT / str(trials["spec_file"].iloc[0])
+    if not path.is_file():
+        return {}
+    try:
+        return dict(load_spec(path, check_environment=False).sample)
+    except SpecError:
+        return {}
+
+
+def sweep_metric(trials: pd.DataFrame, asked: str | None) -> tuple[str, str]:
+    """(metric, mode): ``--metric`` (a metric the trials recorded) or the sweep's own, and the sweep's mode
+    (runs recorded before the metric tag: best dev, max, as the reader ranks them)."""
+    recorded_metric = next((str(m) for m in trials["sweep_metric"].dropna() if str(m)), Metric.BEST_DEV)
+    metric = asked or recorded_metric
+    recorded = sorted(str(c) for c in trials.columns if str(trials[c].dtype) == "Float64" and c not in KNOB_KINDS)
+    if metric not in recorded:
+        named = "--metric" if asked else "the sweep's metric"
+        raise UsageError(f"{named} {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
+    return metric, next((str(m) for m in trials["sweep_mode"].dropna() if str(m)), "max")
+
+
+def write_outputs(result: Importance, name: str, out: Path) -> list[Path]:
+    """The bar plot, the Markdown and LaTeX table and its CSV (the numbers unrounded) under ``out``."""
+    stem = out / f"{name}-importance-{result.metric}"
+    numbers = pd.DataFrame([asdict(effect) for effect in result.effects])
+    numbers.to_csv(stem.with_suffix(".csv"), index=False)
+    return [importance_bars(result, f"{name}: what moves {result.metric}", stem.with_suffix(".png")),
+            *write_table(effects_frame(result), caption(result, name), stem, result.notes), stem.with_suffix(".csv")]
+
+
+def report(args: argparse.Namespace) -> int:
+    client = read_client(args.tracking_uri)
+    experiment, parent = choose_parent(client, args.name, args.tracking_uri)
+    trials = variant_trials(client, experiment, parent)
+    if trials.empty:
+        raise UsageError(f"sweep {args.name!r} has no trial runs at {args.tracking_uri}")
+    metric, mode = sweep_metric(trials, args.metric)
+    try:
+        result = importance(trials, metric, mode, declared_samples(trials), args.evaluator)
+    except ImportanceError as error:
+        raise UsageError(f"sweep {args.name!r}: {error}") from None
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = write_outputs(result, args.name, out)
+    if not args.no_log:
+        writer = MlflowClient(existing_store_uri(args.tracking_uri))  # the store exists: read_client found it
+        for path in written:
+            writer.log_artifact(parent.info.run_id, str(path), Summary.IMPORTANCE)
+    print(written[1].read_text(encoding="utf-8"))
+    print("\n".join(str(path) for path in written))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reports.importance", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("name", metavar="NAME", help="A sweep: NAME, or NAME-HASH among several variants.")
+    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI)
+    parser.add_argument("--metric", help="A metric the trials recorded (default: the sweep's own).")
+    parser.add_argument("--evaluator", choices=EVALUATORS, default=EVALUATORS[0],
+                        help="Optuna's evaluator for sampled axes (default fanova).")
+    parser.add_argument("--out", default="reports/out")
+    parser.add_argument("--no-log", action="store_true", help="Do not log the outputs to the sweep's parent run.")
+    return run_command(parser, argv, report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
