@@ -268,7 +268,7 @@ def to_html_document(report: Report) -> str:
 
 
 def to_latex_document(report: Report) -> str:
-    out = ["\\documentclass[10pt]{article}", "\\usepackage[margin=2cm]{geometry}", "\\usepackage{booktabs}",
+    out = ["\\documentclass[10pt]{article}", "\\usepackage[margin=1.5cm]{geometry}", "\\usepackage{booktabs}",
            "\\usepackage{graphicx}", "\\usepackage[T1]{fontenc}", "\\usepackage{url}",
            f"\\title{{{latex_escape(report.title)}}}", "\\date{}", "\\begin{document}", "\\maketitle"]
     for section in report.sections:
@@ -276,6 +276,10 @@ def to_latex_document(report: Report) -> str:
         for block in section.blocks:
             if isinstance(block, Table):
                 out.append(to_latex(block).replace("\\begin{table}[ht]", "\\begin{table}[h!]"))
+                notes = [f"missing: {m}" for m in block.missing] + list(block.notes)
+                if notes:  # the table float holds the tabular only: its notes follow it
+                    out.append("\\begin{itemize}\\footnotesize" + "".join(f"\\item {latex_escape(n)}" for n in notes)
+                               + "\\end{itemize}")
             elif isinstance(block, Path):
                 out.append(f"\\begin{{center}}\\includegraphics[width=\\linewidth]{{{block.name}}}\\end{{center}}")
             elif "://" in block:
