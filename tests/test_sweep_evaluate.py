@@ -30,11 +30,15 @@ PEARSON = {name: Metric.suite(SuiteName.MULTILINGUAL_STS, name, SuiteName.PEARSO
            for name in ("sts14_es", "sts17_ar_ar", "sts17_es_es", "sts17_en_en")}
 
 
-def multilingual_fixture(root, tiny_sts_dir):
-    """The four sets, each a different slice of the tiny STS-B test pairs (real sentences and gold)."""
+def read_rows(tiny_sts_dir, start: int) -> list[tuple[str, str, float]]:
+    """10 pairs of the tiny STS-B test set from ``start`` (real sentences and gold)."""
     pairs = read_sts_tsv(tiny_sts_dir / "stsb-test.tsv")
-    rows = list(zip(pairs.sentence1, pairs.sentence2, pairs.scores.tolist()))
-    return multilingual_sts_folder(root, {name: rows[10 * i: 10 * i + 10]
+    return list(zip(pairs.sentence1, pairs.sentence2, pairs.scores.tolist()))[start: start + 10]
+
+
+def multilingual_fixture(root, tiny_sts_dir):
+    """The four sets, each a different slice of the tiny STS-B test pairs."""
+    return multilingual_sts_folder(root, {name: read_rows(tiny_sts_dir, 10 * i)
                                           for i, name in enumerate(multilingual_sts.SETS)})
 
 
@@ -109,6 +113,41 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
     (table,) = build_tables(frame, ["t"], {"t": table_spec}, {})
     simcse_line = next(line for line in to_markdown(table).splitlines() if line.startswith("| simcse "))
     assert f"{logged[PEARSON['sts17_en_en']]:.2f}" in simcse_line, simcse_line
+
+    # An evaluation with the same key (trial, suite, options, data) is not computed again: on the same run,
+    # nor on a run of the same trial in another sweep (reused), which gets the same metrics copied.
+    import sweep.evaluate as evaluate
+
+    def not_again(run, suite):
+        raise AssertionError(f"{run.info.run_id} evaluated again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(evaluate, "evaluate_run", not_again)
+        assert main(["evaluate", "evaluated", "--trial", kept, *common]) == 0
+        assert "not computed again" in capsys.readouterr().out
+        grown = spec_file(tmp_path, tiny_bert, "evaluated-again", rows=ROWS, seeds=[1, 2], max_concurrent_trials=1)
+        ray.shutdown()
+        try:
+            run(SweepOptions(str(grown), {"eval_precision": "fp32"}, tracking_uri=tracking_uri,
+                             storage=str(tmp_path / "ray")))
+        finally:
+            ray.shutdown()
+        source = runs[kept].info.run_id
+        (again,) = [r for r in child_runs(tracking_uri, "evaluated-again")
+                    if r.data.tags.get(Tag.REUSED_FROM) == source]
+        assert main(["evaluate", "evaluated-again", "--trial", again.data.tags[Tag.TRIAL_ID], *common]) == 0
+        assert f"taken from run {source}" in capsys.readouterr().out
+    copied = next(r for r in child_runs(tracking_uri, "evaluated-again") if r.info.run_id == again.info.run_id)
+    assert {k: copied.data.metrics[k] for k in independent} == {k: logged[k] for k in independent}
+
+    # Other data is another evaluation: computed, and scored on the new data.
+    monkeypatch.setenv("MULTILINGUAL_STS_DATA_DIR", str(multilingual_sts_folder(tmp_path / "ml2", {
+        name: rows for name, rows in zip(multilingual_sts.SETS, [read_rows(tiny_sts_dir, 5 + 8 * i)
+                                                                 for i in range(len(multilingual_sts.SETS))])})))
+    assert main(["evaluate", "evaluated", "--trial", kept, *common]) == 0
+    assert "not computed again" not in capsys.readouterr().out
+    rescored = next(r for r in child_runs(tracking_uri, "evaluated") if r.data.tags[Tag.TRIAL_ID] == kept)
+    assert rescored.data.metrics[PEARSON["sts14_es"]] != logged[PEARSON["sts14_es"]]
 
 
 def test_bad_suites_are_refused_without_torch(tmp_path, capsys):

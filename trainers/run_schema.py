@@ -65,6 +65,7 @@ class Tag:
     MODEL = "sweep.model"  # "kept", "deleted" or "untrained" (keep_models)
     MODEL_URI = "sweep.model_uri"  # the MLflow model logged from it
     EVALUATED_LATER = "sweep.evaluated_later"  # suites `sweep evaluate` ran on its kept encoder (JSON list)
+    EVALUATION_KEYS = "sweep.evaluation_keys"  # JSON {evaluation key: [its metrics]}: not evaluated again
     # On the parent run.
     OPTIONS = "sweep.options"
     FAILED_TRIALS = "sweep.failed_trials"
