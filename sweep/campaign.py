@@ -196,9 +196,10 @@ def campaign_spec(campaign: Campaign) -> SweepSpec:
     )
 
 
-def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], int] | None = None) -> list[str]:
+def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], tuple[int, int]] | None = None) -> list[str]:
     """What ``sweep paper NAME --plan`` prints: each spec's trials, what it shares with the specs before
-    it, the distinct total, and (``reused``: trials of a spec the store already holds) what is reused."""
+    it, the distinct total, and (``reused``: trials of a spec the store holds, and holds from other training
+    code) what is reused."""
     lines = [f"campaign {campaign.name}: {campaign.description}".rstrip(": ")]
     shared = sharing(campaign.members)
     new = shared.new_in()
@@ -221,10 +222,12 @@ def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], int] | None = N
     lines.append(f"{total} trials in its specs, {shared.distinct() + apart} distinct "
                  f"({total - shared.distinct() - apart} shared between specs)")
     if reused is not None and shared.keys:
-        spec = campaign_spec(campaign)
-        taken = reused(spec)
+        taken, other_code = reused(campaign_spec(campaign))
         lines.append(f"reuse: {taken} of the {shared.distinct()} distinct trials are in the store already; "
                      f"{shared.distinct() - taken + apart} to train")
+        if other_code:
+            lines.append(f"  {other_code} of those to train are in the store from other training code "
+                         "(their key differs in the code digest only; `--reuse-other-code` takes them)")
     return lines
 
 

@@ -102,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     paper.add_argument("--estimate", action="store_true",
                        help="With --plan, also time a few steps here and print the expected wall time.")
     paper.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help="MLflow tracking URI.")
+    paper.add_argument("--reuse-other-code", action="store_true",
+                       help="Also take finished runs whose trial key differs in the training code only.")
     _add_cluster_arguments(paper)
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
@@ -189,12 +191,14 @@ def _paper(args: argparse.Namespace) -> int:
                 print(line, flush=True)
         return 0
     options = SweepOptions(spec_path="", overrides={}, budget=args.budget, address=args.address,
-                           storage=args.storage, tracking_uri=args.tracking_uri)
+                           storage=args.storage, tracking_uri=args.tracking_uri,
+                           reuse_other_code=args.reuse_other_code)
     return run_campaign(options, campaign, args.verbose)
 
 
 def _stored_trials(tracking_uri: str):
-    """How many trials of a spec the store at ``tracking_uri`` already holds (None: there is no store)."""
+    """How many trials of a spec the store at ``tracking_uri`` already holds, and how many more it holds from
+    other training code (None: there is no store)."""
     from results.reader import read_client
     from sweep.reuse import plan_reuse
 
@@ -202,7 +206,11 @@ def _stored_trials(tracking_uri: str):
         client = read_client(tracking_uri)
     except UsageError:
         return None
-    return lambda spec: len(plan_reuse(spec, client).sources)
+    def stored(spec) -> tuple[int, int]:
+        found = plan_reuse(spec, client, other_code=True).sources.values()
+        return sum(not source.other_code for source in found), sum(source.other_code for source in found)
+
+    return stored
 
 
 def main(argv: Sequence[str] | None = None) -> int:
