@@ -247,7 +247,7 @@ def run_campaign(options: SweepOptions, campaign: Campaign, verbose: bool = Fals
             print(f"{member.path.stem}: left out, it cannot run here: {member.problem}")
     steps: list[tuple[SweepOptions, SweepSpec]] = []
     if any(member.trained_together for member in campaign.runnable):
-        steps.append((options, campaign_spec(campaign)))
+        steps.append((dataclasses.replace(options, campaign=campaign.name), campaign_spec(campaign)))
     steps += [(member_options(options, member), member.spec) for member in campaign.runnable]
     again = f"python -m sweep paper {campaign.name}" + (f" --budget {options.budget}" if options.budget else "")
     code = 0

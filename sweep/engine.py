@@ -208,6 +208,7 @@ def _record_of(options: SweepOptions, spec: SweepSpec) -> dict[str, Any]:
         "reuse": options.reuse,
         "reuse_other_code": options.reuse_other_code,
         "spec_hash": spec.spec_hash,
+        "campaign": options.campaign,
     }
 
 
@@ -342,6 +343,10 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
 def resume_options(name: str, storage: str | None = None, address: str | None = None) -> SweepOptions:
     """The options sweep ``name`` (NAME, or NAME-HASH among several variants) last ran with."""
     record = choose_variant(storage_root(storage), name).record
+    if record.get("campaign"):
+        budget = f" --budget {record['budget']}" if record.get("budget") else ""
+        raise UsageError(f"{name} is the sweep of campaign {record['campaign']!r}: continue it with "
+                         f"`python -m sweep paper {record['campaign']}{budget}`")
     return SweepOptions(
         spec_path=record["spec_path"],
         overrides=record["overrides"],

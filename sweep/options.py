@@ -28,6 +28,8 @@ class SweepOptions:
     """Take trials whose key a FINISHED run in the store has instead of training them (sweep.reuse)."""
     reuse_other_code: bool = False
     """Also take runs whose key differs in the training code only."""
+    campaign: str | None = None
+    """The campaign (``sweep paper NAME``) whose own sweep this is: ``sweep paper`` continues it, not ``resume``."""
 
     def load(self, check_environment: bool = True) -> SweepSpec:
         return load_spec(self.spec_path, self.overrides, BUDGETS[self.budget] if self.budget else None, self.seeds,

@@ -98,3 +98,9 @@ def test_the_report_has_each_sweep_table_and_is_logged_to_the_campaign(campaign)
 def test_an_unknown_campaign_is_refused(capsys):
     assert main(["paper", "no-such-paper", "--plan"]) == 2
     assert "unknown campaign 'no-such-paper'" in capsys.readouterr().err
+
+
+def test_the_campaign_sweep_is_continued_by_sweep_paper_not_resume(campaign, capsys):
+    _, _, folder = campaign
+    assert main(["resume", "paper-pair", "--storage", str(folder / "ray")]) == 2
+    assert "continue it with `python -m sweep paper pair`" in capsys.readouterr().err
