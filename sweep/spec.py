@@ -101,6 +101,9 @@ class SweepSpec:
     """The row the other rows are measured against; their ``changes`` are checked when the spec loads."""
     reference_differences: Mapping[str, Mapping[str, Difference]] = dataclasses.field(default_factory=dict)
     """Each row but the reference -> the knobs in which it differs from the reference (reference -> row)."""
+    search: Mapping[str, Any] | None = None
+    """The searcher of the sampled axes (``{algorithm, trials}``; :mod:`sweep.searchers`), or None: Tune's random
+    draws. With one, ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)

@@ -24,6 +24,14 @@ ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "bracke
 # every trial wait at each perturbation point for the others, so exploits do not depend on timing.
 PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
 PBT_FLAGS = ("synch",)
+# HyperBandForBOHB options a spec may set (Ray's arguments) and their smallest valid values; its time unit,
+# like ASHA's, is an STS-B dev evaluation.
+HYPERBAND_FOR_BOHB_OPTIONS = {"max_t": 1, "reduction_factor": 1.01}
+SEARCH_ALGORITHMS = {"optuna": ("optuna",), "hyperopt": ("hyperopt",), "bohb": ("ConfigSpace", "hpbandster"),
+                     "random": ("optuna",)}
+"""Each searcher a spec may name (``search.algorithm``) and the modules it needs: the ``search`` extra
+(random is Optuna's RandomSampler, so that every searcher is driven alike)."""
+SEARCH_EXTRA = "pip install -e '.[search]'"
 
 TOP_LEVEL_KEYS = {
     "name": "experiment name (MLflow experiment and Ray run folder)",
@@ -41,8 +49,12 @@ TOP_LEVEL_KEYS = {
     "num_samples": "samples drawn from the sampled axes",
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
-    "scheduler": f"optional {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
-    f"{{pbt: {{hyperparam_mutations, {', '.join([*PBT_OPTIONS, *PBT_FLAGS])}}}}}",
+    "scheduler": f"optional {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, "
+    f"{{pbt: {{hyperparam_mutations, {', '.join([*PBT_OPTIONS, *PBT_FLAGS])}}}}} or "
+    f"{{hyperband_for_bohb: {{{', '.join(HYPERBAND_FOR_BOHB_OPTIONS)}}}}} (with search: bohb)",
+    "search": f"optional searcher of the sampled axes: {{algorithm: {'|'.join(SEARCH_ALGORITHMS)}, trials: N}}; "
+    "each point it suggests runs every seed and it learns their mean (docs/search.md; "
+    f"{SEARCH_EXTRA})",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
@@ -60,7 +72,7 @@ DEFAULTS = {
     "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1,
     "metric": Metric.BEST_DEV,
     "mode": "max", "scheduler": None, "resources": {"cpu": 1, "gpu": 0}, "max_concurrent_trials": 2,
-    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None,
+    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None, "search": None,
     SuiteName.KEY: list(SuiteName.DEFAULT),
     Glue.KEY: None,
 }
@@ -130,29 +142,78 @@ def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -
 
 
 def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: Mapping[str, Any]) -> None:
-    if not isinstance(scheduler, Mapping) or len(scheduler) != 1 or next(iter(scheduler)) not in ("asha", "pbt"):
-        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
-                                  "{pbt: {perturbation_interval, "
-                                  f"hyperparam_mutations}}}}, got {scheduler!r}")
+    if (not isinstance(scheduler, Mapping) or len(scheduler) != 1
+            or next(iter(scheduler)) not in ("asha", "pbt", "hyperband_for_bohb")):
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, "
+                                  "{pbt: {perturbation_interval, hyperparam_mutations}} or "
+                                  f"{{hyperband_for_bohb: {{{', '.join(HYPERBAND_FOR_BOHB_OPTIONS)}}}}}, "
+                                  f"got {scheduler!r}")
         return
     if "asha" in scheduler:
-        _check_asha(problems, scheduler["asha"] or {})
+        _check_numbers(problems, "scheduler.asha", scheduler["asha"] or {}, ASHA_OPTIONS)
+        options = scheduler["asha"] or {}
+        max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
+        if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
+            problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+    elif "hyperband_for_bohb" in scheduler:
+        _check_numbers(problems, "scheduler.hyperband_for_bohb", scheduler["hyperband_for_bohb"] or {},
+                       HYPERBAND_FOR_BOHB_OPTIONS)
     else:
         _check_pbt(problems, scheduler["pbt"], method, base)
 
 
-def _check_asha(problems: _Problems, options: Any) -> None:
+def _check_numbers(problems: _Problems, key: str, options: Any, smallest: Mapping[str, float]) -> None:
+    """A scheduler's numeric options: known names, each at least its smallest valid value."""
     if not isinstance(options, Mapping):
-        problems.add("scheduler.asha", f"expected a mapping of {list(ASHA_OPTIONS)}, got {options!r}")
+        problems.add(key, f"expected a mapping of {list(smallest)}, got {options!r}")
         return
-    for key, value in options.items():
-        if key not in ASHA_OPTIONS:
-            problems.add(f"scheduler.asha.{key}", f"unknown option (expected one of {list(ASHA_OPTIONS)})")
-        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < ASHA_OPTIONS[key]:
-            problems.add(f"scheduler.asha.{key}", f"expected a number >= {ASHA_OPTIONS[key]}, got {value!r}")
-    max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
-    if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
-        problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+    for name, value in options.items():
+        if name not in smallest:
+            problems.add(f"{key}.{name}", f"unknown option (expected one of {list(smallest)})")
+        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < smallest[name]:
+            problems.add(f"{key}.{name}", f"expected a number >= {smallest[name]}, got {value!r}")
+
+
+def _check_search(problems: _Problems, raw: Mapping[str, Any], sample: Mapping[str, Any], grid: Mapping[str, Any],
+                  rows: list) -> dict[str, Any] | None:
+    """``search: {algorithm, trials}`` and what it cannot go with: a searcher suggests values of the sampled
+    axes, runs each suggestion with every seed and learns the seeds' mean, so it needs sampled axes and no
+    grid axis or second row (they would be averaged into its score); PBT changes knobs while a trial trains,
+    which a searcher chose before it started; BOHB learns from its own HyperBand's budgets."""
+    search, scheduler = raw.get("search", DEFAULTS["search"]), raw.get("scheduler") or {}
+    bohb_scheduler = isinstance(scheduler, Mapping) and "hyperband_for_bohb" in scheduler
+    if search is None:
+        if bohb_scheduler:
+            problems.add("scheduler.hyperband_for_bohb", "goes with its searcher: add search: {algorithm: bohb, "
+                                                         "trials: N}")
+        return None
+    if (not isinstance(search, Mapping) or set(search) != {"algorithm", "trials"}
+            or search["algorithm"] not in SEARCH_ALGORITHMS or not isinstance(search["trials"], int)
+            or isinstance(search["trials"], bool) or search["trials"] < 1):
+        problems.add("search", f"expected {{algorithm: {'|'.join(SEARCH_ALGORITHMS)}, trials: N >= 1}}, "
+                               f"got {search!r}")
+        return None
+    if not sample:
+        problems.add("search", "a searcher suggests values of the sampled axes, and this spec has none "
+                               "(add sample: {knob: {loguniform: [low, high]}})")
+    if grid:
+        problems.add("grid", f"a searcher scores each suggestion by the mean over its seeds; grid axes "
+                             f"({', '.join(grid)}) would be averaged into it: make them sampled axes or drop search")
+    if len(rows) > 1:
+        problems.add("rows", "a searcher scores each suggestion by the mean over its seeds; several rows would be "
+                             "averaged into it: search one row per spec")
+    if "num_samples" in raw:
+        problems.add("num_samples", "search.trials says how many points the searcher suggests: drop num_samples")
+    if isinstance(scheduler, Mapping) and "pbt" in scheduler:
+        problems.add("scheduler.pbt", "PBT changes a trial's knobs while it trains, and a searcher chose them "
+                                      "before it started: use one of them")
+    if search["algorithm"] == "bohb" and not bohb_scheduler:
+        problems.add("search.algorithm", "bohb learns from its HyperBand scheduler's budgets: add scheduler: "
+                                         "{hyperband_for_bohb: {max_t: N}}")
+    if search["algorithm"] != "bohb" and bohb_scheduler:
+        problems.add("scheduler.hyperband_for_bohb", f"goes with search algorithm bohb, not "
+                                                     f"{search['algorithm']!r} (use asha, or algorithm: bohb)")
+    return dict(search)
 
 
 def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[str, Any]) -> None:
@@ -342,7 +403,8 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
     row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
-    num_samples = raw.get("num_samples", DEFAULTS["num_samples"])
+    search = _check_search(problems, raw, sample, grid, rows)
+    num_samples = search["trials"] if search else raw.get("num_samples", DEFAULTS["num_samples"])
     if not isinstance(num_samples, int) or num_samples < 1:
         problems.add("num_samples", f"expected an integer >= 1, got {num_samples!r}")
         num_samples = 1
@@ -386,6 +448,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
         log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue, reference=reference,
+        search=search,
     )
 
 
