@@ -107,7 +107,7 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     with :meth:`SweepSpec.config_of` from the trial's point. A searched spec's space is its sampled axes
     alone: its searcher gives each trial its point, row and seed (:class:`sweep.searchers.SeedMean`)."""
     sampled = {knob: tune_domain(axis) for knob, axis in spec.sample.items()}
-    if spec.search is not None:
+    if spec.search is not None or spec.seed_rounds is not None:  # their searcher picks each trial's point
         return sampled
     points = tuple(trial.point.params() for trial in spec.trials)
     space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
@@ -120,8 +120,8 @@ def search_algorithm(spec: SweepSpec) -> SearchAlgorithm | Searcher:
     """The spec's searcher (:mod:`sweep.searchers`), or Ray Tune's grid-and-random generator, its random draws
     seeded by the spec's hash: the same spec (with the same options) draws the same values of its sampled
     axes each time it runs, as its grid and seeds are the same; another spec hash draws others."""
-    if spec.search is not None:
-        from sweep.searchers import spec_searcher  # the search extra's modules, imported when a spec names them
+    if spec.search is not None or spec.seed_rounds is not None:
+        from sweep.searchers import spec_searcher
 
         return spec_searcher(spec)
     return BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0,
@@ -135,8 +135,10 @@ def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reu
 
 
 def tune_samples(spec: SweepSpec) -> int:
-    """Tune's ``num_samples``: repeats of the grid over the trials, or, with a searcher, every trial it starts
-    (each suggestion once per trial of the spec)."""
+    """Tune's ``num_samples``: repeats of the grid over the trials, or, with a searcher, the most trials it
+    starts (each suggestion once per trial of the spec; every seed's trial with adaptive seeds)."""
+    if spec.seed_rounds is not None:
+        return len(spec.trials)
     return spec.trials_to_run if spec.search is not None else spec.num_samples
 
 

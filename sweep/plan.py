@@ -54,6 +54,12 @@ def print_plan(spec: SweepSpec) -> None:
     for line in _savings(spec):
         print(line)
     print(f"{spec.trial_count} trials in the grid, {spec.trials_to_run} trials to run")
+    if spec.seed_rounds is not None:
+        rounds = spec.seed_rounds
+        print(f"adaptive seeds: {spec.trials_to_run} trials with the first seeds {list(rounds.first)}, at most "
+              f"{len(spec.trials)} when every row is undecided until seeds {list(rounds.more)} are all run "
+              f"(a row stops when Welch's p against {spec.reference.row!r} is < {rounds.p:g} or > "
+              f"{rounds.or_above:g})")
 
 
 def _savings(spec) -> list[str]:

@@ -1,4 +1,7 @@
-"""Searchers that learn from finished trials, for a spec's ``search:`` key: Ray Tune's Optuna (TPE),
+"""The searchers of a sweep: those that learn from finished trials, for a spec's ``search:`` key, and the
+rounds of adaptive seeds (:class:`SeedRoundsSearcher`, :mod:`sweep.seed_rounds`).
+
+For ``search:``, Ray Tune's Optuna (TPE),
 HyperOpt and BOHB integrations, and random sampling (Optuna's RandomSampler, driven like the others).
 
 A suggestion is a point of the spec's sampled axes. :class:`SeedMean` (Ray Tune's :class:`Repeater`) runs
@@ -9,14 +12,15 @@ resolve its config with :meth:`~sweep.spec.SweepSpec.config_of`, the one resolut
 known only once the searcher suggests it, so such trials are never reused from the store
 (:func:`sweep.reuse.reusable`: sampled axes reuse nothing).
 
-The searcher's state, the groups of copies included, is saved in the sweep's Ray experiment; a resumed
-sweep restores it with the experiment (:meth:`SeedMean.save`, :meth:`SeedMean.restore`).
+The searcher's state is saved in the sweep's Ray experiment, the wrapper's groups of copies apart from the
+searcher's own (Ray's ``SearchGenerator.save_to_dir``: each wrapper's ``get_state``); a resumed sweep restores
+both, and the copies of a suggestion left part way run with its point.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -24,6 +28,8 @@ import numpy as np
 from ray.tune.result import TRAINING_ITERATION
 from ray.tune.search import ConcurrencyLimiter, Repeater, Searcher
 
+from sweep.seed_rounds import METRIC as ROUNDS_METRIC
+from sweep.seed_rounds import verdicts
 from sweep.spec import POINT, SweepSpec
 
 
@@ -68,19 +74,53 @@ class SeedMean(Repeater):
     def on_unpause(self, trial_id: str) -> None:
         self.searcher.on_unpause(self._trial_id_to_group[trial_id].primary_trial_id)
 
+
+class SeedRoundsSearcher(Searcher):
+    """Ray Tune's source of trials for a spec with adaptive seeds: the trials of the first seeds, then each
+    round's as the rows' verdicts ask for them; finished when no row needs a seed that has not run."""
+
+    def __init__(self, spec: SweepSpec):
+        super().__init__(metric=ROUNDS_METRIC, mode="max")
+        self.spec = spec
+        self.index = {(trial.point.row, trial.point.seed): i for i, trial in enumerate(spec.trials)}
+        self.scores: dict[str, dict[int, float]] = {}
+        self.started: set[int] = set()
+        self.running: dict[str, int] = {}
+
+    def wanted(self) -> list[int]:
+        """The trials the rows' verdicts need that have not started, in the spec's order."""
+        needed = {self.index[(row, seed)] for row, found in verdicts(self.spec, self.scores).items()
+                  for seed in found.seeds if (row, seed) in self.index}
+        return sorted(needed - self.started)
+
+    def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        pending = self.wanted()
+        if not pending:
+            return None if self.running else Searcher.FINISHED
+        index = pending[0]
+        self.started.add(index)
+        self.running[trial_id] = index
+        return {POINT: index, **self.spec.trials[index].point.params()}
+
+    def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
+        index = self.running.pop(trial_id, None)
+        if index is None:
+            return
+        point = self.spec.trials[index].point
+        value = (result or {}).get(ROUNDS_METRIC)
+        self.scores.setdefault(point.row, {})[point.seed] = math.nan if error or value is None else float(value)
+
+    def get_state(self) -> dict[str, Any]:
+        return {"scores": self.scores, "started": self.started, "running": self.running}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.scores, self.started, self.running = state["scores"], state["started"], state["running"]
+
     def save(self, checkpoint_path: str) -> None:
-        """The searcher's own checkpoint and the groups of copies, in the one file Ray keeps."""
-        self.searcher.save(checkpoint_path)
-        saved = {"searcher": Path(checkpoint_path).read_bytes(), "groups": self.get_state()}
-        Path(checkpoint_path).write_bytes(pickle.dumps(saved))
+        Path(checkpoint_path).write_bytes(pickle.dumps(self.get_state()))
 
     def restore(self, checkpoint_path: str) -> None:
-        saved = pickle.loads(Path(checkpoint_path).read_bytes())
-        with tempfile.TemporaryDirectory() as folder:
-            inner = Path(folder) / "searcher.pkl"
-            inner.write_bytes(saved["searcher"])
-            self.searcher.restore(str(inner))
-        self.set_state(saved["groups"])
+        self.set_state(pickle.loads(Path(checkpoint_path).read_bytes()))
 
 
 def searcher(algorithm: str, metric: str, mode: str, seed: int, points: Sequence[Mapping[str, Any]]) -> SeedMean:
@@ -106,9 +146,11 @@ def searcher(algorithm: str, metric: str, mode: str, seed: int, points: Sequence
 
 
 def spec_searcher(spec: SweepSpec) -> ConcurrencyLimiter:
-    """The spec's searcher over its trials, seeded by the spec's hash (as the unsearched sweep's random
-    draws are), at most ``max_concurrent_trials`` trials at once."""
-    seed = int(spec.spec_hash[:8], 16)
-    found = searcher(spec.search["algorithm"], spec.metric, spec.mode, seed,
-                     [trial.point.params() for trial in spec.trials])
+    """The spec's searcher, at most ``max_concurrent_trials`` trials at once: the rounds of its adaptive seeds,
+    or its ``search:`` over its trials, seeded by the spec's hash (as the unsearched sweep's random draws are)."""
+    if spec.seed_rounds is not None:
+        found: Searcher = SeedRoundsSearcher(spec)
+    else:
+        found = searcher(spec.search["algorithm"], spec.metric, spec.mode, int(spec.spec_hash[:8], 16),
+                         [trial.point.params() for trial in spec.trials])
     return ConcurrencyLimiter(found, max_concurrent=spec.max_concurrent_trials)

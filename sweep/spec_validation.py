@@ -43,7 +43,9 @@ TOP_LEVEL_KEYS = {
     "the reference row (its contract, checked when the spec loads)",
     "reference": "the row the others are measured against: a row name, or {row, spec: PATH (from this file's "
     "folder), stands_in_for: the paper's reference where this one substitutes it}",
-    "seeds": "list of integer seeds",
+    "seeds": "list of integer seeds, or adaptive seeds {first: [...], more: [...], until: {p: P, or_above: Q}}: "
+    "each row whose Welch p against the reference row lies in [P, Q] after the first seeds gets the next of more, "
+    "one round at a time (docs/search.md)",
     "grid": "mapping of knob -> list of values (grid search)",
     "sample": "mapping of knob -> {choice|uniform|loguniform: ...}",
     "num_samples": "samples drawn from the sampled axes",
@@ -399,7 +401,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     base = _check_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
     rows = _parse_rows(problems, raw.get("rows"), method)
     reference = _check_reference(problems, raw.get("reference"), rows)
-    seeds = _check_seeds(problems, raw.get("seeds", DEFAULTS["seeds"]))
+    seeds, seed_rounds = _check_seed_rounds(problems, raw, rows, reference)
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
     row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
@@ -448,7 +450,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
         log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue, reference=reference,
-        search=search,
+        search=search, seed_rounds=seed_rounds,
     )
 
 
@@ -464,14 +466,48 @@ def _check_base(problems: _Problems, base: dict[str, Any], overrides: dict[str, 
     return {**base, **overrides}
 
 
-def _check_seeds(problems: _Problems, seeds: Any) -> list[int]:
+def _check_seeds(problems: _Problems, seeds: Any, key: str = "seeds") -> list[int]:
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                            for s in seeds):
-        problems.add("seeds", f"expected a non-empty list of non-negative integers, got {seeds!r}")
+        problems.add(key, f"expected a non-empty list of non-negative integers, got {seeds!r}")
         return [0]
     if len(set(seeds)) != len(seeds):
-        problems.add("seeds", f"seeds repeat: {seeds}")
+        problems.add(key, f"seeds repeat: {seeds}")
     return seeds
+
+
+def _check_seed_rounds(problems: _Problems, raw: Mapping[str, Any], rows: list,
+                       reference: Mapping[str, Any] | None) -> tuple[list[int], dict[str, Any] | None]:
+    """``seeds``: a list, or adaptive seeds ``{first, more, until: {p, or_above}}``. Returns every seed that
+    may run (first, then more) and the adaptive rule, or None. Adaptive seeds compare each row with the
+    spec's own reference row by the tables' test, so they need one, and no axis that gives a row several
+    lines (grid, sampled) or a search."""
+    seeds = raw.get("seeds", DEFAULTS["seeds"])
+    if not isinstance(seeds, Mapping):
+        return _check_seeds(problems, seeds), None
+    until = seeds.get("until")
+    if (set(seeds) != {"first", "more", "until"} or not isinstance(until, Mapping) or set(until) != {"p", "or_above"}
+            or not all(isinstance(until[k], (int, float)) and not isinstance(until[k], bool) for k in until)
+            or not 0 < until["p"] <= until["or_above"] <= 1):
+        problems.add("seeds", "expected a list of seeds or {first: [seeds], more: [seeds], until: {p: P, "
+                              f"or_above: Q}} with 0 < P <= Q <= 1, got {seeds!r}")
+        return [0], None
+    first, more = _check_seeds(problems, seeds["first"], "seeds.first"), _check_seeds(problems, seeds["more"],
+                                                                                       "seeds.more")
+    if len(first) < 2:
+        problems.add("seeds.first", f"Welch's test needs at least 2 seeds a row, got {first!r}")
+    if set(first) & set(more):
+        problems.add("seeds.more", f"seeds also in first: {sorted(set(first) & set(more))}")
+    if reference is None or "spec" in reference:
+        problems.add("seeds", "adaptive seeds test each row against the reference row: name a row of this spec "
+                              "as reference")
+    for key in ("grid", "sample", "search"):
+        if raw.get(key):
+            problems.add(key, "adaptive seeds decide per row, and this key gives a row several points: drop "
+                              "one of them")
+    if len(rows) < 2:
+        problems.add("seeds", "adaptive seeds compare rows with the reference row, and this spec has one row")
+    return [*first, *more], {"first": list(first), "more": list(more), **until}
 
 
 def _check_axes(problems: _Problems, grid: Any, sample: Any, method: Method) -> tuple[Mapping, Mapping]:

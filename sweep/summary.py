@@ -14,6 +14,7 @@ summary metrics, the best trial's tags and the resolved spec.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +30,8 @@ from results.reader import absolute_tracking_uri, choose_parent, existing_store_
 from results.render import cell_text, markdown_table, note_lines, to_csv
 from results.schema import FAILED, FINISHED
 from results.table import P_COLUMN, Table
+from sweep.seed_rounds import METRIC as ROUNDS_METRIC
+from sweep.seed_rounds import verdicts
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
@@ -58,7 +61,27 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
                 zip(other["row"], other["seed"], other["reused_from"])))
     if spec.search is not None and table.lines:
         table.notes.append(best_point_note(table, spec))
+    if spec.seed_rounds is not None:
+        table.notes += seed_round_notes(trials, spec)
     return table
+
+
+def seed_round_notes(trials: pd.DataFrame, spec: SweepSpec) -> list[str]:
+    """For each row of adaptive seeds: the seeds it took and why it stopped (:func:`sweep.seed_rounds.verdicts`
+    on the recorded trials, the rule the sweep ran by)."""
+    scores: dict[str, dict[int, float]] = {}
+    for (row, seed), group in trials.groupby(["row", "seed"], sort=False):
+        done = group[group["status"] == FINISHED]
+        if len(done) or (group["status"] == FAILED).any():
+            value = done.iloc[-1].get(ROUNDS_METRIC) if len(done) else None
+            scores.setdefault(str(row), {})[int(seed)] = math.nan if value is None or pd.isna(value) else float(value)
+    rounds = spec.seed_rounds
+    lines = [f"adaptive seeds: first {list(rounds.first)}, then one of {list(rounds.more)} a round while Welch's p "
+             f"({ROUNDS_METRIC}) against {spec.reference.row!r} lies in [{rounds.p:g}, {rounds.or_above:g}]"]
+    for row, found in verdicts(spec, scores).items():
+        seeds = ", ".join(map(str, found.seeds))
+        lines.append(f"{row or 'trial'}: {len(found.seeds)} seeds ({seeds}); {found.reason or 'seeds still to run'}")
+    return lines
 
 
 def best_point_note(table: Table, spec: SweepSpec) -> str:
