@@ -12,6 +12,7 @@ import time
 import pytest
 
 from sweep.cli import main
+from sweep.store import open_client
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.test_sweep_run import driver
 
@@ -47,6 +48,7 @@ def test_a_killed_searched_sweep_resumes_with_its_searcher_and_every_point_keeps
                      sample={"temperature": {"loguniform": [0.02, 0.2]}},
                      search={"algorithm": "optuna", "trials": 3})
     command, env = driver(path, tracking_uri, tmp_path)
+    open_client(tracking_uri)  # the store exists before this test's polling reads it beside the driver
     log = (tmp_path / "driver.log").open("w")
     process = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True, stdout=log, stderr=log)
 
