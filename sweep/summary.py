@@ -14,6 +14,7 @@ summary metrics, the best trial's tags and the resolved spec.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tempfile
 from dataclasses import replace
@@ -122,6 +123,7 @@ def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
         "base": dict(spec.base), "rows": [{"name": r.name, "set": dict(r.overrides)} for r in spec.rows],
         "seeds": list(spec.seeds), "grid": dict(spec.grid), "sample": dict(spec.sample),
         "num_samples": spec.num_samples, "search": dict(spec.search) if spec.search else None,
+        "seed_rounds": dataclasses.asdict(spec.seed_rounds) if spec.seed_rounds else None,
         "metric": spec.metric, "mode": spec.mode,
         "budget": spec.budget.name if spec.budget else None, "spec_hash": spec.spec_hash,
         "spec_file": str(spec.path),

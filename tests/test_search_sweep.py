@@ -40,6 +40,24 @@ def test_an_optuna_search_runs_each_point_with_every_seed(tmp_path, tracking_uri
     assert "best_dev_spearman" in note and "± " in note and "(2)" in note, note
 
 
+
+def test_bohb_runs_with_its_hyperband_pausing_and_resuming_each_seed(tmp_path, tracking_uri, tiny_bert, local_ray,
+                                                                     capsys, monkeypatch):
+    path = spec_file(tmp_path, tiny_bert, "bohb", rows=None, seeds=[1, 2],
+                     base={"model": tiny_bert, "batch_size": 8, "train_limit": 48, "max_steps": 8, "eval_every": 2,
+                           "checkpoint_every": 1, "epochs": 10},
+                     sample={"temperature": {"loguniform": [0.02, 0.2]}},
+                     search={"algorithm": "bohb", "trials": 2},
+                     scheduler={"hyperband_for_bohb": {"max_t": 4, "reduction_factor": 2}})
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(path), "--tracking-uri", tracking_uri, "--storage", str(tmp_path / "ray")]) == 0
+    out = capsys.readouterr().out
+    seeds_of: dict[str, list[str]] = {}
+    for run in child_runs(tracking_uri, "bohb"):
+        seeds_of.setdefault(run.data.params["temperature"], []).append(run.data.tags["sweep.seed"])
+    assert len(seeds_of) == 2 and all(sorted(seeds) == ["1", "2"] for seeds in seeds_of.values()), seeds_of
+    assert "search (bohb, 2 points x 2 seeds): best point temperature=" in out
+
 def test_a_killed_searched_sweep_resumes_with_its_searcher_and_every_point_keeps_its_seeds(tmp_path, tracking_uri,
                                                                                          tiny_bert, use_tiny_sts):
     path = spec_file(tmp_path, tiny_bert, "searched_killed", rows=None, seeds=[1, 2], max_concurrent_trials=1,
