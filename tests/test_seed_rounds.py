@@ -94,3 +94,18 @@ def test_plan_says_the_most_the_sweep_can_run(tmp_path, tiny_bert, capsys):
     out = capsys.readouterr().out
     assert ("adaptive seeds: 9 trials with the first seeds [1, 2, 3], at most 15 when every row is undecided "
             "until seeds [4, 5] are all run") in out
+
+
+def test_the_searcher_resumes_from_its_saved_state(tmp_path, tiny_bert):
+    """Ray saves the searcher with the experiment and restores it on resume: a trial that was running is
+    still known, and no trial starts twice."""
+    spec = load_spec(adaptive_spec(tmp_path, tiny_bert, {"p": 0.01, "or_above": 1.0}), check_environment=False)
+    before = SeedRoundsSearcher(spec)
+    first = [before.suggest(f"t{i}") for i in range(2)]
+    before.on_trial_complete("t0", {METRIC: 0.5})
+    before.save(str(tmp_path / "searcher.pkl"))
+    after = SeedRoundsSearcher(spec)
+    after.restore(str(tmp_path / "searcher.pkl"))
+    after.on_trial_complete("t1", {METRIC: 0.52})
+    assert after.scores == {"reference": {1: 0.5, 2: 0.52}}
+    assert after.suggest("t2")[POINT] == first[1][POINT] + 1
