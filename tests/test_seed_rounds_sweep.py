@@ -5,6 +5,7 @@ and the summary says for each row how many seeds it took and why it stopped."""
 from __future__ import annotations
 
 import pytest
+from mlflow import MlflowClient
 
 from sweep.cli import main
 from tests.conftest import child_runs
@@ -29,3 +30,7 @@ def test_only_the_undecided_row_gets_more_seeds(tmp_path, tracking_uri, tiny_ber
     assert "clear: 3 seeds (1, 2, 3); differs: p = " in out
     assert "same: 5 seeds (1, 2, 3, 4, 5); undecided when the seeds ran out: p = 1" in out
     assert "13 trials finished, 0 failed" in out
+    client = MlflowClient(tracking_uri)  # the trials the rows did not need are not left to run
+    (parent,) = client.search_runs([client.get_experiment_by_name("adaptive").experiment_id],
+                                   "tags.`sweep.role` = 'parent'")
+    assert parent.info.status == "FINISHED"
