@@ -152,16 +152,21 @@ def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: 
                                   f"got {scheduler!r}")
         return
     if "asha" in scheduler:
-        _check_numbers(problems, "scheduler.asha", scheduler["asha"] or {}, ASHA_OPTIONS)
-        options = scheduler["asha"] or {}
-        max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
-        if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
-            problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+        _check_asha(problems, scheduler["asha"] or {})
     elif "hyperband_for_bohb" in scheduler:
         _check_numbers(problems, "scheduler.hyperband_for_bohb", scheduler["hyperband_for_bohb"] or {},
                        HYPERBAND_FOR_BOHB_OPTIONS)
     else:
         _check_pbt(problems, scheduler["pbt"], method, base)
+
+
+def _check_asha(problems: _Problems, options: Any) -> None:
+    _check_numbers(problems, "scheduler.asha", options, ASHA_OPTIONS)
+    if not isinstance(options, Mapping):
+        return
+    max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
+    if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
+        problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
 
 
 def _check_numbers(problems: _Problems, key: str, options: Any, smallest: Mapping[str, float]) -> None:
