@@ -51,8 +51,10 @@ class Member:
 
     @property
     def trained_together(self) -> bool:
-        """Whether its trials go to the campaign's one Tune run (known before they run, no scheduler)."""
-        return self.spec is not None and reusable(self.spec) and not self.spec.scheduler
+        """Whether its trials go to the campaign's one Tune run: known before they run (no sampled axes, no
+        searcher, no adaptive seeds) and run to the end (no scheduler)."""
+        return (self.spec is not None and reusable(self.spec) and not self.spec.scheduler
+                and self.spec.search is None and self.spec.seed_rounds is None)
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,8 @@ def campaign_spec(campaign: Campaign) -> SweepSpec:
         path=campaign.source, name=campaign.sweep_name, tags={"paper": campaign.name, "table": "campaign"},
         description=f"campaign {campaign.name}: the distinct trials of {', '.join(s.name for s in together)}",
         base={}, rows=tuple(rows), seeds=tuple(sorted({seed for spec in together for seed in spec.seeds})),
-        grid={}, sample={}, num_samples=1, scheduler=None, symmetric=None, reference=None,
+        grid={}, sample={}, num_samples=1, scheduler=None, search=None, seed_rounds=None, symmetric=None,
+        reference=None,
         reference_differences={}, evaluations=(),
         max_concurrent_trials=max(spec.max_concurrent_trials or 0 for spec in together),
         max_failures=max(spec.max_failures for spec in together),
@@ -214,7 +217,7 @@ def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], tuple[int, int]
             note = "" if new[spec.name] == spec.trials_to_run else \
                 f"{spec.trials_to_run - new[spec.name]} trained by an earlier spec"
         else:
-            note = "trained on its own (sampled axes or a scheduler: its trials are drawn as it runs)"
+            note = "trained on its own (sampled axes, a searcher, adaptive seeds or a scheduler decide its trials)"
         count = new.get(spec.name, spec.trials_to_run)
         lines.append(f"{spec.name:<{width}}{spec.trials_to_run:>7}{count:>6}  {note}".rstrip())
     apart = sum(m.spec.trials_to_run for m in campaign.runnable if not m.trained_together)

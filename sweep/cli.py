@@ -152,7 +152,9 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
 
     results = outcome.results
     failed = [r for r in results if r.error is not None]
-    ended = spec.trials_to_run - len(failed) - outcome.trials_left
+    # Adaptive seeds start as many trials as their rows needed: those Tune knows of.
+    started = len(results) if spec.seed_rounds is not None else spec.trials_to_run
+    ended = started - len(failed) - outcome.trials_left
     if outcome.stop_reason:  # the tracking store is gone: nothing more can be read from it or written to it
         print(f"stopped: {outcome.stop_reason}: {ended} trials finished, {len(failed)} failed, "
               f"{outcome.trials_left} left to run; what the store has not received is kept beside the sweep's "

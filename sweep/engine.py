@@ -51,7 +51,7 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 import pyarrow.fs  # noqa: E402
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
-from ray.tune.search import BasicVariantGenerator  # noqa: E402
+from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, Searcher  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
@@ -105,20 +105,28 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     cells of symmetric axes left out); ``row``, ``seed`` and each grid axis are read from the picked
     point, so a trial's config has them as keys of their own. Its resolved config is not part of it:
     Ray restores a sweep's ``sample_from`` values as placeholders, so the worker and the tracker read it
-    with :meth:`SweepSpec.config_of` from the trial's point."""
+    with :meth:`SweepSpec.config_of` from the trial's point. A searched spec's space is its sampled axes
+    alone: its searcher gives each trial its point, row and seed (:class:`sweep.searchers.SeedMean`)."""
+    sampled = {knob: tune_domain(axis) for knob, axis in spec.sample.items()}
+    if spec.search is not None or spec.seed_rounds is not None:  # their searcher picks each trial's point
+        return sampled
     points = tuple(trial.point.params() for trial in spec.trials)
     space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
     # A campaign's points come from several specs, each with its own grid axes (sweep.campaign).
     keys = dict.fromkeys(key for point in points for key in point)
     space.update({key: tune.sample_from(_PointValue(points, key)) for key in keys})
-    space.update({knob: tune_domain(axis) for knob, axis in spec.sample.items()})
+    space.update(sampled)
     return space
 
 
-def search_algorithm(spec: SweepSpec) -> BasicVariantGenerator:
-    """Ray Tune's grid-and-random generator, its random draws seeded by the spec's hash: the same spec
-    (with the same options) draws the same values of its sampled axes each time it runs, as its grid
-    and seeds are the same; another spec hash draws others."""
+def search_algorithm(spec: SweepSpec) -> SearchAlgorithm | Searcher:
+    """The spec's searcher (:mod:`sweep.searchers`), or Ray Tune's grid-and-random generator, its random draws
+    seeded by the spec's hash: the same spec (with the same options) draws the same values of its sampled
+    axes each time it runs, as its grid and seeds are the same; another spec hash draws others."""
+    if spec.search is not None or spec.seed_rounds is not None:
+        from sweep.searchers import spec_searcher
+
+        return spec_searcher(spec)
     return BasicVariantGenerator(max_concurrent=spec.max_concurrent_trials or 0,
                                  random_state=int(spec.spec_hash[:8], 16))
 
@@ -131,13 +139,25 @@ def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reu
                                                     tracking_uri=tracking_uri), resources)
 
 
+def tune_samples(spec: SweepSpec) -> int:
+    """Tune's ``num_samples``: repeats of the grid over the trials, or, with a searcher, the most trials it
+    starts (each suggestion once per trial of the spec; every seed's trial with adaptive seeds)."""
+    if spec.seed_rounds is not None:
+        return len(spec.trials)
+    return spec.trials_to_run if spec.search is not None else spec.num_samples
+
+
 def _scheduler(spec: SweepSpec):
-    """ASHA or PBT from the spec; both count Ray's training_iteration, i.e. evaluations of STS-B dev."""
+    """ASHA, PBT or BOHB's HyperBand from the spec; each counts Ray's training_iteration, i.e. evaluations of
+    STS-B dev."""
     if not spec.scheduler:
         return None
     if "asha" in spec.scheduler:
         return tune.schedulers.ASHAScheduler(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
                                              **dict(spec.scheduler["asha"] or {}))
+    if "hyperband_for_bohb" in spec.scheduler:
+        return tune.schedulers.HyperBandForBOHB(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
+                                                **dict(spec.scheduler["hyperband_for_bohb"] or {}))
     options = dict(spec.scheduler["pbt"])
     mutations = options.pop("hyperparam_mutations")
     return tune.schedulers.PopulationBasedTraining(
@@ -306,7 +326,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             # No metric here: Ray would then demand it in every report, and test metrics come only at the
             # end. The sweep ranks trials itself (sweep.summary, sweep.retention, reports); schedulers get theirs.
             tune_config=tune.TuneConfig(
-                num_samples=spec.num_samples,
+                num_samples=tune_samples(spec),
                 scheduler=_scheduler(spec),
                 search_alg=search_algorithm(spec),  # it also holds max_concurrent_trials
                 # A trial process is kept for the next trial: no new Python, torch

@@ -45,13 +45,21 @@ def print_plan(spec: SweepSpec) -> None:
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
         print(line)
+    samples = (f"{spec.num_samples} points suggested by {spec.search['algorithm']}" if spec.search
+               else f"{spec.num_samples} samples")
     print(
         f"grid: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"
-        f" x {spec.num_samples} samples = {spec.trial_count} trials"
+        f" x {samples} = {spec.trial_count} trials"
     )
     for line in _savings(spec):
         print(line)
     print(f"{spec.trial_count} trials in the grid, {spec.trials_to_run} trials to run")
+    if spec.seed_rounds is not None:
+        rounds = spec.seed_rounds
+        print(f"adaptive seeds: {spec.trials_to_run} trials with the first seeds {list(rounds.first)}, at most "
+              f"{len(spec.trials)} when every row is undecided until seeds {list(rounds.more)} are all run "
+              f"(a row stops when Welch's p against {spec.reference.row!r} is < {rounds.p:g} or > "
+              f"{rounds.or_above:g})")
 
 
 def _savings(spec) -> list[str]:

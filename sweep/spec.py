@@ -68,6 +68,22 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class SeedRounds:
+    """Adaptive seeds: the rows run ``first``; a row whose Welch p against the reference row lies in
+    [``p``, ``or_above``] gets the next seed of ``more``, one round at a time (:mod:`sweep.seed_rounds`)."""
+
+    first: tuple[int, ...]
+    more: tuple[int, ...]
+    p: float
+    or_above: float
+
+    def within(self, seeds: tuple[int, ...]) -> SeedRounds:
+        """The rounds among ``seeds`` (what a budget leaves of the spec's seeds)."""
+        return dataclasses.replace(self, first=tuple(s for s in self.first if s in seeds),
+                                   more=tuple(s for s in self.more if s in seeds))
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     path: Path
     name: str
@@ -101,6 +117,12 @@ class SweepSpec:
     """The row the other rows are measured against; their ``changes`` are checked when the spec loads."""
     reference_differences: Mapping[str, Mapping[str, Difference]] = dataclasses.field(default_factory=dict)
     """Each row but the reference -> the knobs in which it differs from the reference (reference -> row)."""
+    search: Mapping[str, Any] | None = None
+    """The searcher of the sampled axes (``{algorithm, trials}``; :mod:`sweep.searchers`), or None: Tune's random
+    draws. With one, ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
+    seed_rounds: SeedRounds | None = None
+    """Adaptive seeds, or None: every seed runs. With them :attr:`seeds` holds every seed that may run (first,
+    then more) and :attr:`trials` every trial that may run; the rounds pick among them as results come."""
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)
@@ -185,6 +207,10 @@ class SweepSpec:
 
     @property
     def trials_to_run(self) -> int:
+        """The trials that run: with adaptive seeds, those of the first seeds (more may follow, up to
+        :attr:`trials`)."""
+        if self.seed_rounds is not None:
+            return sum(1 for trial in self.trials if trial.point.seed in self.seed_rounds.first)
         return len(self.trials) * self.num_samples
 
 
@@ -263,7 +289,11 @@ def load_spec(
         if parts["glue"] is not None:
             parts["glue"] = budget.apply(parts["glue"], GLUE_KNOBS)
     spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
-    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": tuple(parts["seeds"])}, budget=budget,
+    seeds = tuple(parts["seeds"])
+    rounds = parts.pop("seed_rounds")
+    rounds = SeedRounds(tuple(rounds["first"]), tuple(rounds["more"]), rounds["p"],
+                        rounds["or_above"]).within(seeds) if rounds else None
+    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": seeds}, seed_rounds=rounds, budget=budget,
                      spec_hash=spec_hash)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_contracts and spec.reference is not None:

@@ -4,10 +4,11 @@ the rows it holds for."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from sweep.spec_validation import gpu_problem
+from sweep.spec_validation import SEARCH_ALGORITHMS, SEARCH_EXTRA, gpu_problem
 from trainers.glue_data import GLUE
 from trainers.knobs import Problem
 from trainers.run_schema import Glue, SuiteName
@@ -27,7 +28,17 @@ def environment_problems(spec: SweepSpec, overrides: Mapping[str, Any], address:
             holds_for(rows_with, problem, trial.point.row)
     said = attribute(spec, rows_with, overrides)
     problem = cluster_gpu_problem(spec, address)
-    return said + ([f"{spec.path}: {problem}"] if problem else []) + suite_problems(spec)
+    return said + ([f"{spec.path}: {problem}"] if problem else []) + suite_problems(spec) + search_problems(spec)
+
+
+def search_problems(spec: SweepSpec) -> list[str]:
+    """The modules the spec's searcher needs that are not installed (the ``search`` extra)."""
+    if spec.search is None:
+        return []
+    algorithm = spec.search["algorithm"]
+    missing = [name for name in SEARCH_ALGORITHMS[algorithm] if importlib.util.find_spec(name) is None]
+    return [f"{spec.path}: search.algorithm: {algorithm} needs {', '.join(missing)}, not installed: "
+            f"{SEARCH_EXTRA}"] if missing else []
 
 
 def local_gpus() -> int:

@@ -24,6 +24,14 @@ ASHA_OPTIONS = {"max_t": 1, "grace_period": 1, "reduction_factor": 1.01, "bracke
 # every trial wait at each perturbation point for the others, so exploits do not depend on timing.
 PBT_OPTIONS = {"perturbation_interval": (1, None), "quantile_fraction": (0.0, 0.5), "resample_probability": (0.0, 1.0)}
 PBT_FLAGS = ("synch",)
+# HyperBandForBOHB options a spec may set (Ray's arguments) and their smallest valid values; its time unit,
+# like ASHA's, is an STS-B dev evaluation.
+HYPERBAND_FOR_BOHB_OPTIONS = {"max_t": 1, "reduction_factor": 1.01}
+SEARCH_ALGORITHMS = {"optuna": ("optuna",), "hyperopt": ("hyperopt",), "bohb": ("ConfigSpace", "hpbandster"),
+                     "random": ("optuna",)}
+"""Each searcher a spec may name (``search.algorithm``) and the modules it needs: the ``search`` extra
+(random is Optuna's RandomSampler, so that every searcher is driven alike)."""
+SEARCH_EXTRA = "pip install -e '.[search]'"
 
 TOP_LEVEL_KEYS = {
     "name": "experiment name (MLflow experiment and Ray run folder)",
@@ -35,14 +43,20 @@ TOP_LEVEL_KEYS = {
     "the reference row (its contract, checked when the spec loads)",
     "reference": "the row the others are measured against: a row name, or {row, spec: PATH (from this file's "
     "folder), stands_in_for: the paper's reference where this one substitutes it}",
-    "seeds": "list of integer seeds",
+    "seeds": "list of integer seeds, or adaptive seeds {first: [...], more: [...], until: {p: P, or_above: Q}}: "
+    "each row whose Welch p against the reference row lies in [P, Q] after the first seeds gets the next of more, "
+    "one round at a time (docs/search.md)",
     "grid": "mapping of knob -> list of values (grid search)",
     "sample": "mapping of knob -> {choice|uniform|loguniform: ...}",
     "num_samples": "samples drawn from the sampled axes",
     "metric": "metric to optimise",
     "mode": "'max' or 'min'",
-    "scheduler": f"optional {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
-    f"{{pbt: {{hyperparam_mutations, {', '.join([*PBT_OPTIONS, *PBT_FLAGS])}}}}}",
+    "scheduler": f"optional {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, "
+    f"{{pbt: {{hyperparam_mutations, {', '.join([*PBT_OPTIONS, *PBT_FLAGS])}}}}} or "
+    f"{{hyperband_for_bohb: {{{', '.join(HYPERBAND_FOR_BOHB_OPTIONS)}}}}} (with search: bohb)",
+    "search": f"optional searcher of the sampled axes: {{algorithm: {'|'.join(SEARCH_ALGORITHMS)}, trials: N}}; "
+    "each point it suggests runs every seed and it learns their mean (docs/search.md; "
+    f"{SEARCH_EXTRA})",
     "resources": "{cpu: N, gpu: fraction}",
     "max_concurrent_trials": "trials run at once",
     "max_failures": "retries of a failing trial before it is marked failed",
@@ -60,7 +74,7 @@ DEFAULTS = {
     "reference": None, "seeds": [COMMON_KNOBS["seed"].default], "grid": {}, "sample": {}, "num_samples": 1,
     "metric": Metric.BEST_DEV,
     "mode": "max", "scheduler": None, "resources": {"cpu": 1, "gpu": 0}, "max_concurrent_trials": 2,
-    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None,
+    "max_failures": 1, "keep_models": "all", "log_models": False, "symmetric": None, "search": None,
     SuiteName.KEY: list(SuiteName.DEFAULT),
     Glue.KEY: None,
 }
@@ -130,29 +144,83 @@ def _check_sample(problems: _Problems, key: str, axis: Any, knob: Knob | None) -
 
 
 def _check_scheduler(problems: _Problems, scheduler: Any, method: Method, base: Mapping[str, Any]) -> None:
-    if not isinstance(scheduler, Mapping) or len(scheduler) != 1 or next(iter(scheduler)) not in ("asha", "pbt"):
-        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}} or "
-                                  "{pbt: {perturbation_interval, "
-                                  f"hyperparam_mutations}}}}, got {scheduler!r}")
+    if (not isinstance(scheduler, Mapping) or len(scheduler) != 1
+            or next(iter(scheduler)) not in ("asha", "pbt", "hyperband_for_bohb")):
+        problems.add("scheduler", f"expected {{asha: {{{', '.join(ASHA_OPTIONS)}}}}}, "
+                                  "{pbt: {perturbation_interval, hyperparam_mutations}} or "
+                                  f"{{hyperband_for_bohb: {{{', '.join(HYPERBAND_FOR_BOHB_OPTIONS)}}}}}, "
+                                  f"got {scheduler!r}")
         return
     if "asha" in scheduler:
         _check_asha(problems, scheduler["asha"] or {})
+    elif "hyperband_for_bohb" in scheduler:
+        _check_numbers(problems, "scheduler.hyperband_for_bohb", scheduler["hyperband_for_bohb"] or {},
+                       HYPERBAND_FOR_BOHB_OPTIONS)
     else:
         _check_pbt(problems, scheduler["pbt"], method, base)
 
 
 def _check_asha(problems: _Problems, options: Any) -> None:
+    _check_numbers(problems, "scheduler.asha", options, ASHA_OPTIONS)
     if not isinstance(options, Mapping):
-        problems.add("scheduler.asha", f"expected a mapping of {list(ASHA_OPTIONS)}, got {options!r}")
         return
-    for key, value in options.items():
-        if key not in ASHA_OPTIONS:
-            problems.add(f"scheduler.asha.{key}", f"unknown option (expected one of {list(ASHA_OPTIONS)})")
-        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < ASHA_OPTIONS[key]:
-            problems.add(f"scheduler.asha.{key}", f"expected a number >= {ASHA_OPTIONS[key]}, got {value!r}")
     max_t, grace = options.get("max_t", 100), options.get("grace_period", 1)
     if isinstance(max_t, (int, float)) and isinstance(grace, (int, float)) and grace > max_t:
         problems.add("scheduler.asha.grace_period", f"must be <= max_t ({max_t}), got {grace!r}")
+
+
+def _check_numbers(problems: _Problems, key: str, options: Any, smallest: Mapping[str, float]) -> None:
+    """A scheduler's numeric options: known names, each at least its smallest valid value."""
+    if not isinstance(options, Mapping):
+        problems.add(key, f"expected a mapping of {list(smallest)}, got {options!r}")
+        return
+    for name, value in options.items():
+        if name not in smallest:
+            problems.add(f"{key}.{name}", f"unknown option (expected one of {list(smallest)})")
+        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < smallest[name]:
+            problems.add(f"{key}.{name}", f"expected a number >= {smallest[name]}, got {value!r}")
+
+
+def _check_search(problems: _Problems, raw: Mapping[str, Any], sample: Mapping[str, Any], grid: Mapping[str, Any],
+                  rows: list) -> dict[str, Any] | None:
+    """``search: {algorithm, trials}`` and what it cannot go with: a searcher suggests values of the sampled
+    axes, runs each suggestion with every seed and learns the seeds' mean, so it needs sampled axes and no
+    grid axis or second row (they would be averaged into its score); PBT changes knobs while a trial trains,
+    which a searcher chose before it started; BOHB learns from its own HyperBand's budgets."""
+    search, scheduler = raw.get("search", DEFAULTS["search"]), raw.get("scheduler") or {}
+    bohb_scheduler = isinstance(scheduler, Mapping) and "hyperband_for_bohb" in scheduler
+    if search is None:
+        if bohb_scheduler:
+            problems.add("scheduler.hyperband_for_bohb", "goes with its searcher: add search: {algorithm: bohb, "
+                                                         "trials: N}")
+        return None
+    if (not isinstance(search, Mapping) or set(search) != {"algorithm", "trials"}
+            or search["algorithm"] not in SEARCH_ALGORITHMS or not isinstance(search["trials"], int)
+            or isinstance(search["trials"], bool) or search["trials"] < 1):
+        problems.add("search", f"expected {{algorithm: {'|'.join(SEARCH_ALGORITHMS)}, trials: N >= 1}}, "
+                               f"got {search!r}")
+        return None
+    if not sample:
+        problems.add("search", "a searcher suggests values of the sampled axes, and this spec has none "
+                               "(add sample: {knob: {loguniform: [low, high]}})")
+    if grid:
+        problems.add("grid", f"a searcher scores each suggestion by the mean over its seeds; grid axes "
+                             f"({', '.join(grid)}) would be averaged into it: make them sampled axes or drop search")
+    if len(rows) > 1:
+        problems.add("rows", "a searcher scores each suggestion by the mean over its seeds; several rows would be "
+                             "averaged into it: search one row per spec")
+    if "num_samples" in raw:
+        problems.add("num_samples", "search.trials says how many points the searcher suggests: drop num_samples")
+    if isinstance(scheduler, Mapping) and "pbt" in scheduler:
+        problems.add("scheduler.pbt", "PBT changes a trial's knobs while it trains, and a searcher chose them "
+                                      "before it started: use one of them")
+    if search["algorithm"] == "bohb" and not bohb_scheduler:
+        problems.add("search.algorithm", "bohb learns from its HyperBand scheduler's budgets: add scheduler: "
+                                         "{hyperband_for_bohb: {max_t: N}}")
+    if search["algorithm"] != "bohb" and bohb_scheduler:
+        problems.add("scheduler.hyperband_for_bohb", f"goes with search algorithm bohb, not "
+                                                     f"{search['algorithm']!r} (use asha, or algorithm: bohb)")
+    return dict(search)
 
 
 def _check_pbt(problems: _Problems, options: Any, method: Method, base: Mapping[str, Any]) -> None:
@@ -338,11 +406,12 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     base = _check_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
     rows = _parse_rows(problems, raw.get("rows"), method)
     reference = _check_reference(problems, raw.get("reference"), rows)
-    seeds = _check_seeds(problems, raw.get("seeds", DEFAULTS["seeds"]))
+    seeds, seed_rounds = _check_seed_rounds(problems, raw, rows, reference)
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
     row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
-    num_samples = raw.get("num_samples", DEFAULTS["num_samples"])
+    search = _check_search(problems, raw, sample, grid, rows)
+    num_samples = search["trials"] if search else raw.get("num_samples", DEFAULTS["num_samples"])
     if not isinstance(num_samples, int) or num_samples < 1:
         problems.add("num_samples", f"expected an integer >= 1, got {num_samples!r}")
         num_samples = 1
@@ -386,6 +455,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
         sample=dict(sample), num_samples=num_samples, metric=metric, mode=mode, scheduler=raw.get("scheduler"),
         resources=resources, max_concurrent_trials=concurrency, max_failures=failures, keep_models=keep_models,
         log_models=log_models, symmetric=symmetric, evaluations=tuple(evaluations), glue=glue, reference=reference,
+        search=search, seed_rounds=seed_rounds,
     )
 
 
@@ -401,14 +471,48 @@ def _check_base(problems: _Problems, base: dict[str, Any], overrides: dict[str, 
     return {**base, **overrides}
 
 
-def _check_seeds(problems: _Problems, seeds: Any) -> list[int]:
+def _check_seeds(problems: _Problems, seeds: Any, key: str = "seeds") -> list[int]:
     if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
                                                            for s in seeds):
-        problems.add("seeds", f"expected a non-empty list of non-negative integers, got {seeds!r}")
+        problems.add(key, f"expected a non-empty list of non-negative integers, got {seeds!r}")
         return [0]
     if len(set(seeds)) != len(seeds):
-        problems.add("seeds", f"seeds repeat: {seeds}")
+        problems.add(key, f"seeds repeat: {seeds}")
     return seeds
+
+
+def _check_seed_rounds(problems: _Problems, raw: Mapping[str, Any], rows: list,
+                       reference: Mapping[str, Any] | None) -> tuple[list[int], dict[str, Any] | None]:
+    """``seeds``: a list, or adaptive seeds ``{first, more, until: {p, or_above}}``. Returns every seed that
+    may run (first, then more) and the adaptive rule, or None. Adaptive seeds compare each row with the
+    spec's own reference row by the tables' test, so they need one, and no axis that gives a row several
+    lines (grid, sampled) or a search."""
+    seeds = raw.get("seeds", DEFAULTS["seeds"])
+    if not isinstance(seeds, Mapping):
+        return _check_seeds(problems, seeds), None
+    until = seeds.get("until")
+    if (set(seeds) != {"first", "more", "until"} or not isinstance(until, Mapping) or set(until) != {"p", "or_above"}
+            or not all(isinstance(until[k], (int, float)) and not isinstance(until[k], bool) for k in until)
+            or not 0 < until["p"] <= until["or_above"] <= 1):
+        problems.add("seeds", "expected a list of seeds or {first: [seeds], more: [seeds], until: {p: P, "
+                              f"or_above: Q}} with 0 < P <= Q <= 1, got {seeds!r}")
+        return [0], None
+    first, more = _check_seeds(problems, seeds["first"], "seeds.first"), _check_seeds(problems, seeds["more"],
+                                                                                       "seeds.more")
+    if len(first) < 2:
+        problems.add("seeds.first", f"Welch's test needs at least 2 seeds a row, got {first!r}")
+    if set(first) & set(more):
+        problems.add("seeds.more", f"seeds also in first: {sorted(set(first) & set(more))}")
+    if reference is None or "spec" in reference:
+        problems.add("seeds", "adaptive seeds test each row against the reference row: name a row of this spec "
+                              "as reference")
+    for key in ("grid", "sample", "search"):
+        if raw.get(key):
+            problems.add(key, "adaptive seeds decide per row, and this key gives a row several points: drop "
+                              "one of them")
+    if len(rows) < 2:
+        problems.add("seeds", "adaptive seeds compare rows with the reference row, and this spec has one row")
+    return [*first, *more], {"first": list(first), "more": list(more), **until}
 
 
 def _check_axes(problems: _Problems, grid: Any, sample: Any, method: Method) -> tuple[Mapping, Mapping]:

@@ -14,6 +14,8 @@ summary metrics, the best trial's tags and the resolved spec.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +28,11 @@ from mlflow.exceptions import MlflowException
 from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
 from results.lines import COUNTS, Grid, sweep_table
 from results.reader import absolute_tracking_uri, choose_parent, existing_store_uri, variant_trials
-from results.render import markdown_table, note_lines, to_csv
+from results.render import cell_text, markdown_table, note_lines, to_csv
 from results.schema import FAILED, FINISHED
 from results.table import P_COLUMN, Table
+from sweep.seed_rounds import METRIC as ROUNDS_METRIC
+from sweep.seed_rounds import verdicts
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from sweep.tracking import runs_view_url
@@ -56,7 +60,41 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
             table.notes.append("reused from runs of other training code (--reuse-other-code): " + ", ".join(
                 f"{row} seed {seed} <- {source}" for row, seed, source in
                 zip(other["row"], other["seed"], other["reused_from"])))
+    if spec.search is not None and table.lines:
+        table.notes.append(best_point_note(table, spec))
+    if spec.seed_rounds is not None:
+        table.notes += seed_round_notes(trials, spec)
     return table
+
+
+def seed_round_notes(trials: pd.DataFrame, spec: SweepSpec) -> list[str]:
+    """For each row of adaptive seeds: the seeds it took and why it stopped (:func:`sweep.seed_rounds.verdicts`
+    on the recorded trials, the rule the sweep ran by)."""
+    scores: dict[str, dict[int, float]] = {}
+    for (row, seed), group in trials.groupby(["row", "seed"], sort=False):
+        done = group[group["status"] == FINISHED]
+        if len(done) or (group["status"] == FAILED).any():
+            value = done.iloc[-1].get(ROUNDS_METRIC) if len(done) else None
+            scores.setdefault(str(row), {})[int(seed)] = math.nan if value is None or pd.isna(value) else float(value)
+    rounds = spec.seed_rounds
+    lines = [f"adaptive seeds: first {list(rounds.first)}, then one of {list(rounds.more)} a round while Welch's p "
+             f"({ROUNDS_METRIC}) against {spec.reference.row!r} lies in [{rounds.p:g}, {rounds.or_above:g}]"]
+    for row, found in verdicts(spec, scores).items():
+        seeds = ", ".join(map(str, found.seeds))
+        lines.append(f"{row or 'trial'}: {len(found.seeds)} seeds ({seeds}); {found.reason or 'seeds still to run'}")
+    return lines
+
+
+def best_point_note(table: Table, spec: SweepSpec) -> str:
+    """The best point a searcher suggested, with the mean and spread of its seeds: the first line, as
+    :func:`results.lines.sweep_table` sorts the lines of sampled axes by the spec's metric."""
+    best = table.lines[0]
+    said = (f"search ({spec.search['algorithm']}, {spec.num_samples} points x {len(spec.trials)} seeds): "
+            f"best point {best.label}")
+    column = next((name for name, form in table.formats.items() if form.metric == spec.metric), None)
+    if column is None:
+        return said
+    return f"{said}: {spec.metric} {cell_text(best.cells[column], table.formats[column])} (mean ± std over seeds)"
 
 
 def summary_markdown(table: Table, sampled: bool) -> str:
@@ -84,7 +122,9 @@ def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
         "name": spec.name, "description": spec.description, "method": spec.method, "tags": dict(spec.tags),
         "base": dict(spec.base), "rows": [{"name": r.name, "set": dict(r.overrides)} for r in spec.rows],
         "seeds": list(spec.seeds), "grid": dict(spec.grid), "sample": dict(spec.sample),
-        "num_samples": spec.num_samples, "metric": spec.metric, "mode": spec.mode,
+        "num_samples": spec.num_samples, "search": dict(spec.search) if spec.search else None,
+        "seed_rounds": dataclasses.asdict(spec.seed_rounds) if spec.seed_rounds else None,
+        "metric": spec.metric, "mode": spec.mode,
         "budget": spec.budget.name if spec.budget else None, "spec_hash": spec.spec_hash,
         "spec_file": str(spec.path),
     }

@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import ray
+import yaml
 from ray import tune
 
 from sweep.engine import param_space, search_algorithm
 from sweep.spec import SweepSpec, load_spec
+from tests.conftest import write_spec
 
-SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "simcse_search.yaml"
+SEARCHED = Path(__file__).resolve().parent.parent / "search_spaces" / "simcse_search.yaml"
 SAMPLED = ("temperature", "learning_rate", "mlp_during_training")
 
 
@@ -29,12 +31,14 @@ def draws(spec: SweepSpec, storage: Path) -> list[tuple]:
 
 
 def test_the_same_spec_draws_the_same_samples_and_another_spec_hash_other_ones(tmp_path):
-    spec = load_spec(SPEC)
+    raw = {key: value for key, value in yaml.safe_load(SEARCHED.read_text()).items() if key != "search"}
+    path = write_spec(tmp_path, {**raw, "num_samples": 8})  # the shipped search, drawn at random by Tune
+    spec = load_spec(path)
     ray.shutdown()  # a Ray left by another test would refuse this one's start
     ray.init(num_cpus=2, include_dashboard=False)
     try:
-        first, again = draws(spec, tmp_path / "a"), draws(load_spec(SPEC), tmp_path / "b")
-        other = load_spec(SPEC, overrides={"epochs": 2})
+        first, again = draws(spec, tmp_path / "a"), draws(load_spec(path), tmp_path / "b")
+        other = load_spec(path, overrides={"epochs": 2})
         other_draws = draws(other, tmp_path / "c")
     finally:
         ray.shutdown()
