@@ -61,7 +61,8 @@ def log_model(tracking_uri: str, run, register: str | None = None) -> str:
 
     with tempfile.TemporaryDirectory() as staging:
         folder = export_trial(run, Path(staging) / MODEL_ARTIFACT)
-        model = SentenceTransformer(str(folder), device="cpu")
+        # Our own export: WK pooling and a flow are modules it carries as code (sweep.export.carry_project_modules).
+        model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
         requirements = [f"sentence-transformers=={sentence_transformers.__version__}",
                         f"transformers=={transformers.__version__}", f"torch=={torch.__version__.split('+')[0]}"]
         mlflow.set_tracking_uri(tracking_uri)
