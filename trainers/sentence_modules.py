@@ -4,6 +4,7 @@
 nothing but torch), into the exported folder and names the classes in its ``modules.json`` as
 ``sentence_modules.WKPooling`` / ``sentence_modules.LatentFlow``: sentence-transformers then loads them from the
 folder, without this project, given ``trust_remote_code=True`` (it refuses code outside its package otherwise).
+A model logged to MLflow carries the same files as its ``code_paths``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ from typing import Any
 from sentence_transformers.base.modules.module import Module
 from torch import Tensor
 
-from .flow import Glow
-from .wk_pooling import wk_pool
+try:  # in this package, and in an exported folder (sentence-transformers loads it as a package module)
+    from .flow import Glow
+    from .wk_pooling import wk_pool
+except ImportError:  # a top-level module: MLflow's logged model puts these files on sys.path (code_paths)
+    from flow import Glow
+    from wk_pooling import wk_pool
 
 EXPORTED_FILES = ("sentence_modules.py", "wk_pooling.py", "flow.py")
 """The files of this package an exported folder carries, for the classes below."""
