@@ -189,13 +189,18 @@ def recorded_identity(tags: Mapping[str, str], params: Mapping[str, str]) -> Tri
     sampled = {knob.strip() for knob in tags.get(Tag.SAMPLED_AXES, "").split(",") if knob.strip()}
     axes = dict(part.split("=", 1) for part in tags.get(Tag.AXES, "").split(", ") if "=" in part)
     metric, mode = parse_metric_tag(tags.get(Tag.METRIC))
+    recorded = {name: literal_eval(text) if name == SuiteName.KEY else typed_param(method, name, text)
+                for name, text in params.items()}
+    # A knob declared after the run was recorded has no param: the run ran as its default does (WK pooling's
+    # window and first layer, which no pooling of that time read).
+    later = {knob.name: knob.default for knob in METHODS[method].all_knobs if knob.name not in params} \
+        if method in METHODS and params else {}
     return TrialIdentity(
         method=method, row=tags.get(Tag.ROW, ""), seed=int(tags.get(Tag.SEED, params.get("seed", -1))),
         seeds=tuple(int(seed) for seed in tags.get(Tag.SEEDS, "").split(",") if seed),
         grid_point={k: _typed_axis(k, v) for k, v in axes.items() if k not in sampled},
         sampled={k: _typed_axis(k, v) for k, v in axes.items() if k in sampled},
-        knobs={name: literal_eval(text) if name == SuiteName.KEY else typed_param(method, name, text)
-               for name, text in params.items()},
+        knobs={**later, **recorded},
         metric=metric, mode=mode,
     )
 

@@ -30,6 +30,7 @@ from results.schema import FINISHED
 from sweep.status import export_refusal, trial_runs
 from trainers.checkpoint import ENCODER_DIR, FinalRecord, TrainingState
 from trainers.data import TEST_SETS
+from trainers.registry import get_method
 from trainers.run_schema import Metric, ModelState, Tag, TrialIdentity, axes_text
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
@@ -81,11 +82,15 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
     pooling of another layer, ``first_last_avg`` and ``last2avg`` first average
     the chosen hidden states with a WeightedLayerPooling (one-hot or two equal
     weights), then mean- or cls/max-pool them: the same vectors, since mean
-    pooling is linear.
+    pooling is linear. WK pooling and a map after pooling (BERT-flow's flow) are
+    modules of :mod:`trainers.sentence_modules`, whose files the folder carries
+    (:func:`carry_project_modules`).
     """
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
+
+    from trainers.sentence_modules import LatentFlow, WKPooling
 
     layers, width = encoder.num_layers, encoder.model.config.hidden_size
     weights = torch.zeros(layers + 1)
@@ -96,18 +101,46 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
         weights[layers - 1 :] = 1
     else:
         weights[encoder.layer % (layers + 1)] = 1
-    layered = bool(weights[layers] == 0 or weights.sum() > 1)
+    wk = encoder.pooling == "wk"
+    layered = wk or bool(weights[layers] == 0 or weights.sum() > 1)
     with tempfile.TemporaryDirectory() as staging:
         encoder.model.config.output_hidden_states = layered
         encoder.model.save_pretrained(staging)
         encoder.tokenizer.save_pretrained(staging)
         modules: list[torch.nn.Module] = [Transformer(staging, max_seq_length=max_length)]
-        if layered:
-            modules.append(WeightedLayerPooling(width, layers, layer_start=0,
-                                                layer_weights=torch.nn.Parameter(weights)))
-        mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
-        modules.append(Pooling(width, pooling_mode=mode))
+        if wk:
+            modules.append(WKPooling(width, *encoder.wk))
+        else:
+            if layered:
+                modules.append(WeightedLayerPooling(width, layers, layer_start=0,
+                                                    layer_weights=torch.nn.Parameter(weights)))
+            mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
+            modules.append(Pooling(width, pooling_mode=mode))
+        if encoder.after_pooling is not None:
+            flow = LatentFlow(**encoder.after_pooling.settings)
+            flow.flow.load_state_dict(encoder.after_pooling.state_dict())
+            modules.append(flow)
         SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
+    if wk or encoder.after_pooling is not None:
+        carry_project_modules(folder)
+        encoder.save_after_pooling(folder)  # where SentenceEncoder.from_exported reads it
+
+
+def carry_project_modules(folder: Path) -> None:
+    """Copy :mod:`trainers.sentence_modules` and the files it imports into ``folder`` and name its classes by
+    those files in ``modules.json``: sentence-transformers loads them from the folder (``trust_remote_code``)."""
+    import shutil
+
+    import trainers.sentence_modules as project_modules
+
+    source = Path(project_modules.__file__).parent
+    for name in project_modules.EXPORTED_FILES:
+        shutil.copyfile(source / name, Path(folder) / name)
+    listing = Path(folder) / "modules.json"
+    entries = json.loads(listing.read_text(encoding="utf-8"))
+    for entry in entries:
+        entry["type"] = entry["type"].replace(f"{project_modules.__name__}.", "sentence_modules.")
+    listing.write_text(json.dumps(entries, indent=2), encoding="utf-8")
 
 
 def model_card(record: FinalRecord, identity: Mapping[str, str]) -> str:
@@ -117,6 +150,9 @@ def model_card(record: FinalRecord, identity: Mapping[str, str]) -> str:
     scores = " | ".join(f"{metrics[k]:.2f}" if k in metrics else "–" for k in keys)
     layer = f", layer {config['pooling_layer']}" if config["pooling"] in ("cls", "mean", "max") else ""
     cut = f", cut to its first {config['model_layers']} layers" if config["model_layers"] else ""
+    # WK pooling and a flow are modules the folder carries as code (sweep.export.carry_project_modules).
+    custom = config["pooling"] == "wk" or get_method(config["method"]).after_pooling is not None
+    remote = ", trust_remote_code=True" if custom else ""
     return f"""---
 library_name: sentence-transformers
 pipeline_tag: sentence-similarity
@@ -144,7 +180,7 @@ The best-dev (STS-B) encoder of one trial of the sweep `{identity['sweep']}`
 
 ```python
 from sentence_transformers import SentenceTransformer
-model = SentenceTransformer("THIS_FOLDER")          # the pooling above, exactly
+model = SentenceTransformer("THIS_FOLDER"{remote})  # the pooling above, exactly
 vectors = model.encode(["A sentence.", "Another one."])
 ```
 

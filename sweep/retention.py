@@ -59,16 +59,22 @@ def log_model(tracking_uri: str, run, register: str | None = None) -> str:
     import transformers
     from sentence_transformers import SentenceTransformer
 
+    from trainers.sentence_modules import EXPORTED_FILES
+
     with tempfile.TemporaryDirectory() as staging:
         folder = export_trial(run, Path(staging) / MODEL_ARTIFACT)
-        model = SentenceTransformer(str(folder), device="cpu")
+        # Our own export: WK pooling and a flow are modules it carries as code (sweep.export.carry_project_modules).
+        model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
         requirements = [f"sentence-transformers=={sentence_transformers.__version__}",
                         f"transformers=={transformers.__version__}", f"torch=={torch.__version__.split('+')[0]}"]
         mlflow.set_tracking_uri(tracking_uri)
         client = mlflow.MlflowClient(tracking_uri)
         status = client.get_run(run.info.run_id).info.status
         with mlflow.start_run(run_id=run.info.run_id):
-            info = mlflow.sentence_transformers.log_model(model, name=MODEL_ARTIFACT, pip_requirements=requirements)
+            # WK pooling and a flow: the module files the export carries go with the logged model, on its sys.path.
+            code = [str(folder / name) for name in EXPORTED_FILES if (folder / name).is_file()]
+            info = mlflow.sentence_transformers.log_model(model, name=MODEL_ARTIFACT, pip_requirements=requirements,
+                                                          code_paths=code or None)
             for card in (MODEL_CARD, FINAL_RECORD):
                 mlflow.log_artifact(str(folder / card), "model_card")
         client.set_terminated(run.info.run_id, status)

@@ -111,11 +111,11 @@ def test_the_papers_model_follows_ours_when_the_paper_has_it():
 def test_the_latest_run_of_a_trial_counts_and_a_mix_of_budgets_is_flagged():
     spec = SPECS["consert-table2"]
     frame = pd.DataFrame({
-        "experiment": "consert_main", "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED"],
-        "row": ["ConSERT-base"] * 3 + ["BERT-base"], "seed": 42, "model": "m",
-        "budget": ["smoke", "none", "none", "smoke"], "run_id": ["a", "b", "c", "d"],
-        "start_time": pd.to_datetime([1, 2, 3, 4], unit="s", utc=True), "test_avg_spearman": [10.0, 20.0, 99.0, 5.0],
-        "trial_id": ["t1", "t2", "t3", "t4"],
+        "experiment": "consert_main", "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED", "FINISHED"],
+        "row": ["ConSERT-base"] * 3 + ["BERT-base", "BERT-base-flow"], "seed": 42, "model": "m",
+        "budget": ["smoke", "none", "none", "smoke", "smoke"], "run_id": ["a", "b", "c", "d", "e"],
+        "start_time": pd.to_datetime([1, 2, 3, 4, 5], unit="s", utc=True),
+        "test_avg_spearman": [10.0, 20.0, 99.0, 5.0, 7.0], "trial_id": ["t1", "t2", "t3", "t4", "t5"],
     })
     table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
     line = next(x for x in table.lines if x.label == "ConSERT-base")

@@ -39,19 +39,20 @@ def tune_configs(spec) -> list[dict]:
 
 def test_seed_free_rows_run_once_and_the_plan_says_so(capsys):
     spec = load_spec(ROOT / "search_spaces/sg_main.yaml")
-    assert spec.trial_count == 32 and spec.trials_to_run == 18
+    assert spec.trial_count == 48 and spec.trials_to_run == 27
     points = spec.trial_points()
     untuned = [p for p in points if p.row.startswith("No tuning")]
-    assert [(p.row, p.seed) for p in untuned] == [("No tuning (CLS)", 1), ("No tuning (Mean)", 1)]
+    assert [(p.row, p.seed) for p in untuned] == [("No tuning (CLS)", 1), ("No tuning (Mean)", 1),
+                                                  ("No tuning (WK)", 1)]
     assert spec.stands_for("No tuning (CLS)") == (1, 2, 3, 4, 1234, 2345, 3456, 7890)
     assert spec.stands_for("SG") == ()
     configs = tune_configs(spec)
-    assert len(configs) == 18
+    assert len(configs) == 27
     # Every (row, seed) the plan runs, exactly once, as keys of the trial's own config.
     assert sorted((c["row"], c["seed"]) for c in configs) == sorted((p.row, p.seed) for p in points)
     assert main(["plan", str(ROOT / "search_spaces/sg_main.yaml")]) == 0
     out = capsys.readouterr().out.rstrip().splitlines()
-    assert out[-1] == "32 trials in the grid, 18 trials to run"
+    assert out[-1] == "48 trials in the grid, 27 trials to run"
     assert any(line.startswith("runs once: 'No tuning (CLS)', 'No tuning (Mean)'") for line in out)
 
 
@@ -127,6 +128,7 @@ def test_a_seed_free_row_shows_as_one_deterministic_run_for_all_seeds():
     frame = _frame("sg_main", [
         {"row": "No tuning (CLS)", "seed": 1, "seeds": seeds, "test_avg_spearman": 30.0},
         {"row": "No tuning (Mean)", "seed": 1, "seeds": seeds, "test_avg_spearman": 50.0},
+        {"row": "No tuning (WK)", "seed": 1, "seeds": seeds, "test_avg_spearman": 40.0},
         *({"row": "SG", "seed": s, "test_avg_spearman": 60.0 + i}
           for i, s in enumerate((1, 2, 3, 4, 1234, 2345, 3456, 7890))),
     ])

@@ -27,6 +27,7 @@ def test_every_row_is_a_method_on_roberta_base_at_its_settings():
     assert {config["model"] for config in trials.values()} == {"roberta-base"}
     methods = {row: (config["method"], config["pooling"]) for row, config in trials.items()}
     assert methods == {"No tuning (CLS)": ("none", "cls"), "No tuning (Mean)": ("none", "mean"),
+                       "No tuning (WK)": ("none", "wk"),
                        "Contrastive (BT)": ("sg", "cls"), "Contrastive (SG)": ("sg", "cls"),
                        "Contrastive (SG-OPT)": ("sg", "cls"), "SimCSE": ("simcse", "cls"),
                        "ConSERT": ("consert", "last2avg"), "SCT": ("sct", "mean")}
@@ -42,6 +43,7 @@ def test_with_a_local_roberta_and_a_bt_file_every_row_plans(tiny_roberta, tmp_pa
     rows = [("A man plays a guitar.", "A man is playing guitar.", "A guy plays the guitar.")] * 40
     spec = yaml.safe_load(SPEC.read_text())
     spec["base"]["model"] = tiny_roberta
+    spec["base"]["wk_layer_start"] = 0  # the 2-layer model's three hidden states, all of which WK pooling needs
     for row in spec["rows"]:
         if "bt_file" in row["set"]:
             row["set"]["bt_file"] = str(write_file(rows, tmp_path / "bt.tsv"))

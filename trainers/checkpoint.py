@@ -363,6 +363,7 @@ def write_final_checkpoint(encoder, record: FinalRecord) -> Path:
         if record.trained:
             encoder.model.save_pretrained(directory / ENCODER_DIR)
             encoder.tokenizer.save_pretrained(directory / ENCODER_DIR)
+            encoder.save_after_pooling(directory / ENCODER_DIR)
         record.write(directory)
         seal(directory)
     except BaseException:

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.pretrained import BUNDLED_MODEL
 
-POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg")
+POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg", "wk")
 """Sentence vectors from token vectors (:func:`trainers.encoder.pool`)."""
 MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
 """The poolings that average token vectors: the ones ``pooling_skip_frequent`` can leave tokens out of."""
@@ -46,6 +46,13 @@ COMMON_KNOBS = KnobSet(
              "the caption says), padding never; ties go to the lower token id. A sentence made only of such tokens "
              "gets the zero vector, as in the authors' code. `sweep export` refuses such a trial: "
              "sentence-transformers' Pooling cannot leave tokens out.", low=0),
+        Knob("wk_window", int, 2, "WK pooling (SBERT-WK): how many neighbouring layers on each side form a layer's "
+             "context for its alignment and novelty weights (the authors' context_window_size, default 2).",
+             low=1, high=64),
+        Knob("wk_layer_start", int, 4, "WK pooling (SBERT-WK): the first hidden state fused (0 = embeddings; the "
+             "authors' layer_start, default 4, tuned on 12-layer BERT); at least max(3, wk_window + 1) hidden "
+             "states must remain (the top one's context; a variance over consecutive layers).",
+             low=0, high=64),
         Knob("sts_source", str, "local", "Where the STS sets come from: 'local' (the copy shipped with the project, "
              "or the folder in $STS_DATA_DIR) or 'hub' (the mteb/*-sts datasets).", choices=("local", "hub")),
         Knob("eval_max_length", int, 256, "Token limit when encoding evaluation sentences.", low=8, high=4096),

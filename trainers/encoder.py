@@ -26,11 +26,26 @@ from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from trainers.common_knobs import FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
+from trainers.common_knobs import COMMON_KNOBS, FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
 from trainers.data import pair_sentences
 from trainers.pretrained import ModelFamily, model_family, resolve_model_path
+from trainers.wk_pooling import wk_pool
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
+WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
+"""(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
+
+
+AFTER_POOLING_FILE = "after_pooling.safetensors"
+"""The weights of an encoder's map after pooling, in its model folder (a checkpoint's, an export's)."""
+
+
+def _build(builder: str, config: Mapping[str, Any], width: int) -> nn.Module:
+    """The module a method's ``after_pooling`` names (``"module:function"``, called with the config and width)."""
+    import importlib
+
+    module, _, name = builder.partition(":")
+    return getattr(importlib.import_module(module), name)(config, width)
 
 
 def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
@@ -70,14 +85,19 @@ def pool_layer(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
     raise ValueError(f"pooling {pooling!r} is not a single-layer pooling; expected one of {SINGLE_LAYER_POOLINGS}")
 
 
-def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, layer: int = -1) -> Tensor:
+def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, layer: int = -1,
+         wk: tuple[int, int] = WK_DEFAULTS) -> Tensor:
     """Sentence vectors from all hidden states (index 0 = embeddings, L = last layer).
 
     ``first_last_avg`` averages the first transformer layer and the last one
     before mean pooling, ``last2avg`` the last two (SimCSE's and ConSERT's
     evaluation poolings); both ignore ``layer``. ``cls``/``mean``/``max`` pool
-    the single layer ``layer`` (Python indexing, so -1 is the last).
+    the single layer ``layer`` (Python indexing, so -1 is the last). ``wk`` is
+    SBERT-WK's fusion of hidden states ``wk[1]``.. with window ``wk[0]``
+    (:mod:`trainers.wk_pooling`).
     """
+    if pooling == "wk":
+        return wk_pool(hidden_states, attention_mask, *wk)
     if pooling == "first_last_avg":
         return masked_mean((hidden_states[1] + hidden_states[-1]) / 2, attention_mask)
     if pooling == "last2avg":
@@ -152,6 +172,7 @@ class SentenceEncoder(nn.Module):
         tokenizer: PreTrainedTokenizerBase,
         pooling: str = "cls",
         layer: int = -1,
+        wk: tuple[int, int] = WK_DEFAULTS,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -159,20 +180,27 @@ class SentenceEncoder(nn.Module):
         n_states = model.config.num_hidden_layers + 1
         if not -n_states <= layer < n_states:
             raise ValueError(f"layer {layer} does not exist: the model has hidden states 0..{n_states - 1}")
+        if pooling == "wk" and n_states - 1 - wk[1] < max(wk[0], 2):
+            raise ValueError(f"WK pooling from hidden state {wk[1]} with window {wk[0]} needs at least 3 hidden "
+                             f"states, the top one's context {wk[0]} below it; the model has 0..{n_states - 1}")
         self.model = model
         self.tokenizer = tokenizer
         self.pooling = pooling
         self.layer = layer
+        self.wk = tuple(wk)
         self.skip_token_ids: tuple[int, ...] = ()
+        # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow), set by
+        # from_config for a method that declares one; its weights are the encoder's (selection, checkpoints).
+        self.after_pooling: nn.Module | None = None
 
     @classmethod
     def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1,
-                        keep_layers: int = 0) -> "SentenceEncoder":
+                        keep_layers: int = 0, wk: tuple[int, int] = WK_DEFAULTS) -> "SentenceEncoder":
         """Load ``model``; with ``keep_layers`` > 0 only its first transformer layers are kept."""
         transformer, tokenizer = load_pretrained(model)
         if keep_layers:
             keep_first_layers(transformer, keep_layers)
-        return cls(transformer, tokenizer, pooling, layer)
+        return cls(transformer, tokenizer, pooling, layer, wk)
 
     @classmethod
     def from_exported(cls, folder: str | Path) -> "SentenceEncoder":
@@ -180,18 +208,30 @@ class SentenceEncoder(nn.Module):
         import json
 
         config = json.loads((Path(folder) / "trial.json").read_text(encoding="utf-8"))["config"]
-        return cls.from_pretrained(str(folder), config["pooling"], config["pooling_layer"])
+        return cls.from_config(config, str(folder))
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], weights: str | None = None) -> "SentenceEncoder":
         """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers,
-        pooling_skip_frequent); ``weights``, a folder of the trial's trained encoder (already cut to
-        model_layers), replaces the model's pretrained weights."""
+        pooling_skip_frequent, wk_window, wk_layer_start, and the method's map after pooling); ``weights``, a
+        folder of the trial's trained encoder (already cut to model_layers), replaces the model's pretrained
+        weights and holds the map's (:data:`AFTER_POOLING_FILE`)."""
+        from trainers.registry import get_method
+
+        # A record written before the WK knobs existed did not use WK pooling.
+        wk = (config.get("wk_window", WK_DEFAULTS[0]), config.get("wk_layer_start", WK_DEFAULTS[1]))
         if weights is None:
             encoder = cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"],
-                                          config["model_layers"])
+                                          config["model_layers"], wk)
         else:
-            encoder = cls.from_pretrained(weights, config["pooling"], config["pooling_layer"])
+            encoder = cls.from_pretrained(weights, config["pooling"], config["pooling_layer"], wk=wk)
+        builder = get_method(config.get("method", "none")).after_pooling
+        if builder is not None:
+            encoder.after_pooling = _build(builder, config, encoder.model.config.hidden_size)
+            if weights is not None:
+                from safetensors.torch import load_file
+
+                encoder.after_pooling.load_state_dict(load_file(str(Path(weights) / AFTER_POOLING_FILE)))
         # A record written before the knob existed skipped nothing.
         encoder.skip_tokens(frequent_token_ids(encoder.tokenizer, config.get("pooling_skip_frequent", 0),
                                                config["sts_source"]))
@@ -235,9 +275,22 @@ class SentenceEncoder(nn.Module):
         skipped = torch.isin(features["input_ids"], torch.tensor(self.skip_token_ids, device=mask.device))
         return mask * ~skipped
 
-    def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+    def pooled(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+        """The pooling's vectors, before any map after pooling."""
         states = self.hidden_states(features, **model_kwargs)
-        return pool(states, self.pooled_tokens(features), self.pooling, self.layer)
+        return pool(states, self.pooled_tokens(features), self.pooling, self.layer, self.wk)
+
+    def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+        vectors = self.pooled(features, **model_kwargs)
+        return vectors if self.after_pooling is None else self.after_pooling(vectors)
+
+    def save_after_pooling(self, folder: Path) -> None:
+        """Write the map after pooling's weights (if there is one) beside the model's, where from_config reads them."""
+        if self.after_pooling is not None:
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().cpu().contiguous() for k, v in self.after_pooling.state_dict().items()}
+            save_file(state, str(Path(folder) / AFTER_POOLING_FILE))
 
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256,

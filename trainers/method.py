@@ -27,7 +27,7 @@ from trainers.data import (
     sts_problems,
 )
 from trainers.knobs import ConfigError, Exchangeable, KnobSet, Problem
-from trainers.pretrained import layers_problem, model_family_problem, model_problem
+from trainers.pretrained import layers_problem, model_family_problem, model_problem, wk_layers_problem
 
 if TYPE_CHECKING:
     from trainers.encoder import SentenceEncoder
@@ -121,7 +121,11 @@ class Method:
     ``steps`` steps leaves the paper's regime (SCT's instance queues that such a
     run cannot fill). ``exchangeable`` lists knob pairs whose values can swap without changing the
     experiment (what a spec's ``symmetric`` axes need). ``frozen_table`` declares the
-    table of frozen-model outputs a config computes before training (None: none).
+    table of frozen-model outputs a config computes before training (None: none). ``after_pooling`` names
+    (``"module:function"``, called with the config and the encoder's width) a learned map of the pooled vector
+    that is part of the sentence vector the method produces (BERT-flow's flow): the encoder holds it
+    (:attr:`trainers.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
+    export see it; None for the methods whose sentence vector is the pooling's.
     """
 
     name: str
@@ -133,6 +137,7 @@ class Method:
     regime: Callable[[Config, int], list[str]] = lambda config, steps: []
     exchangeable: tuple[Exchangeable, ...] = ()
     frozen_table: Callable[[Config], FrozenTable | None] = lambda config: None
+    after_pooling: str | None = None
 
     @property
     def trains(self) -> bool:
@@ -177,6 +182,10 @@ class Method:
             found.append(Problem("model", problem))
         elif problem := layers_problem(config["model"], config["model_layers"]):
             found.append(Problem("model_layers", problem))
+        elif config["pooling"] == "wk" and (
+                problem := wk_layers_problem(config["model"], config["model_layers"], config["wk_layer_start"],
+                                             config["wk_window"])):
+            found.append(Problem("wk_layer_start", problem))
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append(Problem("sts_source", "'hub' needs the Hugging Face hub, which cannot be reached"))
         elif config["sts_source"] == "local":

@@ -150,6 +150,19 @@ def layers_problem(model: str, layers: int) -> str | None:
     return None if layers <= available else f"{layers} layers asked for, but {model!r} has {available}"
 
 
+def wk_layers_problem(model: str, layers: int, layer_start: int, window: int) -> str | None:
+    """Why WK pooling with ``window`` cannot start at hidden state ``layer_start`` of ``model`` cut to ``layers``
+    (0 = all), None when it can: the top layer's context is the ``window`` layers below it (the authors' right
+    window ends there, and their left window is empty short of a full one), and a token's importance is a
+    variance over at least two consecutive-layer cosines; with fewer layers the authors' code gives NaN."""
+    last = layers or model_config(model).num_hidden_layers
+    if last - layer_start >= max(window, 2):
+        return None
+    return (f"WK pooling fuses hidden states {layer_start}..{last} of {model!r} (model_layers {layers}): it needs "
+            f"at least 3, and the top one's context needs the {window} below it (wk_window); set wk_layer_start "
+            f"to at most {last - max(window, 2)}")
+
+
 def mlm_problem(model: str) -> str | None:
     """Why ``model`` cannot fill masks (None when its config declares a masked-LM head)."""
     if not model:

@@ -1,0 +1,175 @@
+"""BERT-flow (Li et al. 2020) on the tiny BERT: the loss against a slow per-sample version, the flow's
+log-determinant against autograd's Jacobian, each knob's effect on the flow, a frozen encoder, exact resume, and
+an export that sentence-transformers loads with the trial's vectors and scores."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from tests.test_checkpoint import assert_resumes_exactly
+from trainers.checkpoint import LocalSession
+from trainers.data import evaluation_names, load_sts
+from trainers.flow import ActNorm, Coupling, FlowStep, Glow, InvertibleLinear
+from trainers.knobs import KnobSet
+from trainers.loop import run_trial
+from trainers.losses.flow import flow_nll_bits
+from trainers.objectives.flow import flow_from_config
+from trainers.registry import get_method
+from trainers.suites.sts import STSEvaluator
+
+TRIAL = {"method": "flow", "batch_size": 8, "train_limit": 40, "max_steps": 4, "eval_every": 2,
+         "eval_precision": "fp32"}
+
+
+def slow_nll_bits(latent: torch.Tensor, log_det: torch.Tensor) -> float:
+    """One sample at a time: -(log N(z; 0, I) + log det) / (dim ln 2), averaged, in float64."""
+    normal = torch.distributions.Normal(torch.tensor(0.0, dtype=torch.float64), torch.tensor(1.0, dtype=torch.float64))
+    total = 0.0
+    for z, det in zip(latent.double(), log_det.double()):
+        total += float(-(sum(normal.log_prob(value) for value in z) + det) / (len(z) * math.log(2)))
+    return total / len(latent)
+
+
+def test_the_loss_is_the_negative_log_likelihood_in_bits_per_dimension():
+    generator = torch.Generator().manual_seed(0)
+    latent, log_det = torch.randn(5, 12, generator=generator) * 2, torch.randn(5, generator=generator) * 3
+    assert float(flow_nll_bits(latent, log_det)) == pytest.approx(slow_nll_bits(latent, log_det), rel=1e-6)
+
+
+def trained_looking(flow: Glow, seed: int) -> Glow:
+    """``flow`` initialised from data, then every parameter moved: its zero layers are no longer zero."""
+    generator = torch.Generator().manual_seed(seed)
+    flow.initialize(torch.randn(64, flow.settings["dim"], generator=generator) * 3 + 1)
+    with torch.no_grad():
+        for parameter in flow.parameters():
+            parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
+    return flow
+
+
+@pytest.mark.parametrize("coupling", ["additive", "affine"])
+@pytest.mark.parametrize("permutation", [True, False])
+def test_the_log_determinant_is_the_jacobians(coupling, permutation):
+    torch.manual_seed(0)
+    flow = trained_looking(Glow(8, levels=2, depth=2, width=6, coupling=coupling, permutation=permutation).double(), 1)
+    u = torch.randn(3, 8, dtype=torch.float64)
+    _, log_det = flow.latent_and_log_det(u)
+    for x, ours in zip(u, log_det):
+        jacobian = torch.autograd.functional.jacobian(lambda v: flow.latent_and_log_det(v[None])[0][0], x)
+        assert float(ours.detach()) == pytest.approx(float(torch.linalg.slogdet(jacobian).logabsdet), abs=1e-9)
+
+
+def test_the_latent_is_the_split_halves_then_the_top():
+    """With identity steps (actnorm at zero, reversal undone twice per level, zero couplings), the latent of
+    a 2-level flow is u's second half after one reversal, then the first half reversed twice."""
+    flow = Glow(8, levels=2, depth=2)
+    u = torch.arange(8.0)[None]
+    latent = flow(u)[0].tolist()
+    # Level 0 (two reversals): u; its second half [4..7] leaves. Level 1 (two reversals) on [0..3]: unchanged.
+    assert latent == [4.0, 5.0, 6.0, 7.0, 0.0, 1.0, 2.0, 3.0]
+
+
+def expected_structure(config) -> dict:
+    """What each flow knob asks for, counted from the module: levels, steps per level, the coupling net's
+    width and output, and whether the 1x1 convolution has weights."""
+    return {"levels": config["flow_levels"], "depth": config["flow_depth"], "width": config["flow_width"],
+            "affine": config["flow_coupling"] == "affine", "learned_mix": not config["flow_permutation"]}
+
+
+def structure(flow: Glow) -> dict:
+    steps = [step for level in flow.levels for step in level]
+    coupling = steps[0].coupling
+    return {"levels": len(flow.levels), "depth": len(flow.levels[0]), "width": coupling.net[0].linear.out_features,
+            "affine": coupling.net[-1].linear.out_features == 32, "learned_mix": any(
+                isinstance(step.mix, InvertibleLinear) and any(True for _ in step.mix.parameters()) for step in steps)}
+
+
+@pytest.mark.parametrize("knob, value", [(None, None), ("flow_levels", 2), ("flow_depth", 1), ("flow_width", 8),
+                                         ("flow_coupling", "affine"), ("flow_permutation", False)])
+def test_each_knob_builds_its_flow(tiny_bert, knob, value):
+    config = get_method("flow").resolve({"model": tiny_bert, **({knob: value} if knob else {})})
+    assert structure(flow_from_config(config, 32)) == expected_structure(config)
+
+
+def test_the_knobs_default_to_the_authors_config():
+    knobs: KnobSet = get_method("flow").all_knobs
+    assert {name: knobs[name].default for name in ("flow_levels", "flow_depth", "flow_width", "flow_coupling",
+                                                   "flow_permutation", "pooling", "learning_rate", "batch_size",
+                                                   "max_seq_length", "lr_schedule", "weight_decay")} == {
+        "flow_levels": 3, "flow_depth": 3, "flow_width": 32, "flow_coupling": "additive", "flow_permutation": True,
+        "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 32, "max_seq_length": 64,
+        "lr_schedule": "constant", "weight_decay": 0.01}
+
+
+def test_a_width_the_levels_cannot_halve_is_refused(tiny_bert):
+    method = get_method("flow")
+    problems = method.environment_problems(method.resolve({"model": tiny_bert, "flow_levels": 6}))
+    assert [p.key for p in problems] == ["flow_levels"] and "not divisible by 64" in problems[0].message
+
+
+def test_actnorm_starts_from_the_first_batch():
+    """Glow's data-dependent initialisation: each actnorm's output on the first batch has zero mean, unit variance."""
+    torch.manual_seed(0)
+    flow = Glow(8, levels=1, depth=1)
+    u = torch.randn(100, 8) * 5 + 3
+    flow.initialize(u)
+    normalized, _ = flow.levels[0][0].actnorm(u)
+    torch.testing.assert_close(normalized.mean(0), torch.zeros(8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(normalized.pow(2).mean(0), torch.ones(8), atol=1e-4, rtol=0)
+    assert bool(flow.initialized)
+    assert isinstance(flow.levels[0][0], FlowStep) and isinstance(flow.levels[0][0].coupling, Coupling)
+    assert all(not m.initializing for m in flow.modules() if isinstance(m, ActNorm))
+
+
+@pytest.fixture
+def finished_trial(tiny_bert, use_tiny_sts, tmp_path):
+    """A short flow trial with its checkpoints kept: (its final report, its final checkpoint folder)."""
+    folder = tmp_path / "checkpoints"
+    final = run_trial({**TRIAL, "model": tiny_bert}, LocalSession(folder, keep=1))
+    (checkpoint,) = folder.glob("checkpoint_*")
+    return final, checkpoint
+
+
+@pytest.mark.slow
+def test_only_the_flow_trains_and_the_export_scores_as_logged(finished_trial, tiny_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from sweep.export import load_trial_encoder, save_sentence_transformer
+
+    final, checkpoint = finished_trial
+    encoder, record = load_trial_encoder(checkpoint)
+    pristine = AutoModel.from_pretrained(tiny_bert).state_dict()
+    for name, weight in encoder.model.state_dict().items():  # the encoder is frozen
+        torch.testing.assert_close(weight, pristine[name], rtol=0, atol=0)
+    assert bool(encoder.after_pooling.initialized)
+    untrained = flow_from_config(record.config, 32)
+    assert any(not torch.equal(a, b) for a, b in zip(encoder.after_pooling.parameters(), untrained.parameters()))
+
+    save_sentence_transformer(encoder, tmp_path / "export", record.config["eval_max_length"])
+    model = SentenceTransformer(str(tmp_path / "export"), device="cpu", trust_remote_code=True)
+    scored = STSEvaluator(load_sts("local", evaluation_names())).test(
+        lambda sentences: torch.from_numpy(model.encode(list(sentences), batch_size=64)))
+    assert scored["avg_spearman"] == pytest.approx(final["test_avg_spearman"], abs=1e-6)
+    sentences = ["A man plays a guitar.", "Two dogs run in a field."]
+    torch.testing.assert_close(torch.from_numpy(model.encode(sentences)), encoder.encode(sentences),
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_a_resumed_flow_trial_equals_the_uninterrupted_one(tiny_bert, use_tiny_sts, tmp_path):
+    assert_resumes_exactly({**TRIAL, "model": tiny_bert, "max_steps": 5, "eval_every": 1}, tmp_path / "a", stop_at=3)
+    # The learned 1x1 convolution and the affine coupling hold more state: they resume exactly too.
+    assert_resumes_exactly({**TRIAL, "model": tiny_bert, "max_steps": 5, "eval_every": 1, "flow_permutation": False,
+                            "flow_coupling": "affine"}, tmp_path / "b", stop_at=2)
+
+
+def test_flow_is_listed_by_sweep_knobs(capsys):
+    from sweep.cli import main
+
+    assert main(["knobs", "flow"]) == 0
+    listing = capsys.readouterr().out
+    for name in ("flow_levels", "flow_depth", "flow_width", "flow_coupling", "flow_permutation"):
+        assert name in listing

@@ -1,0 +1,44 @@
+"""BERT-flow's objective (declared in :mod:`trainers.methods.flow`): only the flow trains."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from trainers.encoder import SentenceEncoder
+from trainers.flow import Glow
+from trainers.losses.flow import flow_nll_bits
+from trainers.method import Config
+from trainers.objective import Objective
+
+
+def flow_from_config(config: Config, width: int) -> Glow:
+    """The flow a config asks for, on sentence vectors of ``width`` dimensions (the method's ``after_pooling``)."""
+    return Glow(width, config["flow_levels"], config["flow_depth"], config["flow_width"], config["flow_coupling"],
+                config["flow_permutation"])
+
+
+class FlowObjective(Objective):
+    """The encoder is frozen; the flow (the encoder's map after pooling) is fit by maximum likelihood on the
+    pooled vectors of each batch. The loop's ``train()`` leaves the encoder's dropout on while the flow trains,
+    as the authors' code does (``is_training`` reaches BERT too)."""
+
+    def __init__(self, config: Config, encoder: SentenceEncoder):
+        super().__init__(encoder)
+        if not isinstance(encoder.after_pooling, Glow):
+            raise ValueError("the flow method needs the encoder's flow (SentenceEncoder.from_config builds it)")
+        encoder.model.requires_grad_(False)
+        self.max_length = config["max_seq_length"]
+
+    @property
+    def flow(self) -> Glow:
+        return self.encoder.after_pooling
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        with torch.no_grad():
+            vectors = self.encoder.pooled(self.encoder.tokenize(list(batch), self.max_length)).float()
+        if not self.flow.initialized:  # Glow's data-dependent initialisation, on the first batch
+            self.flow.initialize(vectors)
+        return flow_nll_bits(*self.flow.latent_and_log_det(vectors))
