@@ -65,7 +65,7 @@ def build(tiny_bert: str, tiny_masked_lm: str, **overrides: Any):
 
 
 def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tiny_bert, tiny_masked_lm):
-    objective = build(tiny_bert, tiny_masked_lm)
+    objective = build(tiny_bert, tiny_masked_lm, generator_decoding="argmax")
     features = objective.encoder.tokenize(BATCH, 32)
     torch.manual_seed(0)
     edited = objective.edit(features)
@@ -119,9 +119,10 @@ def test_the_loss_is_infonce_plus_lambda_rtd_and_trains_encoder_discriminator_an
     assert not any(k.startswith("generator.") for k in state)
 
 
-KNOB_SETTING = {"rtd_weight": 1.0}
+KNOB_SETTING = {"rtd_weight": 1.0, "generator_decoding": "argmax"}
 """The knob tests' setting: at the paper's lambda 0.005 an edit's effect on L_RTD hides below the knob
-check's tolerance."""
+check's tolerance; and the random generator's distribution is so flat that a sample of it, drawn with the
+same random numbers, hardly depends on which tokens were masked, while its argmax does."""
 
 
 def objective_loss(tiny_bert: str, tiny_masked_lm: str, **overrides: Any) -> float:
@@ -156,7 +157,7 @@ def test_defaults_are_the_authors_bert_base_script():
     assert (config["generator"], config["mask_ratio"], config["rtd_weight"], config["batch_size"],
             config["learning_rate"], config["max_seq_length"], config["epochs"], config["temperature"],
             config["batchnorm_head"], config["generator_decoding"], config["pooling"]) == (
-        "distilbert-base-uncased", 0.30, 0.005, 64, 7e-6, 32, 2, 0.05, True, "argmax", "cls")
+        "distilbert-base-uncased", 0.30, 0.005, 64, 7e-6, 32, 2, 0.05, True, "sample", "cls")
 
 
 def test_a_generator_that_cannot_edit_is_refused_in_one_line(tiny_bert, tiny_masked_lm, tiny_roberta, monkeypatch):

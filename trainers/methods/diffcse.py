@@ -3,7 +3,8 @@
 Each batch is SimCSE's (two dropout views, the same knobs), with SimCSE's InfoNCE. Each of the 2b
 tokenised copies is also edited: ``mask_ratio`` of its tokens are chosen (BERT's masking: 80% [MASK],
 10% a random token, 10% kept), a frozen masked-LM ``generator`` reads the masked copy and its
-prediction (``generator_decoding``) replaces every token but the first, and a discriminator (a second
+prediction (``generator_decoding``: sampled, as the paper says, or its argmax, as the authors' code does)
+replaces every token but the first (as their code does), and a discriminator (a second
 copy of the pretrained encoder, trained) reads the edited copy with the copy's sentence vector in place
 of its first token's embedding, and tells for every token whether it was replaced. The loss is InfoNCE
 + ``rtd_weight`` x L_RTD (:mod:`trainers.losses.diffcse`). Only the encoder is kept.
@@ -51,9 +52,9 @@ METHOD = Method(
             Knob("generator", str, GENERATOR, "Frozen masked LM that edits the sentences: a Hugging Face id or a "
                  "local folder with a masked-LM head, reading the encoder's vocabulary (the paper: "
                  "distilbert-base-uncased for BERT)."),
-            Knob("generator_decoding", str, "argmax", "Which token the generator puts in: its most likely one "
-                 "('argmax', the authors' code) or a sample of its distribution ('sample', the paper's wording).",
-                 choices=("argmax", "sample")),
+            Knob("generator_decoding", str, "sample", "Which token the generator puts in: a sample of its "
+                 "distribution ('sample', the paper: \"sampling from a masked language model\") or its most likely "
+                 "one ('argmax', what the authors' code does).", choices=("sample", "argmax")),
             Knob("mask_ratio", float, 0.30, "Share of each sentence's tokens masked for the generator.",
                  low=0.0, high=1.0),
             Knob("rtd_weight", float, 0.005, "lambda: weight of the replaced-token detection loss.", low=0.0),
