@@ -193,3 +193,21 @@ def test_a_diffcse_export_loads_in_sentence_transformers_at_the_logged_score(tin
                                                                              use_tiny_sts, tmp_path):
     assert_export_scores_as_logged({**BASE, "model": tiny_bert, "method": "diffcse", "generator": tiny_masked_lm,
                                     "max_steps": 4, "eval_every": 2}, tmp_path)
+
+
+def test_a_sweep_whose_generator_this_machine_lacks_is_refused_before_it_starts(tiny_bert, tmp_path, monkeypatch,
+                                                                              capsys):
+    """Offline, a hub id that is not in the cache stops `sweep plan` with exit 2 and one line naming the row
+    and the knob, as SCT's mlm view does; a local masked-LM folder is accepted."""
+    import trainers.data
+    from sweep.cli import main
+    from tests.conftest import write_spec
+
+    monkeypatch.setattr(trainers.data, "hub_reachable", lambda: False)
+    spec = {"name": "diffcse-offline", "method": "diffcse", "base": {"model": tiny_bert, "max_steps": 2},
+            "rows": [{"name": "DiffCSE", "set": {"generator": "someone/not-cached"}}], "seeds": [1]}
+    capsys.readouterr()
+    assert main(["plan", str(write_spec(tmp_path, spec))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert any("rows['DiffCSE']: generator: 'someone/not-cached' is not a local folder" in line for line in err)
+    assert not any("Traceback" in line for line in err)
