@@ -140,6 +140,7 @@ METHODS = {
     "consert-span-cutoff-none": {"method": "consert", "aug1": "span_cutoff", "aug2": "none"},
     "sct": {"method": "sct", "queue_size": 10, "projector_expansion": 2},
     "sct-distillation": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "distillation": "cd"},
+    "dclr": {"method": "dclr"},
 }
 
 
@@ -158,6 +159,8 @@ def test_one_step_and_one_evaluation_of_each_method(case, tiny_roberta, tiny_tea
     config = {**ONE_STEP, "model": tiny_roberta, **METHODS[case]}
     if config.get("distillation"):
         config["teacher"] = tiny_teacher  # a BERT teacher with its own tokenizer for a RoBERTa student
+    if config["method"] == "dclr":
+        config["complementary_model"] = tiny_teacher  # a BERT complementary model, its own tokenizer
     reports: list[dict] = []
     final = run_trial(config, reports.append)
     assert [r["step"] for r in reports[:-1]] == [1] and math.isfinite(reports[0]["loss"])

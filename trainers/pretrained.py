@@ -163,14 +163,15 @@ def wk_layers_problem(model: str, layers: int, layer_start: int, window: int) ->
             f"to at most {last - max(window, 2)}")
 
 
-def mlm_problem(model: str) -> str | None:
-    """Why ``model`` cannot fill masks (None when its config declares a masked-LM head)."""
+def mlm_problem(model: str, reader: str = "the mlm view", knob: str = "mlm_model") -> str | None:
+    """Why ``model`` cannot fill masks (None when its config declares a masked-LM head); ``reader`` and ``knob``
+    say who needs it (SCT's mlm view and its ``mlm_model``, DiffCSE's ``generator``)."""
     if not model:
-        return "the mlm view needs mlm_model, a Hugging Face model with a masked-LM head (e.g. bert-base-uncased)"
+        return f"{reader} needs {knob}, a Hugging Face model with a masked-LM head (e.g. bert-base-uncased)"
     problem = model_problem(model)
     if problem:
         return problem
     architectures = list(model_config(model).architectures)
     if not any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in architectures):
-        return f"mlm_model {model!r} has no masked-LM head (its architectures: {architectures})"
+        return f"{knob} {model!r} has no masked-LM head (its architectures: {architectures})"
     return None

@@ -5,10 +5,10 @@ from __future__ import annotations
 import difflib
 
 from trainers.method import Method
-from trainers.methods import baseline, consert, flow, sct, sg, simcse
+from trainers.methods import baseline, consert, dclr, diffcse, flow, sct, sg, simcse
 
 METHODS: dict[str, Method] = {m.name: m for m in (baseline.METHOD, simcse.METHOD, sg.METHOD, consert.METHOD,
-                                                   sct.METHOD, flow.METHOD)}
+                                                   sct.METHOD, flow.METHOD, dclr.METHOD, diffcse.METHOD)}
 
 
 def get_method(name: str) -> Method:

@@ -14,24 +14,33 @@ from trainers.objective import Objective
 
 
 class SimCSEObjective(Objective):
+    """SimCSE's two views and InfoNCE; DCLR and DiffCSE build on its views (:meth:`encode_views`)."""
+
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
-        hidden = encoder.model.config.hidden_size
-        # SimCSE's MLP pooler (a dense layer with tanh), used in training only.
-        self.head = (nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh()) if config["mlp_during_training"]
-                     else nn.Identity())
+        self.head = self.training_head(config, encoder.model.config.hidden_size)
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
         # Column of a back-translation row that is the positive (None: the sentence itself).
         self.positive = BT_COLUMNS.index(config["positive"]) if config["positive"] in BT_COLUMNS else None
 
-    def loss(self, batch: Sequence[Any]) -> Tensor:
+    def training_head(self, config: Config, width: int) -> nn.Module:
+        """SimCSE's MLP pooler (a dense layer with tanh), used in training only."""
+        return nn.Sequential(nn.Linear(width, width), nn.Tanh()) if config["mlp_during_training"] else nn.Identity()
+
+    def texts(self, batch: Sequence[Any]) -> tuple[list[str], list[str]]:
+        """The batch's sentences and their positives."""
         if self.positive is None:
-            sentences, positives = list(batch), list(batch)
-        else:
-            sentences, positives = [row[0] for row in batch], [row[self.positive] for row in batch]
+            return list(batch), list(batch)
+        return [row[0] for row in batch], [row[self.positive] for row in batch]
+
+    def encode_views(self, batch: Sequence[Any]) -> tuple[dict[str, Tensor], Tensor]:
+        """The tokenised sentences followed by their positives, and their vectors through the head."""
+        sentences, positives = self.texts(batch)
         # One forward pass over both halves, so that each copy gets its own dropout mask.
         features = self.encoder.tokenize(sentences + positives, self.max_length)
-        views = self.head(self.encoder(features))
-        first, second = views.chunk(2)
+        return features, self.head(self.encoder(features))
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        first, second = self.encode_views(batch)[1].chunk(2)
         return info_nce(first, second, self.temperature)

@@ -1,0 +1,19 @@
+"""DiffCSE's replaced-token detection (Chuang et al. 2022, "DiffCSE: Difference-based Contrastive
+Learning for Sentence Embeddings", Section 3), as a pure function. Its contrastive part is SimCSE's
+:func:`trainers.losses.contrastive.info_nce`; the objective adds the two as L = L_contrast + lambda L_RTD.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def rtd_loss(logits: Tensor, replaced: Tensor, attention_mask: Tensor) -> Tensor:
+    """L_RTD (Section 3): the cross-entropy of the discriminator's two-way prediction (kept, replaced) for
+    every token of the edited sentence x'', -1(x''_t = x_t) log D(x'', h, t) - 1(x''_t != x_t)
+    log(1 - D(x'', h, t)), averaged over the real (not padding) tokens of the batch.
+
+    ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` and ``attention_mask`` ``[n, T]``."""
+    real = attention_mask.bool()
+    return F.cross_entropy(logits[real].float(), replaced[real].long())

@@ -1,0 +1,58 @@
+"""DCLR (Zhou et al. 2022): SimCSE with noise-based negatives and instance weights.
+
+Each batch is SimCSE's (two dropout views, or a back-translated positive, the same knobs). Two
+changes to its InfoNCE (:mod:`trainers.losses.dclr`): ``noise_times`` x batch Gaussian vectors
+(std ``noise_std``), moved ``noise_steps`` times by normalised gradient ascent (step
+``noise_step_size``) on the contrastive loss, join the negatives; and a frozen complementary model
+(any encoder folder or sentence-transformers export, or a hub id; the paper's is unsupervised SimCSE
+BERT-base) weighs out every in-batch negative whose cosine to the anchor's sentence exceeds ``phi``:
+a likely false negative. Defaults are the authors' BERT-base script (batch 128, lr 3e-5, max length
+32, phi 0.9, noise_times 1, four ascent steps of 1e-3, 3 epochs over their corpus).
+"""
+
+from __future__ import annotations
+
+from trainers.common_knobs import POOLINGS
+from trainers.knobs import Knob, KnobSet, Problem
+from trainers.method import Config, Method, single_stage
+from trainers.methods.simcse import METHOD as SIMCSE
+from trainers.methods.simcse import simcse_examples, simcse_problems
+from trainers.pretrained import model_problem
+
+COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
+
+
+def dclr_problems(config: Config) -> list[Problem]:
+    """SimCSE's (the positive and its file), and a complementary model that cannot be loaded here."""
+    problem = model_problem(config["complementary_model"])
+    return simcse_problems(config) + ([Problem("complementary_model", problem)] if problem else [])
+
+
+METHOD = Method(
+    name="dclr",
+    summary="DCLR: SimCSE with gradient-refined Gaussian noise negatives and a complementary model's "
+            "false-negative weights.",
+    knobs=SIMCSE.knobs
+    + KnobSet(
+        (
+            Knob("complementary_model", str, COMPLEMENTARY_MODEL, "Frozen complementary model that finds false "
+                 "negatives: a Hugging Face id, an encoder folder or a `sweep export` folder (the paper: "
+                 "unsupervised SimCSE BERT-base)."),
+            Knob("complementary_pooling", str, "cls", "How the complementary model pools its token vectors.",
+                 choices=POOLINGS),
+            Knob("phi", float, 0.9, "Weight threshold: an in-batch negative whose complementary-model cosine "
+                 "to the anchor exceeds phi gets weight 0 (the authors' BERT-base setting).", low=-1.0, high=1.0),
+            Knob("noise_times", float, 1.0, "Noise negatives per step, as a multiple of the batch size "
+                 "(int(batch_size x noise_times)); 0 = none.", low=0.0),
+            Knob("noise_std", float, 1.0, "Standard deviation of the Gaussian the noise vectors start from.",
+                 low=0.0),
+            Knob("noise_steps", int, 4, "Gradient-ascent steps that refine the noise vectors.", low=0),
+            Knob("noise_step_size", float, 1e-3, "Length of each ascent step (the gradient normalised per vector).",
+                 low=0.0),
+        )
+    ),
+    defaults={"batch_size": 128, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
+              "epochs": 3},
+    stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
+    check=dclr_problems,
+)

@@ -1,0 +1,43 @@
+"""DCLR's objective (declared in :mod:`trainers.methods.dclr`): SimCSE's views, noise negatives and the
+complementary model's weights."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor
+
+from trainers.encoder import SentenceEncoder
+from trainers.losses.dclr import dclr_loss, false_negative_weights, refine_noise
+from trainers.method import Config
+from trainers.objectives.simcse import SimCSEObjective
+
+
+class DCLRObjective(SimCSEObjective):
+    def __init__(self, config: Config, encoder: SentenceEncoder):
+        super().__init__(config, encoder)
+        self.complementary = SentenceEncoder.from_pretrained(config["complementary_model"],
+                                                             config["complementary_pooling"])
+        self.complementary.eval().requires_grad_(False)
+        self.config = dict(config)
+
+    def train(self, mode: bool = True) -> "DCLRObjective":
+        super().train(mode)
+        self.complementary.eval()  # frozen, and without dropout: its cosines depend on the sentences alone
+        return self
+
+    def rebuilt_modules(self) -> tuple[str, ...]:
+        return ("complementary",)
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        config = self.config
+        anchors, positives = self.encode_views(batch)[1].chunk(2)
+        with torch.no_grad():
+            sentences = self.complementary.tokenize(self.texts(batch)[0], self.max_length)
+            weights = false_negative_weights(self.complementary(sentences).float(), config["phi"])
+        count = int(len(anchors) * config["noise_times"])
+        noise = torch.randn(count, anchors.shape[1], device=anchors.device) * config["noise_std"]
+        noise = refine_noise(anchors, positives, noise, self.temperature, config["noise_steps"],
+                             config["noise_step_size"])
+        return dclr_loss(anchors, positives, noise, weights, self.temperature)
