@@ -7,7 +7,8 @@ explained part by part:
 
 - ``knobs``: the method and every resolved knob after the budget, the seed and the evaluation suites
   included, bookkeeping knobs left out (``Knob(bookkeeping=True)``: they change no number);
-- ``models``: each model a knob names (``model``, ``teacher``, ``mlm_model``): a digest of its folder's files,
+- ``models``: each model a knob names (``model``, ``teacher``, ``mlm_model``, DCLR's ``complementary_model``,
+  DiffCSE's ``generator``): a digest of its folder's files,
   or a hub id with the revision in this machine's cache;
 - ``data``: the files the trial reads: the STS sets (training sentences and evaluation), a training corpus
   or back-translation file, each chosen suite's data folder;
@@ -34,7 +35,7 @@ from trainers.registry import get_method
 from trainers.run_schema import SuiteName, Tag, plain
 
 TRAINERS = Path(__file__).resolve().parent.parent / "trainers"
-MODEL_KNOBS = ("model", "teacher", "mlm_model")
+MODEL_KNOBS = ("model", "teacher", "mlm_model", "complementary_model", "generator")
 FILE_KNOBS = ("train_corpus", "bt_file")
 PARTS = ("knobs", "models", "data", "precision", "libraries", "code")
 
