@@ -51,9 +51,8 @@ from sweep.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
 from sweep.regime import regime_warnings
 from sweep.spec import SpecError, SweepSpec, load_spec
 from sweep.spec_yaml import read_spec_yaml
-from sweep.tracking import runs_view_url
 from trainers.data import DataError
-from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag
+from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_view_url
 
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "ray", "mlflow")
 

@@ -35,8 +35,7 @@ from sweep.seed_rounds import METRIC as ROUNDS_METRIC
 from sweep.seed_rounds import verdicts
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from sweep.tracking import runs_view_url
-from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag
+from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag, runs_view_url
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}

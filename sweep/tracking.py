@@ -17,7 +17,6 @@ import math
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
-from urllib.parse import quote, urlencode
 
 from mlflow.entities import Metric as MlflowMetric
 from mlflow.entities import Param, RunStatus, RunTag
@@ -33,7 +32,6 @@ from sweep.store import SharedStoreClient, open_client
 from sweep.trial_key import trial_key
 from trainers.run_schema import (
     PARENT_FILTER,
-    TRIAL_FILTER,
     Metric,
     Report,
     Role,
@@ -92,18 +90,6 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
         Tag.SAMPLED_AXES: ", ".join(spec.sample),
         Tag.METRIC: metric_tag(spec.metric, spec.mode),
     }
-
-
-def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> str:
-    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials.
-
-    MLflow 3.17's UI chooses an experiment's views by one setting of the browser, the sidebar's
-    GenAI / Model training switch (default GenAI, whose traces page stays empty here), and ignores the
-    experiment's ``mlflow.experimentKind`` tag; ``workflowType=machine_learning`` in the URL overrides
-    that setting, so this URL opens on the runs whatever the browser chose before.
-    """
-    query = urlencode({"workflowType": "machine_learning", "searchFilter": TRIAL_FILTER}, quote_via=quote)
-    return f"{host}/#/experiments/{experiment_id}/runs?{query}"
 
 
 def experiment_description(spec: SweepSpec) -> str:

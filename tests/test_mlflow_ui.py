@@ -15,8 +15,8 @@ import pytest
 
 from sweep.spec import load_spec
 from sweep.store import open_client
-from sweep.tracking import ensure_experiment, ensure_parent_run, runs_view_url
-from trainers.run_schema import Role, Tag
+from sweep.tracking import ensure_experiment, ensure_parent_run
+from trainers.run_schema import Role, Tag, runs_view_url
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces/smoke.yaml"
 

@@ -18,6 +18,7 @@ import json
 import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
+from urllib.parse import quote, urlencode
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 """Where records go unless a command is given ``--tracking-uri``: MLflow on SQLite in the working folder."""
@@ -84,7 +85,7 @@ class Tag:
     """A run's or an experiment's description, shown (Markdown) in the MLflow UI."""
     EXPERIMENT_KIND = "mlflow.experimentKind"
     """Earlier MLflow 3 UIs open an experiment on the view of its kind; 3.17's UI ignores it and follows its
-    GenAI / Model training switch instead (``sweep.tracking.runs_view_url``)."""
+    GenAI / Model training switch instead (``runs_view_url``)."""
     MODEL_TRAINING = "custom_model_development"
     """The value of :attr:`EXPERIMENT_KIND` that is Model training (the runs view)."""
 
@@ -359,3 +360,15 @@ class TrialIdentity:
         """The trial run's identity tags: the JSON record, and the readable tags written from it."""
         return {Tag.IDENTITY: self.to_json(), Tag.ROW: self.row, Tag.SEED: str(self.seed), Tag.METHOD: self.method,
                 Tag.AXES: axes_text(self.axes), Tag.SEEDS: ",".join(map(str, self.seeds))}
+
+
+def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> str:
+    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials.
+
+    MLflow 3.17's UI chooses an experiment's views by one setting of the browser, the sidebar's
+    GenAI / Model training switch (default GenAI, whose traces page stays empty here), and ignores the
+    experiment's ``mlflow.experimentKind`` tag; ``workflowType=machine_learning`` in the URL overrides
+    that setting, so this URL opens on the runs whatever the browser chose before.
+    """
+    query = urlencode({"workflowType": "machine_learning", "searchFilter": TRIAL_FILTER}, quote_via=quote)
+    return f"{host}/#/experiments/{experiment_id}/runs?{query}"
