@@ -41,8 +41,9 @@ def shared_trials() -> str:
 
 def main() -> None:
     text = ("Command: `python -m benchmarks.shared_trials` (keys only; nothing trains). Trials of the shipped specs "
-            "that another spec also runs with the same key are trained once and reused after (`sweep run` on one "
-            "store, docs/campaigns.md); GLUE, sampled and PBT specs are left out.\n\n" + shared_trials())
+            "that another spec also runs with the same key are trained once and reused after (`sweep paper NAME`, "
+            "or `sweep run` of the specs on one store, docs/campaigns.md); GLUE, sampled and PBT specs are left "
+            "out.\n\n" + shared_trials())
     write_section("Trials shared between specs", text)
     print(text)
 
