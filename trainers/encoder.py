@@ -232,9 +232,9 @@ class SentenceEncoder(nn.Module):
                 from safetensors.torch import load_file
 
                 encoder.after_pooling.load_state_dict(load_file(str(Path(weights) / AFTER_POOLING_FILE)))
-        # A record written before the knob existed skipped nothing.
+        # A record written before the knob existed skipped nothing (and, skipping nothing, read no STS source).
         encoder.skip_tokens(frequent_token_ids(encoder.tokenizer, config.get("pooling_skip_frequent", 0),
-                                               config["sts_source"]))
+                                               config.get("sts_source", "local")))
         return encoder
 
     @property
