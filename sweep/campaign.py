@@ -162,13 +162,15 @@ def sharing(members: Sequence[Member]) -> Sharing:
                     for m in members if m.trained_together})
 
 
-def campaign_spec(campaign: Campaign) -> SweepSpec:
+def campaign_spec(campaign: Campaign, shared: Sharing | None = None) -> SweepSpec:
     """One sweep of the distinct trials of the campaign's specs that are trained together: a row per spec
     row (``SPEC: ROW``, its method kept), each trial key once, in the specs' order. Each trial keeps the
-    config its own spec resolved; only the knobs Tune would choose could change it, and these specs have none."""
+    config its own spec resolved; only the knobs Tune would choose could change it, and these specs have none.
+    ``shared``: the specs' trial keys, when the caller has them."""
     together = [member.spec for member in campaign.runnable if member.trained_together]
     if not together:
         raise SpecError([f"{campaign.source}: no spec of campaign {campaign.name!r} can be trained together here"])
+    keys = (shared or sharing(campaign.members)).keys
     first = together[0]
     rows: list[Row] = []
     trials: list[Trial] = []
@@ -177,8 +179,7 @@ def campaign_spec(campaign: Campaign) -> SweepSpec:
         for row in spec.rows:
             name = f"{spec.name}: {row.name}"
             rows.append(Row(name, {"method": row_method(spec, row).name}))
-        for trial in spec.trials:
-            key = trial_key(trial.config).key
+        for trial, key in zip(spec.trials, keys[spec.name]):
             if key not in seen:
                 seen.add(key)
                 point = trial.point
@@ -225,7 +226,7 @@ def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], tuple[int, int]
     lines.append(f"{total} trials in its specs, {shared.distinct() + apart} distinct "
                  f"({total - shared.distinct() - apart} shared between specs)")
     if reused is not None and shared.keys:
-        taken, other_code = reused(campaign_spec(campaign))
+        taken, other_code = reused(campaign_spec(campaign, shared))
         lines.append(f"reuse: {taken} of the {shared.distinct()} distinct trials are in the store already; "
                      f"{shared.distinct() - taken + apart} to train")
         if other_code:

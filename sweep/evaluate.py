@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -82,14 +80,12 @@ def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
 def evaluation_key(run, suite: dict[str, Any]) -> str | None:
     """The key of ``suite`` on ``run``'s encoder: its trial key, the suite and its options, and the suite's data
     folder by content (the hub's copy by name); None for a run recorded before trial keys."""
-    from sweep.trial_key import path_digest
+    from sweep.trial_key import suite_data_digest
 
     trial = run.data.tags.get(Tag.TRIAL_KEY)
     if not trial:
         return None
-    env = SUITES[suite["suite"]].env
-    folder = Path(os.environ[env]) if env and os.environ.get(env) else None
-    data = path_digest(folder) if folder is not None and folder.exists() else "hub"
+    data = suite_data_digest(suite["suite"]) or "hub"
     text = json.dumps({"trial": trial, "suite": suite, "data": data}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

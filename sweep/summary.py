@@ -175,11 +175,16 @@ def next_steps(spec: SweepSpec, experiment_id: str, tracking_uri: str, several_v
     ])
 
 
-def trial_counts(spec: SweepSpec, tracking_uri: str) -> str:
-    """``N finished (R reused), F failed`` of the variant's trial runs."""
+def _variant(spec: SweepSpec, tracking_uri: str):
+    """The store's client, the spec variant's experiment and parent run, and its trials frame."""
     client = open_client(existing_store_uri(tracking_uri))
     experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
-    trials = variant_trials(client, experiment, parent)
+    return client, experiment, parent, variant_trials(client, experiment, parent)
+
+
+def trial_counts(spec: SweepSpec, tracking_uri: str) -> str:
+    """``N finished (R reused), F failed`` of the variant's trial runs."""
+    *_, trials = _variant(spec, tracking_uri)
     finished = trials[trials["status"] == FINISHED] if not trials.empty else trials
     reused = int((finished["reused_from"] != "").sum()) if "reused_from" in finished else 0
     failed = int((trials["status"] == FAILED).sum()) if not trials.empty else 0
@@ -188,9 +193,7 @@ def trial_counts(spec: SweepSpec, tracking_uri: str) -> str:
 
 def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     """Log the variant's summary to its parent run and return the text to print."""
-    client = open_client(existing_store_uri(tracking_uri))
-    experiment, parent = choose_parent(client, f"{spec.name}-{spec.spec_hash}", tracking_uri)
-    trials = variant_trials(client, experiment, parent)
+    client, experiment, parent, trials = _variant(spec, tracking_uri)
     if trials.empty:
         return f"{spec.name}: no trials recorded in MLflow ({tracking_uri})\n"
     table = summary_table(trials, spec)

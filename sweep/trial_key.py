@@ -86,14 +86,20 @@ def data_parts(config: Mapping[str, Any]) -> dict[str, str]:
         value = config.get(knob)
         if value and Path(value).exists():
             found[knob] = path_digest(Path(value))
+    for entry in config.get(SuiteName.KEY, []):
+        if (digest := suite_data_digest(entry["suite"])) is not None:
+            found[entry["suite"]] = digest
+    return found
+
+
+def suite_data_digest(name: str) -> str | None:
+    """The content of suite ``name``'s local data folder (its environment variable's), or None when it reads
+    none here (the hub's copy, or data built in)."""
     from trainers.suites import SUITES
 
-    for entry in config.get(SuiteName.KEY, []):
-        suite = SUITES.get(entry["suite"])
-        folder = os.environ.get(suite.env) if suite is not None and suite.env else None
-        if folder and Path(folder).exists():
-            found[entry["suite"]] = path_digest(Path(folder))
-    return found
+    suite = SUITES.get(name)
+    folder = os.environ.get(suite.env) if suite is not None and suite.env else None
+    return path_digest(Path(folder)) if folder and Path(folder).exists() else None
 
 
 @functools.cache
