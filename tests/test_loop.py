@@ -9,7 +9,8 @@ from trainers.data import load_sts
 from trainers.encoder import SentenceEncoder
 from trainers.knobs import ConfigError
 from trainers.loop import NonFiniteLossError, run_trial
-from trainers.optimization import batches
+from trainers.optimization import batches, optimization_step
+from trainers.registry import get_method
 from trainers.steps import total_steps
 from trainers.suites.sts import STSEvaluator
 
@@ -124,6 +125,46 @@ def test_early_stopping_restores_the_best_state(base, monkeypatch):
     assert not torch.allclose(tested[0], probes[3])
 
 
+def test_final_state_last_tests_the_last_state_not_the_best(base, monkeypatch):
+    """The scripted dev scores peak at the 2nd of 4 evaluations; final_state 'last' must test the encoder as it
+    was at the 4th and report that evaluation's score and step (the default tests the 2nd: the test above)."""
+    scripted = iter([50.0, 60.0, 55.0, 54.0])
+    probes, tested = [], []
+
+    def fake_dev(self, encode):
+        probes.append(encode(["a probe sentence"]).clone())
+        return {"dev_spearman": next(scripted)}
+
+    real_test = STSEvaluator.test
+
+    def recording_test(self, encode):
+        tested.append(encode(["a probe sentence"]).clone())
+        return real_test(self, encode)
+
+    monkeypatch.setattr(STSEvaluator, "dev", fake_dev)
+    monkeypatch.setattr(STSEvaluator, "test", recording_test)
+    final = run_trial({**base, "learning_rate": 1e-3, "max_steps": 8, "final_state": "last"})
+    assert final["best_step"] == 8 and final["best_dev_spearman"] == 54.0
+    torch.testing.assert_close(tested[0], probes[3])
+    assert not torch.allclose(tested[0], probes[1])
+
+
+def test_final_state_last_with_patience_is_refused():
+    with pytest.raises(ConfigError, match="patience: .*final_state 'last'"):
+        get_method("simcse").resolve({"final_state": "last", "patience": 2})
+
+
+def test_max_grad_norm_clips_the_step_to_that_norm():
+    """With plain SGD at lr 1 the step is minus the (clipped) gradient: its norm is the clip norm; unclipped,
+    the gradient's own norm (here 5 x sqrt(8))."""
+    for max_grad_norm, expected in ((0.0, 5.0 * math.sqrt(8)), (0.5, 0.5)):
+        weight = torch.nn.Parameter(torch.zeros(8))
+        optimizer = torch.optim.SGD([weight], lr=1.0)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+        optimization_step((weight * 5.0).sum(), optimizer, schedule, max_grad_norm)
+        assert weight.detach().norm().item() == pytest.approx(expected)
+
+
 def test_nan_loss_fails_the_trial_clearly(base, monkeypatch):
     import trainers.objectives.simcse as simcse
 
@@ -173,7 +214,8 @@ def test_constant_schedule_keeps_the_rate_after_warmup(base):
     assert [r["lr"] for r in reports[:-1]] == pytest.approx([2e-3 / 3, 1e-3, 1e-3])
 
 
-@pytest.mark.parametrize("knob, value", [("optimizer", "adam"), ("weight_decay", 50.0), ("adam_beta2", 0.5)])
+@pytest.mark.parametrize("knob, value", [("optimizer", "adam"), ("weight_decay", 50.0), ("adam_beta2", 0.5),
+                                         ("adam_epsilon", 1e-2), ("max_grad_norm", 1e-3)])
 def test_optimizer_knobs_change_training(base, knob, value):
     common = {**base, "max_steps": 3, "learning_rate": 1e-3, "weight_decay": 0.1}
     assert run_trial({**common, knob: value})["test_avg_spearman"] != run_trial(common)["test_avg_spearman"]

@@ -77,6 +77,14 @@ def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:
     return []
 
 
+def training_problems(config: Mapping[str, Any]) -> list[Problem]:
+    """What the training knobs of a resolved config ask for that no one knob shows."""
+    if config["final_state"] == "last" and config["patience"]:
+        return [Problem("patience", "stops a stage after evaluations without a better dev score, but final_state "
+                                    "'last' keeps no best score to beat: set patience 0 or final_state 'best_dev'")]
+    return []
+
+
 TRAINING_KNOBS = KnobSet(
     (
         Knob("train_corpus", str, "stsb_sentences", "Training sentences: 'stsb_sentences' (all STS-B splits, no "
@@ -91,13 +99,21 @@ TRAINING_KNOBS = KnobSet(
         Knob("learning_rate", float, 3e-5, "Peak learning rate.", low=0.0, high=1.0),
         Knob("adam_beta1", float, 0.9, "Adam beta1.", low=0.0, high=1.0),
         Knob("adam_beta2", float, 0.999, "Adam beta2.", low=0.0, high=1.0),
+        Knob("adam_epsilon", float, 1e-8, "Adam's epsilon (torch's default; BERT's TensorFlow optimiser, which "
+             "the authors' code of BERT-flow uses: 1e-6).", low=0.0, high=1.0),
         Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam).", low=0.0),
+        Knob("max_grad_norm", float, 0.0, "Clip the gradients of each step to this global L2 norm (0 = no "
+             "clipping).", low=0.0),
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
         Knob("lr_schedule", str, "linear", "'linear': warm-up then linear decay to zero; 'constant': warm-up then "
              "constant.", choices=("linear", "constant")),
         Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step).", low=1),
         Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early).",
              low=0),
+        Knob("final_state", str, "best_dev", "The state each stage ends with, hands on and tests: 'best_dev' (the "
+             "best STS-B dev evaluation's, the papers' model selection) or 'last' (the last step's, as code that "
+             "selects nothing; BERT-flow's). best_dev_spearman is that state's dev score.",
+             choices=("best_dev", "last")),
         Knob("checkpoint_every", int, 1, "Hand Ray Tune (or a local session) a checkpoint to resume from every "
              "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0,
              bookkeeping=True),

@@ -128,7 +128,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
             texts = [[side[i] for i in indices] for side in train.texts]
             logits = model(model.features(texts, options["max_seq_length"]))
             loss = nn.functional.cross_entropy(logits, labels[indices].to(logits.device))
-            optimization_step(loss, optimizer, schedule)
+            optimization_step(loss, optimizer, schedule, options["max_grad_norm"])
             step += 1
             if _is_selection_step(step, steps, options["eval_every"], steps_per_epoch):
                 curve.append((step, scores(task, select.labels, predict(select))[primary]))

@@ -98,7 +98,7 @@ def train(
     resume: TrainingState | None = None,
     stages: int = 1,
 ) -> dict[str, Any]:
-    """Train ``objective`` on ``examples`` (one stage); leave its encoder in the best dev state.
+    """Train ``objective`` on ``examples`` (one stage); leave its encoder in the state ``final_state`` asks for.
 
     ``position`` says where the stage starts (its index, the steps of earlier
     stages); ``resume`` is a checkpoint's training state of this stage to continue
@@ -114,7 +114,7 @@ def train(
     steps = total_steps(config, len(examples))
     schedule = make_schedule(config, optimizer, steps)
     generator = torch.Generator().manual_seed(config["seed"])
-    selection = Selection(config["patience"])
+    selection = Selection(config["patience"], keep_last=config["final_state"] == "last")
     timer = _Timer()
     position = position or _Position()
     if resume is not None:
@@ -140,7 +140,7 @@ def train(
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; "
                                      "the trial stops here")
-        optimization_step(loss, optimizer, schedule)
+        optimization_step(loss, optimizer, schedule, config["max_grad_norm"])
         objective.after_step()
         position.step += 1
         position.stage_step += 1

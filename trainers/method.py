@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems, training_problems
 from trainers.data import (
     BT_COLUMNS,
     corpus_problem,
@@ -164,7 +164,7 @@ class Method:
         """The full config: defaults updated by ``overrides``, validated (each knob, then what only the
         whole config shows)."""
         config = self.all_knobs.resolve({k: v for k, v in overrides.items() if k != "method"})
-        problems = pooling_problems(config)
+        problems = pooling_problems(config) + (training_problems(config) if self.trains else [])
         if problems:
             raise ConfigError(problems)
         config["method"] = self.name

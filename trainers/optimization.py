@@ -33,6 +33,7 @@ def make_optimizer(config: Config, parameters: list[torch.nn.Parameter]) -> torc
         lr=config["learning_rate"],
         betas=(config["adam_beta1"], config["adam_beta2"]),
         weight_decay=config["weight_decay"],
+        eps=config["adam_epsilon"],
     )
 
 
@@ -43,9 +44,13 @@ def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps:
     return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
-def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule) -> None:
-    """One step on ``loss``: its gradients, the optimiser's update, the schedule's next rate, gradients cleared."""
+def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float) -> None:
+    """One step on ``loss``: its gradients (clipped to global L2 norm ``max_grad_norm`` over the optimiser's
+    parameters unless it is 0), the optimiser's update, the schedule's next rate, gradients cleared."""
     loss.backward()
+    if max_grad_norm:
+        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     optimizer.step()
     schedule.step()
     optimizer.zero_grad(set_to_none=True)
@@ -55,9 +60,11 @@ def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, sche
 class Selection:
     """Best-state bookkeeping for model selection: on STS-B dev in the training loop, on the first 10% of
     each GLUE validation set in GLUE fine-tuning (:mod:`trainers.glue`). ``encoder`` is the module
-    whose weights are kept."""
+    whose weights are kept. With ``keep_last`` every evaluation replaces the kept one: the stage ends with its
+    last state (code that selects nothing) and the best score is that state's."""
 
     patience: int
+    keep_last: bool = False
     best_score: float = -math.inf
     best_step: int = 0
     best_state: dict[str, torch.Tensor] | None = None
@@ -72,11 +79,13 @@ class Selection:
         self.best_score, self.best_step = state.best_score, state.best_step
         self.evaluations_without_gain = state.evaluations_without_gain
         self.best_state = state.best_state
-        if self.best_state is None and self.best_step:
+        if self.best_state is None and self.best_step and not self.keep_last:
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
     def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
-        if score > self.best_score:
+        if self.keep_last:  # the current weights are the kept ones: no copy
+            self.best_score, self.best_step, self.best_state = score, step, None
+        elif score > self.best_score:
             self.best_score, self.best_step, self.evaluations_without_gain = score, step, 0
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
         else:

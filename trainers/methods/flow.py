@@ -5,8 +5,9 @@ Defaults follow the authors' code (github.com/bohanli/BERT-flow): the flow confi
 levels of 3 steps, additive coupling of width 32, channel reversal for the 1 x 1 convolution), the pooling
 ``avg-last-2`` of their README, which their code computes as the mean of the first and last layers
 (``all_encoder_layers[-0]`` is the first: our ``first_last_avg``), the flow's AdamW at a constant 1e-3 with
-weight decay 0.01, batch 32, max length 64, one epoch over the target sentences (STS-B's three splits, their
-``use_full_for_training``).
+weight decay 0.01 and epsilon 1e-6, gradients clipped to global norm 1.0, batch 32, max length 64, one epoch
+over the target sentences (STS-B's three splits, their ``use_full_for_training``), and the last state kept
+(their code selects nothing).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ METHOD = Method(
         )
     ),
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
-              "batch_size": 32, "max_seq_length": 64, "epochs": 1},
+              "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
+              "max_seq_length": 64, "epochs": 1},
     stages=single_stage("trainers.objectives.flow:FlowObjective"),
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
