@@ -18,9 +18,10 @@ from trainers.steps import load_examples, total_steps
 
 
 def corpus_needs_hub(config: Mapping[str, Any]) -> bool:
-    """Whether reading the trial's training examples needs the hub (an NLI corpus, hub STS, supervision)."""
+    """Whether reading the trial's training examples needs the hub (an NLI corpus, hub STS, a labelled-NLI
+    stage: ConSERT's supervision, BERT-flow's nli_supervision)."""
     needs_hub = (config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
-                 or config.get("supervision", "none") != "none")
+                 or config.get("supervision", "none") != "none" or config.get("nli_supervision", False))
     return needs_hub and not config.get("bt_file")
 
 

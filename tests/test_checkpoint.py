@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import trainers.methods.consert as consert
+import trainers.nli as nli
 from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
 from trainers.loop import run_trial
 from trainers.run_schema import Metric
@@ -73,7 +73,7 @@ def assert_resumes_exactly(config: dict, folder, stop_at: int = 3) -> None:
 
 @pytest.fixture
 def fake_nli(monkeypatch):
-    monkeypatch.setattr(consert, "load_nli_pairs", lambda: list(NLI))
+    monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
 
 
 BASE = {"batch_size": 4, "train_limit": 24, "max_steps": 6, "eval_every": 1, "learning_rate": 1e-3}

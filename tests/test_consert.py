@@ -6,6 +6,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import trainers.methods.consert as consert
+import trainers.nli as nli
 from sweep.spec import SpecError, load_spec
 from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
@@ -15,7 +16,8 @@ from trainers.data import evaluation_names, load_sts
 from trainers.encoder import SentenceEncoder, masked_mean
 from trainers.loop import run_trial, train
 from trainers.losses.contrastive import info_nce, nt_xent
-from trainers.objectives.consert import ConSERTObjective, NLIObjective, nli_classification_loss
+from trainers.losses.nli import nli_classification_loss
+from trainers.objectives.consert import ConSERTObjective, NLIObjective
 from trainers.registry import get_method
 from trainers.suites.sts import STSEvaluator
 
@@ -151,7 +153,7 @@ def fake_nli(monkeypatch):
         calls.append(1)
         return list(NLI)
 
-    monkeypatch.setattr(consert, "load_nli_pairs", load)
+    monkeypatch.setattr(nli, "load_nli_pairs", load)
     return calls
 
 
@@ -260,7 +262,7 @@ def test_supervised_settings_need_the_hub_and_never_substitute(tiny_bert, monkey
     assert any(p.key == "train_corpus" for p in method.environment_problems(missing_corpus))
     with pytest.raises(SpecError, match="needs labelled NLI"):
         load_spec(SPECS / "consert_supervised.yaml")
-    monkeypatch.setattr(consert, "hub_reachable", lambda: True)
+    monkeypatch.setattr(nli, "hub_reachable", lambda: True)
     assert method.environment_problems(config_of(tiny_bert, supervision="joint")) == []
 
 
@@ -337,7 +339,7 @@ def test_transfer_limit_limits_the_unlabelled_texts_and_leaves_the_nli_pairs_who
 
 
 def test_transfer_limit_is_refused_without_a_transfer_after_nli(tiny_bert, monkeypatch):
-    monkeypatch.setattr(consert, "hub_reachable", lambda: True)
+    monkeypatch.setattr(nli, "hub_reachable", lambda: True)
     method = get_method("consert")
     for supervision in consert.TWO_STAGES:
         assert method.environment_problems(config_of(tiny_bert, supervision=supervision, transfer_limit=10)) == []

@@ -96,12 +96,12 @@ def test_each_knob_builds_its_flow(tiny_bert, knob, value):
 
 def test_the_knobs_default_to_the_authors_config():
     knobs: KnobSet = get_method("flow").all_knobs
-    assert {name: knobs[name].default for name in ("flow_levels", "flow_depth", "flow_width", "flow_coupling",
-                                                   "flow_permutation", "pooling", "learning_rate", "batch_size",
-                                                   "max_seq_length", "lr_schedule", "weight_decay")} == {
+    expected = {
         "flow_levels": 3, "flow_depth": 3, "flow_width": 32, "flow_coupling": "additive", "flow_permutation": True,
         "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 32, "max_seq_length": 64,
-        "lr_schedule": "constant", "weight_decay": 0.01}
+        "lr_schedule": "constant", "weight_decay": 0.01, "adam_epsilon": 1e-6, "max_grad_norm": 1.0,
+        "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5}
+    assert {name: knobs[name].default for name in expected} == expected
 
 
 def test_a_width_the_levels_cannot_halve_is_refused(tiny_bert):
@@ -173,3 +173,121 @@ def test_flow_is_listed_by_sweep_knobs(capsys):
     listing = capsys.readouterr().out
     for name in ("flow_levels", "flow_depth", "flow_width", "flow_coupling", "flow_permutation"):
         assert name in listing
+
+
+# BERT-flow's NLI-supervised setting (ConSERT Table 3's BERT-flow rows), on a fake labelled NLI set: the hub is
+# not reachable here.
+
+NLI = [("A man plays a guitar on stage.", "A man is performing music.", 0),
+       ("A man plays a guitar on stage.", "Nobody is playing anything.", 2),
+       ("Two dogs run in a field.", "The dogs are brothers.", 1),
+       ("Two dogs run in a field.", "Animals are outside.", 0),
+       ("The market fell sharply today.", "Stocks went up.", 2),
+       ("She cooks dinner for her family.", "She is a good cook.", 1)] * 6
+
+
+@pytest.fixture
+def fake_nli(monkeypatch):
+    import trainers.nli as nli
+
+    monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
+
+
+def test_nli_supervision_adds_sberts_nli_stage_at_the_authors_settings(tiny_bert):
+    method = get_method("flow")
+    (flow,) = method.stages(method.resolve({"model": tiny_bert}))
+    nli, after = method.stages(method.resolve({"model": tiny_bert, "nli_supervision": True,
+                                               "nli_learning_rate": 3e-5}))
+    assert after == flow and flow.objective == "trainers.objectives.flow:FlowObjective"
+    assert nli.objective == "trainers.objectives.nli:SBERTNLIObjective"
+    assert dict(nli.overrides) == {"learning_rate": 3e-5, "batch_size": 16, "epochs": 1, "patience": 0,
+                                   "warmup_ratio": 0.1, "lr_schedule": "linear", "final_state": "last"}
+
+
+def test_nli_supervision_is_refused_offline_naming_the_knob(tiny_bert, monkeypatch):
+    import trainers.nli as nli
+
+    monkeypatch.setattr(nli, "hub_reachable", lambda: False)
+    method = get_method("flow")
+    problems = method.environment_problems(method.resolve({"model": tiny_bert, "nli_supervision": True}))
+    assert [p.key for p in problems] == ["nli_supervision"] and "Hugging Face hub" in problems[0].message
+    assert method.environment_problems(method.resolve({"model": tiny_bert})) == []
+
+
+def test_the_sbert_nli_loss_is_ce_over_mean_pooled_pairs(tiny_bert):
+    """SBERTNLIObjective against the loss written out: each side the mean of the last layer's token vectors,
+    L_ce of [u, v, |u - v|] (tests/test_consert.py's slow version); ConSERT's 'sup' is the same objective."""
+    from tests.conftest import build_objective
+    from tests.test_consert import slow_nli_classification_loss
+    from trainers.encoder import SentenceEncoder, masked_mean
+    from trainers.objectives.nli import SBERTNLIObjective
+
+    config = get_method("flow").resolve({"model": tiny_bert, "nli_supervision": True})
+    torch.manual_seed(0)
+    objective = SBERTNLIObjective(config, SentenceEncoder.from_config(config)).eval()
+    batch = NLI[:6]
+    sides = [objective.encoder.tokenize([pair[i] for pair in batch], 64) for i in (0, 1)]
+    pooled = [masked_mean(objective.encoder.hidden_states(f)[-1], f["attention_mask"]).double() for f in sides]
+    weight, bias = objective.classifier.weight.double(), objective.classifier.bias.double()
+    expected = slow_nli_classification_loss(pooled[0], pooled[1], torch.tensor([p[2] for p in batch]), weight, bias)
+    assert objective.loss(batch).item() == pytest.approx(expected.item(), rel=1e-5)
+    consert_sup = build_objective("consert", tiny_bert, 0, supervision="sup", remove_bert_dropout=False).eval()
+    consert_sup.classifier.load_state_dict(objective.classifier.state_dict())
+    assert consert_sup.loss(batch).item() == pytest.approx(objective.loss(batch).item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("nli_supervision", [False, True])
+def test_nli_supervision_fine_tunes_the_encoder_that_the_flow_then_fits_frozen(nli_supervision, tiny_bert,
+                                                                               use_tiny_sts, fake_nli, monkeypatch,
+                                                                               tmp_path):
+    """With nli_supervision the NLI stage trains the encoder at nli_learning_rate (36 pairs at batch 16: 3 steps,
+    linear decay), and the flow's stage starts from, and ends with, that encoder; without it the flow's stage
+    starts from the pristine encoder."""
+    from sweep.export import load_trial_encoder
+    from trainers.objectives.flow import FlowObjective
+
+    at_flow_start = []
+    build = FlowObjective.__init__
+
+    def recording(self, config, encoder):
+        at_flow_start.append({k: v.clone() for k, v in encoder.model.state_dict().items()})
+        build(self, config, encoder)
+
+    monkeypatch.setattr(FlowObjective, "__init__", recording)
+    reports = []
+    config = {**TRIAL, "model": tiny_bert, "learning_rate": 5e-3, "nli_learning_rate": 1e-3,
+              "nli_supervision": nli_supervision}
+    run_trial(config, LocalSession(tmp_path, reports.append, keep=1))
+    final = load_trial_encoder(next(tmp_path.glob("checkpoint_*")))[0].model.state_dict()
+    (start,) = at_flow_start
+    assert all(torch.equal(final[name], weight) for name, weight in start.items())  # frozen in the flow's stage
+    pristine = AutoModel.from_pretrained(tiny_bert).state_dict()
+    changed = any(not torch.equal(start[name], weight) for name, weight in pristine.items())
+    assert changed == nli_supervision
+    progress = reports[:-1]
+    if nli_supervision:
+        nli_stage = [r for r in progress if r["stage"] == 0]
+        assert [r["step"] for r in nli_stage] == [2, 3]
+        assert [r["lr"] for r in nli_stage] == pytest.approx([1e-3 / 3, 0.0])
+        assert [r["lr"] for r in progress if r["stage"] == 1] == pytest.approx([5e-3, 5e-3])
+    else:
+        assert [r["lr"] for r in progress] == pytest.approx([5e-3, 5e-3])
+
+
+def test_a_resumed_nli_supervised_flow_trial_equals_the_uninterrupted_one(tiny_bert, use_tiny_sts, fake_nli,
+                                                                          tmp_path):
+    """Stopped at the NLI stage's end (step 3) and in the flow's stage (step 5)."""
+    config = {**TRIAL, "model": tiny_bert, "nli_supervision": True, "nli_learning_rate": 1e-3, "eval_every": 1}
+    assert_resumes_exactly(config, tmp_path / "a", stop_at=3)
+    assert_resumes_exactly(config, tmp_path / "b", stop_at=5)
+
+
+def test_a_flow_not_yet_fitted_only_permutes_the_dimensions():
+    """What the NLI stage's dev evaluations see (docs/methods.md): the default flow before its data-dependent
+    initialisation maps each vector to a permutation of its coordinates, so the cosines are the pooling's."""
+    torch.manual_seed(0)
+    u = torch.randn(5, 32)
+    latent, _ = Glow(32).latent_and_log_det(u)
+    assert torch.equal(latent.sort(dim=-1).values, u.sort(dim=-1).values)
+    order = latent[0].unsqueeze(-1).eq(u[0]).nonzero()[:, 1]  # where each latent coordinate comes from
+    torch.testing.assert_close(latent, u[:, order], rtol=0, atol=0)

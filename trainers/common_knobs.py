@@ -163,3 +163,12 @@ BT_FILE_KNOBS = KnobSet(
 )
 """The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive,
 SG's bt_view)."""
+
+NLI_STAGE_KNOBS = KnobSet(
+    (
+        Knob("nli_learning_rate", float, 2e-5, "Learning rate of a labelled-NLI stage that comes before another "
+             "(ConSERT's sup-unsup and joint-unsup, BERT-flow's nli_supervision): the authors' scripts' 2e-5. In "
+             "ConSERT's 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.", low=0.0, high=1.0),
+    )
+)
+"""The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.nli`)."""

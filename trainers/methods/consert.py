@@ -27,35 +27,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainers.common_knobs import AUGMENTATIONS, RATE_KNOBS
-from trainers.data import hub_reachable
+from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS
 from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
+from trainers.nli import nli_examples, nli_hub_problems
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
 NLI_ONLY = ("sup", "joint")
 """Settings whose trial trains on NLI only; the others end with unsupervised transfer."""
 NLI_AUGMENTATIONS = AUGMENTATIONS + ("adversarial",)
-NLI_DATASET = "sentence-transformers/all-nli"
-"""SNLI + MultiNLI training pairs with labels (config 'pair-class', 942,069 pairs):
-the AllNLI file the authors' code reads, as published on the hub."""
-
-NLIPair = tuple[str, str, int]
-"""(premise, hypothesis, label) with label 0 entailment, 1 neutral, 2 contradiction."""
-
-
-def load_nli_pairs() -> list[NLIPair]:
-    """The labelled NLI training pairs (hub only)."""
-    import datasets
-
-    rows = datasets.load_dataset(NLI_DATASET, "pair-class", split="train")
-    return list(zip(rows["premise"], rows["hypothesis"], rows["label"]))
-
-
-def nli_examples(config: Config) -> list[NLIPair]:
-    return load_nli_pairs()
-
-
 def nli_stage(supervision: str) -> Stage:
     """Training on labelled NLI: L_ce ('sup') or L_joint ('joint'), which the objective reads from
     ``supervision``."""
@@ -97,11 +77,8 @@ def check(config: Config) -> list[Problem]:
                    else "there is no transfer stage")
         problems.append(Problem("transfer_limit", f"limits the unlabelled texts of the transfer after an NLI stage "
                         f"(supervision {' or '.join(map(repr, TWO_STAGES))}); with {supervision!r} {instead}"))
-    if supervision != "none" and not hub_reachable():
-        problems.append(
-            Problem("supervision", f"{supervision!r} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, "
-            "which cannot be reached; no other data is substituted (use supervision 'none' to train without labels)")
-        )
+    if supervision != "none":
+        problems += nli_hub_problems("supervision", repr(supervision), "use supervision 'none' to train without labels")
     return problems
 
 
@@ -132,12 +109,10 @@ METHOD = Method(
                  "5.3's few-shot setting under supervision (Figure 6). train_limit caps the examples of every stage, "
                  "the NLI pairs too; without an NLI stage ('none') train_limit is the knob that limits the texts.",
                  low=0),
-            Knob("nli_learning_rate", float, 2e-5, "Learning rate of the NLI stage of sup-unsup and joint-unsup (the "
-                 "authors' scripts); in 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.",
-                 low=0.0, high=1.0),
         )
     )
-    + RATE_KNOBS,
+    + RATE_KNOBS
+    + NLI_STAGE_KNOBS,
     defaults={
         "pooling": "last2avg",  # the authors' README: reported numbers average the last two layers
         "max_seq_length": 64,

@@ -12,21 +12,44 @@ over the target sentences (STS-B's three splits, their ``use_full_for_training``
 
 from __future__ import annotations
 
+from trainers.common_knobs import NLI_STAGE_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
-from trainers.method import Config, Method, single_stage
+from trainers.method import Config, Method, Stage
+from trainers.nli import nli_examples, nli_hub_problems
 from trainers.pretrained import model_config, model_problem
+
+FLOW = Stage("flow", "trainers.objectives.flow:FlowObjective")
+NLI_STAGE_SETTINGS = {"batch_size": 16, "epochs": 1, "patience": 0, "warmup_ratio": 0.1, "lr_schedule": "linear",
+                      "final_state": "last"}
+"""The NLI fine-tuning of the authors' README (``run_siamese.py`` on ALLNLI: one epoch, batch 16, BERT's 10%
+warm-up then linear decay, the last state), beside ``nli_learning_rate``; their optimiser settings (weight
+decay 0.01, epsilon 1e-6, clipping at 1.0) are the flow's defaults too. ``max_steps`` (a budget's cap) still
+applies."""
+
+
+def stages(config: Config) -> tuple[Stage, ...]:
+    """The flow on the frozen encoder; with ``nli_supervision``, after an SBERT fine-tuning of the encoder on
+    labelled NLI, whose last state the flow's stage freezes."""
+    if not config["nli_supervision"]:
+        return (FLOW,)
+    nli = Stage("nli", "trainers.objectives.nli:SBERTNLIObjective", nli_examples,
+                overrides={**NLI_STAGE_SETTINGS, "learning_rate": config["nli_learning_rate"]})
+    return nli, FLOW
 
 
 def flow_problems(config: Config) -> list[Problem]:
-    """The flow halves the vector at every level: the encoder's width must be divisible by 2^levels."""
+    """The flow halves the vector at every level: the encoder's width must be divisible by 2^levels. The NLI
+    stage needs the hub."""
+    problems = (nli_hub_problems("nli_supervision", "true", "set it false to fit the flow on the encoder as it is")
+                if config["nli_supervision"] else [])
     if model_problem(config["model"]):
-        return []  # reported as the model's problem
+        return problems  # the width is reported as the model's problem
     width = model_config(config["model"]).hidden_size
     if width % 2 ** config["flow_levels"]:
-        return [Problem("flow_levels", f"{config['flow_levels']} levels halve the vector {config['flow_levels']} "
-                                       f"times; {config['model']!r} gives {width} dimensions, not divisible by "
-                                       f"{2 ** config['flow_levels']}")]
-    return []
+        problems.append(Problem("flow_levels", f"{config['flow_levels']} levels halve the vector "
+                                f"{config['flow_levels']} times; {config['model']!r} gives {width} dimensions, "
+                                f"not divisible by {2 ** config['flow_levels']}"))
+    return problems
 
 
 METHOD = Method(
@@ -44,12 +67,17 @@ METHOD = Method(
                  "((x2 + shift) * sigmoid(scale + 2), Glow's).", choices=("additive", "affine")),
             Knob("flow_permutation", bool, True, "The 1x1 convolution is the fixed reversal of the dimensions "
                  "(the authors' configs: permutation true); false: Glow's learned LU-parametrised matrix."),
+            Knob("nli_supervision", bool, False, "Li et al.'s NLI-supervised setting (BERT-NLI-flow; ConSERT Table "
+                 "3's BERT-flow rows): first fine-tune the encoder on labelled SNLI + MultiNLI with SBERT's "
+                 "classification objective (the authors' script: one epoch, batch 16, nli_learning_rate, mean of "
+                 "the last layer), then fit the flow on train_corpus from its last state. Needs the hub."),
         )
-    ),
+    )
+    + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
               "max_seq_length": 64, "epochs": 1},
-    stages=single_stage("trainers.objectives.flow:FlowObjective"),
+    stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
 )

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from trainers.augmentations import (
@@ -15,20 +14,12 @@ from trainers.augmentations import (
     fgv_perturbation,
     hidden_states_with_embedding_transform,
 )
-from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.encoder import SentenceEncoder
 from trainers.losses.contrastive import nt_xent
 from trainers.method import Config
-from trainers.methods.consert import NLIPair
+from trainers.nli import NLIPair
 from trainers.objective import Objective
-
-NLI_CLASSES = 3
-
-
-def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-    """ConSERT Eq. (2) (SBERT's classification objective): f = Concat(r1, r2, |r1 - r2|),
-    L_ce = CrossEntropy(W f + b, y), averaged over the pairs."""
-    features = torch.cat([first, second, (first - second).abs()], dim=-1)
-    return F.cross_entropy(F.linear(features, weight, bias), labels)
+from trainers.objectives.nli import SBERTNLIObjective, mean_last_layer
 
 
 def remove_dropout(model: nn.Module) -> None:
@@ -38,29 +29,22 @@ def remove_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
-def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
-    """The training pooling of Section 3.1: mean of the last layer's token vectors."""
-    return masked_mean(states[-1], features["attention_mask"])
+def consert_settings(objective: Objective, config: Config) -> None:
+    """What both objectives share: BERT's dropout removed when ``remove_bert_dropout`` says so (the paper,
+    for unsupervised transfer), the augmentations' rates, tau and the token limit."""
+    if config["remove_bert_dropout"]:
+        remove_dropout(objective.encoder.model)
+    objective.rates = augmentation_rates(config)
+    objective.temperature = config["temperature"]
+    objective.max_length = config["max_seq_length"]
 
 
-class ConSERTBase(Objective):
-    """What both objectives share: BERT's dropout removed when ``remove_bert_dropout`` says so (the
-    paper, for unsupervised transfer), the augmentations' rates, tau and the token limit."""
-
-    def __init__(self, config: Config, encoder: SentenceEncoder):
-        super().__init__(encoder)
-        if config["remove_bert_dropout"]:
-            remove_dropout(encoder.model)
-        self.rates = augmentation_rates(config)
-        self.temperature = config["temperature"]
-        self.max_length = config["max_seq_length"]
-
-
-class ConSERTObjective(ConSERTBase):
+class ConSERTObjective(Objective):
     """Unsupervised transfer: NT-Xent between the T1 and T2 views of each sentence."""
 
     def __init__(self, config: Config, encoder: SentenceEncoder):
-        super().__init__(config, encoder)
+        super().__init__(encoder)
+        consert_settings(self, config)
         self.augmentations = (config["aug1"], config["aug2"])
 
     def view(self, features: dict[str, Tensor], augmentation: str) -> Tensor:
@@ -73,24 +57,21 @@ class ConSERTObjective(ConSERTBase):
         return nt_xent(first, second, self.temperature)
 
 
-class NLIObjective(ConSERTBase):
-    """L_ce on labelled NLI pairs ('sup'), plus ``joint_weight`` x L_con in joint training ('joint')."""
+class NLIObjective(SBERTNLIObjective):
+    """L_ce on labelled NLI pairs ('sup': SBERT's objective), plus ``joint_weight`` x L_con in joint training
+    ('joint')."""
 
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(config, encoder)
-        self.classifier = nn.Linear(3 * encoder.model.config.hidden_size, NLI_CLASSES)
+        consert_settings(self, config)
         self.contrastive = config["supervision"].startswith("joint")
         self.joint_weight = config["joint_weight"]
         self.augmentation = config["nli_augmentation"]
         self.adversarial_norm = config["adversarial_norm"]
 
     def loss(self, batch: Sequence[NLIPair]) -> Tensor:
-        premises, hypotheses, labels = zip(*batch)
-        sides = [self.encoder.tokenize(sentences, self.max_length) for sentences in (premises, hypotheses)]
-        states = [self.encoder.hidden_states(features) for features in sides]
-        plain = [mean_last_layer(s, features) for s, features in zip(states, sides)]
-        targets = torch.tensor(labels, device=plain[0].device)
-        ce = nli_classification_loss(plain[0], plain[1], targets, self.classifier.weight, self.classifier.bias)
+        sides, states, plain, labels = self.pair_vectors(batch)
+        ce = self.classification_loss(plain, labels)
         if not self.contrastive:
             return ce
         augmented = self._augmented_views(sides, states, ce)

@@ -1,0 +1,47 @@
+"""Training on labelled NLI pairs with SBERT's classification objective: the SBERT-NLI encoder that ConSERT's
+'sup' settings and BERT-flow's NLI-supervised setting start from."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.losses.nli import NLI_CLASSES, nli_classification_loss
+from trainers.method import Config
+from trainers.nli import NLIPair
+from trainers.objective import Objective
+
+
+def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
+    """SBERT's (and ConSERT's, Section 3.1) training pooling: the mean of the last layer's token vectors."""
+    return masked_mean(states[-1], features["attention_mask"])
+
+
+class SBERTNLIObjective(Objective):
+    """L_ce (:func:`nli_classification_loss`) over each pair's premise and hypothesis vectors, the mean of the
+    last layer whatever the config's evaluation pooling, with a linear classifier trained beside the encoder."""
+
+    def __init__(self, config: Config, encoder: SentenceEncoder):
+        super().__init__(encoder)
+        self.classifier = nn.Linear(3 * encoder.model.config.hidden_size, NLI_CLASSES)
+        self.max_length = config["max_seq_length"]
+
+    def pair_vectors(
+        self, batch: Sequence[NLIPair]
+    ) -> tuple[list[dict[str, Tensor]], list[tuple[Tensor, ...]], list[Tensor], Tensor]:
+        """Each side's features, hidden states and pooled vectors (premises, then hypotheses), and the labels."""
+        premises, hypotheses, labels = zip(*batch)
+        sides = [self.encoder.tokenize(sentences, self.max_length) for sentences in (premises, hypotheses)]
+        states = [self.encoder.hidden_states(features) for features in sides]
+        pooled = [mean_last_layer(s, features) for s, features in zip(states, sides)]
+        return sides, states, pooled, torch.tensor(labels, device=pooled[0].device)
+
+    def classification_loss(self, pooled: Sequence[Tensor], labels: Tensor) -> Tensor:
+        return nli_classification_loss(pooled[0], pooled[1], labels, self.classifier.weight, self.classifier.bias)
+
+    def loss(self, batch: Sequence[NLIPair]) -> Tensor:
+        _, _, pooled, labels = self.pair_vectors(batch)
+        return self.classification_loss(pooled, labels)
