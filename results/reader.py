@@ -14,6 +14,7 @@ from __future__ import annotations
 from ast import literal_eval
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import pandas as pd
 from mlflow import MlflowClient
@@ -36,6 +37,23 @@ SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (None for any other store)."""
+    return Path(uri[len(SQLITE):].split("?", 1)[0]) if uri.startswith(SQLITE) else None
+
+
+def file_store_problem(uri: str) -> str | None:
+    """Why MLflow would refuse the store at ``uri``: a file store (``file:`` or a bare path, MLflow's old
+    ``./mlruns``) is in maintenance mode, refused unless ``MLFLOW_ALLOW_FILE_STORE`` is true."""
+    import mlflow
+    from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+
+    if urlsplit(uri).scheme not in ("", "file") or MLFLOW_ALLOW_FILE_STORE.get():
+        return None
+    return (f"{uri} is a file store, which MLflow {mlflow.__version__} refuses (maintenance mode): use a SQLite "
+            f"store ({SQLITE}PATH.db) or a tracking server, or set MLFLOW_ALLOW_FILE_STORE=true to use it")
+
+
 def absolute_tracking_uri(uri: str) -> str:
     """``sqlite:///relative.db`` made absolute, so every process means the same file."""
     if uri.startswith(SQLITE) and not uri.startswith(SQLITE + "/"):
@@ -45,7 +63,10 @@ def absolute_tracking_uri(uri: str) -> str:
 
 def existing_store_uri(tracking_uri: str) -> str:
     """The absolute URI of a store, refused when it is a SQLite file that does not exist (a client would
-    create it)."""
+    create it) or a file store that MLflow refuses (:func:`file_store_problem`)."""
+    problem = file_store_problem(tracking_uri)
+    if problem:
+        raise UsageError(problem)
     uri = absolute_tracking_uri(tracking_uri)
     if uri.startswith(SQLITE) and not Path(uri[len(SQLITE):]).is_file():
         raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from sweep.store import sqlite_path
+from results.reader import file_store_problem, sqlite_path
 from sweep.variants import UsageError
 
 TIMEOUT_ENV = "SWEEP_CHECK_TIMEOUT_S"
@@ -50,8 +50,12 @@ def check_ray_address(address: str | None) -> None:
 
 def check_tracking_uri(uri: str) -> None:
     """The store at ``uri`` must be one MLflow can use: a tracking server that answers its health check,
-    a SQLite file that is an MLflow store (or none yet, to be created), or another store that answers."""
+    a SQLite file that is an MLflow store (or none yet, to be created), a file store only where
+    ``MLFLOW_ALLOW_FILE_STORE`` lets MLflow open one, or another store that answers."""
     scheme = urlsplit(uri).scheme
+    problem = file_store_problem(uri)
+    if problem:
+        raise UsageError(f"--tracking-uri {problem}")
     if scheme in ("http", "https"):
         _check_server(uri)
     elif sqlite_path(uri) is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from filelock import FileLock
@@ -22,16 +21,12 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE, ErrorCode
 
-SQLITE = "sqlite:///"
+from results.reader import sqlite_path
+
 CREATE_TIMEOUT_S = 300.0
 """How long to wait for another process that is creating the store (its migrations take seconds)."""
 LOCKED_RETRIES = 5
 LOCKED_BACKOFF_S = 0.5
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (None for any other store)."""
-    return Path(uri[len(SQLITE):].split("?", 1)[0]) if uri.startswith(SQLITE) else None
 
 
 def is_transient(error: Exception) -> bool:

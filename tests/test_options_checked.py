@@ -58,6 +58,33 @@ def test_a_sqlite_file_that_is_not_an_mlflow_store_is_refused_unchanged(tmp_path
     assert other.read_bytes() == before
 
 
+@pytest.mark.parametrize("store", ["file:{tmp}/mlruns", "{tmp}/mlruns"])
+def test_a_file_store_that_mlflow_refuses_is_refused_at_once_in_one_line(store, tmp_path, tiny_bert, monkeypatch,
+                                                                         capsys):
+    """MLflow 3 opens no file store (``file:`` or a bare path) unless MLFLOW_ALLOW_FILE_STORE is true: `sweep run`,
+    `sweep paper --plan` and the readers say so in one line (exit 2) instead of MLflow's traceback."""
+    from reports.collect import main as collect
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    uri = store.format(tmp=tmp_path)
+    path = spec_file(tmp_path, tiny_bert, "checked", rows=UNTUNED_ONLY)
+    for command, run in ((["run", str(path), "--tracking-uri", uri], main),
+                         (["paper", "smoke-paper", "--plan", "--tracking-uri", uri], main),
+                         (["--tracking-uri", uri], collect)):
+        assert run(command) == 2, command
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{uri} is a file store" in err[0] and "MLFLOW_ALLOW_FILE_STORE=true" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checked.yaml"]
+    assert not ray.is_initialized()
+
+    from results.reader import file_store_problem
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    assert file_store_problem(uri) is None
+    assert file_store_problem(f"sqlite:///{tmp_path}/mlflow.db") is None
+
+
 def test_variants_are_recorded_and_found_through_a_uri(tmp_path):
     root = f"file://{tmp_path}/storage"
     write_record(f"{root}/sweep-1a2b3c", {"spec_hash": "1a2b3c", "overrides": {}})
