@@ -34,7 +34,8 @@ def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> i
     for stage in method.stages(config):
         stage_config = {**config, **stage.overrides}
         key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
-               config.get("view2"), stage_config["train_limit"], config["sts_source"])  # a stage may set its own
+               config.get("view2"), stage_config["train_limit"], stage_config["train_subset_repeat"],
+               config["sts_source"])  # a stage may set its own limit
         if key not in counted:
             counted[key] = len(load_examples(stage, stage_config))
         steps += total_steps(stage_config, counted[key])

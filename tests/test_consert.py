@@ -361,4 +361,8 @@ def test_few_shot_supervised_spec_is_refused_offline_and_the_unsupervised_curve_
     table3 = load_spec(SPECS / "consert_supervised.yaml", check_environment=False)
     (row,) = [t.config for t in table3.trials if t.point.row == "ConSERT-base joint-unsup"]
     assert [t.config["transfer_limit"] for t in supervised.trials] == [1, 10, 100, 1000, 10000, 0]
-    assert all({**t.config, "transfer_limit": 0} == row for t in supervised.trials)
+    # ... its texts drawn at random and repeated (knobs without effect where nothing is limited)
+    assert all({**t.config, "transfer_limit": 0, "train_subset": "first", "train_subset_repeat": False} == row
+               for t in supervised.trials)
+    assert {(t.config["train_subset"], t.config["train_subset_repeat"])
+            for t in (*supervised.trials, *unsupervised.trials)} == {("random", True)}

@@ -9,9 +9,10 @@ from trainers.data import load_sts
 from trainers.encoder import SentenceEncoder
 from trainers.knobs import ConfigError
 from trainers.loop import NonFiniteLossError, run_trial
+from trainers.method import Stage
 from trainers.optimization import batches, optimization_step
 from trainers.registry import get_method
-from trainers.steps import total_steps
+from trainers.steps import load_examples, total_steps
 from trainers.suites.sts import STSEvaluator
 
 
@@ -205,6 +206,25 @@ def test_batches_cover_the_epoch_and_total_steps_agree():
     assert total_steps(config, 21) == 15 and total_steps({**config, "max_steps": 7}, 21) == 7
     assert total_steps(config, 22) == 18  # a last batch of two is kept
     assert batches(1, 4, generator) == [[0]] and total_steps(config, 1) == 3  # a one-sentence corpus still trains
+
+
+def test_train_limit_keeps_the_first_or_a_seeded_sample_repeated_on_request():
+    """train_subset 'first' keeps the corpus's first N; 'random' N distinct examples drawn with the trial's seed
+    (another seed, another draw), in corpus order; train_subset_repeat repeats them floor(all / N) times."""
+    corpus = [f"sentence {i}" for i in range(103)]
+    stage = Stage("train", "unused:Objective", lambda config: corpus)
+
+    def examples(**knobs):
+        config = {"train_limit": 10, "train_subset": "first", "train_subset_repeat": False, "seed": 1, **knobs}
+        return load_examples(stage, config)
+
+    assert examples() == corpus[:10] and examples(train_limit=0) == corpus == examples(train_limit=500)
+    drawn = examples(train_subset="random")
+    assert len(set(drawn)) == 10 and set(drawn) <= set(corpus) and drawn != corpus[:10]
+    assert drawn == sorted(drawn, key=corpus.index) == examples(train_subset="random")
+    assert examples(train_subset="random", seed=2) != drawn
+    assert examples(train_subset="random", train_subset_repeat=True) == drawn * 10  # 103 // 10
+    assert total_steps({"batch_size": 8, "epochs": 1, "max_steps": 0}, len(examples(train_subset_repeat=True))) == 13
 
 
 def test_constant_schedule_keeps_the_rate_after_warmup(base):

@@ -90,7 +90,13 @@ TRAINING_KNOBS = KnobSet(
         Knob("train_corpus", str, "stsb_sentences", "Training sentences: 'stsb_sentences' (all STS-B splits, no "
              "labels), 'sts_all_sentences' (all seven STS sets, no labels), 'nli_sentences' (hub only), or the "
              "path of a text file with one sentence per line."),
-        Knob("train_limit", int, 0, "Use only the first N training examples (0 = all).", low=0),
+        Knob("train_limit", int, 0, "Use only N training examples (0 = all): the first N, or N drawn at random "
+             "(train_subset).", low=0),
+        Knob("train_subset", str, "first", "Which N examples train_limit keeps: 'first' (the corpus's first N) or "
+             "'random' (N drawn without replacement with the trial's seed, as the ConSERT authors' "
+             "--data_proportion shuffles and cuts).", choices=("first", "random")),
+        Knob("train_subset_repeat", bool, False, "Repeat the N examples train_limit keeps floor(all / N) times, so "
+             "that an epoch takes about as many steps as on all of them (the ConSERT authors' --do_upsampling)."),
         Knob("max_seq_length", int, 32, "Token limit of training sentences.", low=4, high=4096),
         Knob("batch_size", int, 64, "Training sentences per step.", low=2),
         Knob("epochs", int, 1, "Passes over the training corpus.", low=1),

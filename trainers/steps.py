@@ -3,14 +3,24 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any, Sequence
 
 from trainers.method import Config, Stage
 
 
 def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
+    """The stage's training examples, limited to ``train_limit`` of them: the first, or a sample drawn with
+    the trial's seed (``train_subset``), repeated to the whole set's size by ``train_subset_repeat``."""
     examples = stage.examples(config)
-    return examples[: config["train_limit"]] if config["train_limit"] else examples
+    limit = config["train_limit"]
+    if not limit or limit >= len(examples):
+        return examples
+    if config["train_subset"] == "random":  # in corpus order: the loop shuffles each epoch itself
+        subset = [examples[i] for i in sorted(random.Random(config["seed"]).sample(range(len(examples)), limit))]
+    else:
+        subset = list(examples[:limit])
+    return subset * (len(examples) // limit) if config["train_subset_repeat"] else subset
 
 
 def total_steps(config: Config, n_examples: int) -> int:
