@@ -98,17 +98,15 @@ def test_learning_rate_warms_up_then_decays(base):
     assert lrs[0] == pytest.approx(0.5e-3) and lrs[1] == pytest.approx(1e-3) and lrs[-1] == pytest.approx(0.0)
 
 
-def test_early_stopping_restores_the_best_state(base, monkeypatch):
-    """Scripted dev scores peak at the 2nd evaluation; patience 2 stops at the 4th.
-    The final test must see the encoder as it was at the 2nd evaluation."""
-    scripted = iter([50.0, 60.0, 55.0, 54.0, 99.0])
-    probes = []
+def scripted_dev(monkeypatch, scores: list[float]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """STS-B dev answers ``scores`` in turn; returns (the probe sentence's vector at each dev evaluation, at the
+    final test), filled as the trial runs."""
+    scripted, probes, tested = iter(scores), [], []
 
     def fake_dev(self, encode):
         probes.append(encode(["a probe sentence"]).clone())
         return {"dev_spearman": next(scripted)}
 
-    tested = []
     real_test = STSEvaluator.test
 
     def recording_test(self, encode):
@@ -117,8 +115,14 @@ def test_early_stopping_restores_the_best_state(base, monkeypatch):
 
     monkeypatch.setattr(STSEvaluator, "dev", fake_dev)
     monkeypatch.setattr(STSEvaluator, "test", recording_test)
-    reports = []
-    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10}, reports.append)
+    return probes, tested
+
+
+def test_early_stopping_restores_the_best_state(base, monkeypatch):
+    """Scripted dev scores peak at the 2nd evaluation; patience 2 stops at the 4th.
+    The final test must see the encoder as it was at the 2nd evaluation."""
+    probes, tested = scripted_dev(monkeypatch, [50.0, 60.0, 55.0, 54.0, 99.0])
+    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10})
     assert final["steps"] == 8 and final["early_stopped"] == 1.0
     assert final["best_step"] == 4 and final["best_dev_spearman"] == 60.0
     assert len(probes) == 4
@@ -129,21 +133,7 @@ def test_early_stopping_restores_the_best_state(base, monkeypatch):
 def test_final_state_last_tests_the_last_state_not_the_best(base, monkeypatch):
     """The scripted dev scores peak at the 2nd of 4 evaluations; final_state 'last' must test the encoder as it
     was at the 4th and report that evaluation's score and step (the default tests the 2nd: the test above)."""
-    scripted = iter([50.0, 60.0, 55.0, 54.0])
-    probes, tested = [], []
-
-    def fake_dev(self, encode):
-        probes.append(encode(["a probe sentence"]).clone())
-        return {"dev_spearman": next(scripted)}
-
-    real_test = STSEvaluator.test
-
-    def recording_test(self, encode):
-        tested.append(encode(["a probe sentence"]).clone())
-        return real_test(self, encode)
-
-    monkeypatch.setattr(STSEvaluator, "dev", fake_dev)
-    monkeypatch.setattr(STSEvaluator, "test", recording_test)
+    probes, tested = scripted_dev(monkeypatch, [50.0, 60.0, 55.0, 54.0])
     final = run_trial({**base, "learning_rate": 1e-3, "max_steps": 8, "final_state": "last"})
     assert final["best_step"] == 8 and final["best_dev_spearman"] == 54.0
     torch.testing.assert_close(tested[0], probes[3])
