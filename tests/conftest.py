@@ -144,10 +144,17 @@ def tracking_uri(tmp_path) -> str:
 
 
 def child_runs(uri: str, name: str):
-    """The trial runs of sweep ``name`` in the MLflow store at ``uri``."""
-    from mlflow import MlflowClient
+    """The trial runs of sweep ``name`` in the MLflow store at ``uri``. A SQLite store is opened as the driver
+    opens it, under its lock, and not at all before the driver has created it: a test that polls a store while
+    a driver creates it would otherwise run MLflow's migrations beside the driver's, which kills the driver
+    (``table ... already exists``)."""
+    from results.reader import sqlite_path
+    from sweep.store import open_client
 
-    client = MlflowClient(uri)
+    path = sqlite_path(uri)
+    if path is not None and not path.exists():
+        return []
+    client = open_client(uri)
     experiment = client.get_experiment_by_name(name)
     return client.search_runs([experiment.experiment_id], "tags.`sweep.role` = 'trial'", max_results=1000)
 
