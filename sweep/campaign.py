@@ -97,6 +97,9 @@ def campaign_specs(name: str) -> tuple[Path, str, list[Path]]:
     if file.exists():
         raw = read_spec_yaml(file)
         specs = raw.get("specs") if isinstance(raw, dict) else None
+        if specs is None and isinstance(raw, dict) and "method" in raw:
+            raise SpecError([f"{file}: a sweep spec, not a campaign (a campaign file lists `specs:`): run it with "
+                             f"`python -m sweep run {file}`"])
         if not isinstance(specs, list) or not specs or not all(isinstance(s, str) for s in specs):
             raise SpecError([f"{file}: specs: expected a list of spec files (relative to {file.parent}), "
                              f"got {specs!r}"])

@@ -100,6 +100,14 @@ def test_an_unknown_campaign_is_refused(capsys):
     assert "unknown campaign 'no-such-paper'" in capsys.readouterr().err
 
 
+def test_a_sweep_spec_given_as_a_campaign_is_refused_with_the_command_that_runs_it(capsys):
+    spec = Path(__file__).resolve().parents[1] / "search_spaces" / "smoke.yaml"
+    assert main(["paper", str(spec), "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}: a sweep spec, not a campaign" in err and f"`python -m sweep run {spec}`" in err
+    assert "Traceback" not in err
+
+
 def test_the_campaign_sweep_is_continued_by_sweep_paper_not_resume(campaign, capsys):
     _, _, folder = campaign
     assert main(["resume", "paper-pair", "--storage", str(folder / "ray")]) == 2
