@@ -175,6 +175,12 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
     if outcome.stopped_by:
         print(f"\nto continue the sweep from its checkpoints:\n  {outcome.resume_command}")
         return 128 + int(outcome.stopped_by)
+    if outcome.trials_left and spec.search is None and spec.seed_rounds is None:
+        # A grid's trials are all known: Ray Tune ended without running some, which no signal explains.
+        print(f"error: {outcome.trials_left} of the spec's {spec.trials_to_run} trials never ran: Ray Tune ended the "
+              f"experiment without them (its restored state did not hold them); the parent run is KILLED",
+              file=sys.stderr)
+        return 1
     return 1 if failed else 0
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import ray
@@ -185,3 +186,19 @@ def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_t
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.parametrize("left", [0, 2])
+def test_a_grid_that_ray_ended_short_without_a_signal_exits_1_saying_so(left, monkeypatch, capsys):
+    """Trials left at the end with no signal and no store outage: Ray Tune ended the experiment without them
+    (the CI once saw a resumed grid end with 3 of its 6 trials). The driver says how many, and exits 1."""
+    from sweep.cli import _summarise
+    from sweep.engine import SweepOutcome
+    from sweep.spec import load_spec
+
+    monkeypatch.setattr("sweep.summary.finish_sweep", lambda spec, uri: "")
+    spec = load_spec(ROOT / "search_spaces" / "smoke.yaml")
+    outcome = SweepOutcome(results=[], stopped_by=None, trials_left=left, resume_command="python -m sweep resume")
+    assert _summarise(outcome, spec, SimpleNamespace(tracking_uri="sqlite:///unused.db")) == (1 if left else 0)
+    err = capsys.readouterr().err
+    assert (f"error: 2 of the spec's {spec.trials_to_run} trials never ran" in err) == bool(left)
