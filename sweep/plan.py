@@ -145,7 +145,7 @@ class TableSize:
 
 def table_sizes(spec: SweepSpec) -> dict[TableSize, list[str]]:
     """Each distinct table of frozen-model outputs the spec's trials compute, and the rows that use it."""
-    from sweep.regime import corpus_needs_hub
+    from sweep.regime import stage_needs_hub
     from trainers.steps import load_examples
 
     tables: dict[TableSize, list[str]] = {}
@@ -157,7 +157,7 @@ def table_sizes(spec: SweepSpec) -> dict[TableSize, list[str]]:
             continue
         for stage in method.stages(config):
             stage_config = {**config, **stage.overrides}
-            texts = (None if corpus_needs_hub(stage_config)
+            texts = (None if stage_needs_hub(stage, stage_config)
                      else len(set(table.texts(load_examples(stage, stage_config)))))  # distinct: the table's rows
             model = (table.what, stage_config["model"], str(stage_config["model_layers"]),
                      str(stage_config.get("teacher")), str(stage_config.get("skip_first_layers")))

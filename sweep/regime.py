@@ -13,25 +13,27 @@ from typing import Any, Mapping
 from sweep.spec import SweepSpec
 from sweep.spec_environment import attribute, holds_for
 from trainers.knobs import Problem
-from trainers.method import Method
+from trainers.method import Method, Stage
+from trainers.nli import nli_examples
 from trainers.steps import load_examples, total_steps
 
 
-def corpus_needs_hub(config: Mapping[str, Any]) -> bool:
-    """Whether reading the trial's training examples needs the hub (an NLI corpus, hub STS, a labelled-NLI
-    stage: ConSERT's supervision, BERT-flow's nli_supervision)."""
-    needs_hub = (config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
-                 or config.get("supervision", "none") != "none" or config.get("nli_supervision", False))
-    return needs_hub and not config.get("bt_file")
+def stage_needs_hub(stage: Stage, config: Mapping[str, Any]) -> bool:
+    """Whether reading the stage's training examples needs the hub: labelled NLI (ConSERT's supervised
+    settings, BERT-flow's nli_supervision), or a corpus of NLI sentences or of hub STS that no back-translation
+    file replaces."""
+    corpus_on_hub = config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
+    return stage.examples is nli_examples or (corpus_on_hub and not config.get("bt_file"))
 
 
 def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
     """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
     without max_steps)."""
-    if corpus_needs_hub(config):
+    stages = method.stages(config)
+    if any(stage_needs_hub(stage, {**config, **stage.overrides}) for stage in stages):
         return config["max_steps"] or None
     steps = 0
-    for stage in method.stages(config):
+    for stage in stages:
         stage_config = {**config, **stage.overrides}
         key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
                config.get("view2"), stage_config["train_limit"], stage_config["train_subset_repeat"],

@@ -291,3 +291,20 @@ def test_a_flow_not_yet_fitted_only_permutes_the_dimensions():
     assert torch.equal(latent.sort(dim=-1).values, u.sort(dim=-1).values)
     order = latent[0].unsqueeze(-1).eq(u[0]).nonzero()[:, 1]  # where each latent coordinate comes from
     torch.testing.assert_close(latent, u[:, order], rtol=0, atol=0)
+
+
+def test_planning_an_nli_supervised_trial_reads_no_nli(tiny_bert, monkeypatch):
+    """`sweep plan` counts a trial's steps from its examples; a stage on labelled NLI (hub only) is not read:
+    the steps are max_steps, or unknown."""
+    import trainers.nli as nli
+    from sweep.regime import planned_steps
+
+    def hub_read():
+        raise AssertionError("planning read the NLI pairs")
+
+    monkeypatch.setattr(nli, "load_nli_pairs", hub_read)
+    method = get_method("flow")
+    assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True}), {}) is None
+    assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True, "max_steps": 7}),
+                         {}) == 7
+    assert planned_steps(method, method.resolve({"model": tiny_bert}), {}) > 0  # the STS-B sentences, read
