@@ -61,6 +61,11 @@ def absolute_tracking_uri(uri: str) -> str:
     return uri
 
 
+class NoStore(UsageError):
+    """No MLflow store at the URI yet (a SQLite file that does not exist): nothing to read, and not a store
+    that cannot be used."""
+
+
 def existing_store_uri(tracking_uri: str) -> str:
     """The absolute URI of a store, refused when it is a SQLite file that does not exist (a client would
     create it) or a file store that MLflow refuses (:func:`file_store_problem`)."""
@@ -69,7 +74,7 @@ def existing_store_uri(tracking_uri: str) -> str:
         raise UsageError(problem)
     uri = absolute_tracking_uri(tracking_uri)
     if uri.startswith(SQLITE) and not Path(uri[len(SQLITE):]).is_file():
-        raise UsageError(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")
+        raise NoStore(f"no MLflow store at {tracking_uri} ({uri[len(SQLITE):]} does not exist)")
     return uri
 
 

@@ -207,15 +207,12 @@ def _paper(args: argparse.Namespace) -> int:
 def _stored_trials(tracking_uri: str):
     """How many trials of a spec the store at ``tracking_uri`` already holds, and how many more it holds from
     other training code (None: there is no store)."""
-    from results.reader import file_store_problem, read_client
+    from results.reader import NoStore, read_client
     from sweep.reuse import plan_reuse
 
-    problem = file_store_problem(tracking_uri)
-    if problem:  # not "no store yet": a store that cannot be used
-        raise UsageError(f"--tracking-uri {problem}")
     try:
         client = read_client(tracking_uri)
-    except UsageError:
+    except NoStore:
         return None
     def stored(spec) -> tuple[int, int]:
         found = plan_reuse(spec, client, other_code=True).sources.values()

@@ -149,12 +149,11 @@ def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:
 
 def reuse_lines(spec: SweepSpec, tracking_uri: str, other_code: bool = False) -> list[str]:
     """What ``sweep run`` would reuse from the store at ``tracking_uri`` (nothing said when it does not exist)."""
-    from results.names import UsageError
-    from results.reader import read_client
+    from results.reader import NoStore, read_client
 
     try:
         client = read_client(tracking_uri)
-    except UsageError:
+    except NoStore:
         return []
     if not reusable(spec):
         return ["reuse: none (sampled axes and PBT draw their trials as they run)"]
