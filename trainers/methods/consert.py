@@ -36,6 +36,8 @@ SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
 NLI_ONLY = ("sup", "joint")
 """Settings whose trial trains on NLI only; the others end with unsupervised transfer."""
 NLI_AUGMENTATIONS = AUGMENTATIONS + ("adversarial",)
+
+
 def nli_stage(supervision: str) -> Stage:
     """Training on labelled NLI: L_ce ('sup') or L_joint ('joint'), which the objective reads from
     ``supervision``."""
