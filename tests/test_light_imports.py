@@ -22,10 +22,10 @@ HEAVY = ("torch", "transformers", "ray")
 SPECS = Path(__file__).resolve().parents[1] / "search_spaces"
 
 
-def heavy_modules_after(code: str) -> list[str]:
-    """The heavy packages in ``sys.modules`` once ``code`` has run in a fresh interpreter."""
+def heavy_modules_after(code: str, cwd: Path | None = None) -> list[str]:
+    """The heavy packages in ``sys.modules`` once ``code`` has run in a fresh interpreter (in ``cwd``)."""
     probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=cwd)
     return json.loads(result.stdout.splitlines()[-1])
 
 
@@ -75,7 +75,7 @@ def test_the_commands_a_person_waits_for_import_no_torch_nor_ray():
     assert heavy_modules_after(code) == []
 
 
-def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray():
+def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray(tmp_path):
     """`sweep plan` reads models' configs and weights' shapes as JSON (trainers.pretrained, sweep.plan):
     the whole plan, environment checks and regime warnings included, answers without torch. Specs whose
     data this machine lacks (a hub corpus, a BT file, an evaluation suite's folder) stop at their check."""
@@ -84,7 +84,7 @@ def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray():
             f"for path in sorted(glob.glob({str(SPECS / '*.yaml')!r})):\n"
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
             "        main(['plan', path])\n")
-    assert heavy_modules_after(code) == []
+    assert heavy_modules_after(code, cwd=tmp_path) == []  # no store there (the default sqlite:///mlflow.db)
 
 
 def test_a_trial_worker_imports_neither_mlflow_nor_the_drivers_view():

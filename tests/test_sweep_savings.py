@@ -37,7 +37,8 @@ def tune_configs(spec) -> list[dict]:
     return [config for _, config in generate_variants(param_space(spec))]
 
 
-def test_seed_free_rows_run_once_and_the_plan_says_so(capsys):
+def test_seed_free_rows_run_once_and_the_plan_says_so(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no store there: the plan's reuse lines say nothing
     spec = load_spec(ROOT / "search_spaces/sg_main.yaml")
     assert spec.trial_count == 48 and spec.trials_to_run == 27
     points = spec.trial_points()
@@ -56,7 +57,8 @@ def test_seed_free_rows_run_once_and_the_plan_says_so(capsys):
     assert any(line.startswith("runs once: 'No tuning (CLS)', 'No tuning (Mean)'") for line in out)
 
 
-def test_symmetric_axes_run_each_unordered_pair_once(capsys):
+def test_symmetric_axes_run_each_unordered_pair_once(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no store there: the plan's reuse lines say nothing
     path = ROOT / "search_spaces/consert_augmentation_grid.yaml"
     spec = load_spec(path)
     assert spec.symmetric == ("aug1", "aug2") and spec.trial_count == 25 and spec.trials_to_run == 15

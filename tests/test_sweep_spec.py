@@ -124,7 +124,8 @@ def test_set_overrides_are_validated_like_the_spec(tmp_path):
         load_spec(write(tmp_path, SPEC), overrides={"temperature": "hot"})
 
 
-def test_plan_command_prints_matrix(tmp_path, capsys):
+def test_plan_command_prints_matrix(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no store there: the plan's reuse lines say nothing
     assert main(["plan", str(write(tmp_path, SPEC)), "--set", "batch_size=8"]) == 0
     out = capsys.readouterr().out
     assert "grid: 3 rows x 2 seeds x 3 grid points x 1 samples = 18 trials" in out
