@@ -1,17 +1,19 @@
 """Row contracts: a paper table's row differs from the table's reference row in exactly the knobs the paper's
-row changes.
+row changes, and in what comes with the method it switches to, each named.
 
 A spec names its ``reference`` row (one of its rows, or a row of another spec); every other row declares
-``changes``, the knobs in which the paper's row differs from the reference. When the spec loads, each row's
-resolved config is compared with the reference's (:func:`differences`) and a row that differs in a knob its
-contract does not name, or does not differ in one it names, is refused (:func:`contract_problems`). So a row
-cannot silently train something other than its label: a base that one spec of a table sets and another
-does not, a knob a row sets beside the one it is named for.
+``changes``, the knobs in which the paper's row differs from the reference. A row that switches the method
+(``changes: [method]``) also lists ``follows_method``: the knobs in which it differs because it keeps its own
+method's defaults (its paper's batch size, its corpus, its training length, its views), each default citing
+the paper or script it comes from (:attr:`trainers.method.Method.sources`). When the spec loads, each row's
+resolved config is compared with the reference's (:func:`differences`: every knob the two methods share, and
+their views) and a row that differs in a knob neither list names, or does not differ in one they name, is
+refused (:func:`contract_problems`). So a row cannot silently train something other than its label: a base
+that one spec of a table sets and another does not, a knob a row sets beside the one it is named for, or a
+corpus, a training length or views that another method's defaults bring.
 
 Some differences are never a row's change (:func:`exempt`): the seed, the knobs a budget caps, and the
-bookkeeping knobs, which change no number. A row that switches the method changes ``method``; the knobs only
-one of the two methods has, and common knobs left at each method's own default (its paper's batch size, its
-learning rate), come with that change.
+bookkeeping knobs, which change no number.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from trainers.run_schema import SuiteName
 Difference = tuple[Any, Any]
 """(the reference's value, the row's value) of one knob."""
 
+VIEWS = "views"
+"""The difference in the views two trained methods train on (:attr:`trainers.method.Method.views`): their knobs
+are the methods' own (SCT's view1/view2, ConSERT's aug1/aug2, SimCSE's positive), so no shared knob shows it."""
+
 
 def exempt(*methods: Method) -> frozenset[str]:
     """Knobs whose difference is never part of a row's contract: the seed, the budget's caps, and the
@@ -34,35 +40,55 @@ def exempt(*methods: Method) -> frozenset[str]:
 
 
 def differences(reference: Config, reference_method: Method, row: Config, row_method: Method) -> dict[str, Difference]:
-    """The knobs in which ``row`` differs from ``reference`` (resolved configs), ``method`` first when it
-    differs; the knobs that come with a change of method are left out (module docstring)."""
+    """Every knob in which ``row`` differs from ``reference`` (resolved configs), each method's own defaults
+    included: ``method`` first when it differs, then each knob both methods have, then :data:`VIEWS` when a row
+    switches between two trained methods that train on different views. The suites a spec evaluates on
+    (``SuiteName.KEY``) are the table's, not a row's: they add scores and change none."""
     found: dict[str, Difference] = {}
     switched = reference_method.name != row_method.name
     if switched:
         found["method"] = (reference_method.name, row_method.name)
     for name in row_method.all_knobs.names:
-        if name not in reference or name == SuiteName.KEY or reference[name] == row[name]:
-            continue
-        if switched and (reference[name] == reference_method.all_knobs[name].default
-                         and row[name] == row_method.all_knobs[name].default):
-            continue
-        found[name] = (reference[name], row[name])
+        if name in reference and name != SuiteName.KEY and reference[name] != row[name]:
+            found[name] = (reference[name], row[name])
+    if switched and reference_method.trains and row_method.trains:  # within a method, its view knobs show
+        views = (reference_method.views(reference), row_method.views(row))
+        if views[0] != views[1]:
+            found[VIEWS] = views
     return found
 
 
-def contract_problems(row: str, reference: str, changes: Sequence[str], found: Mapping[str, Difference],
-                      exempt_knobs: frozenset[str]) -> list[str]:
-    """Why ``row``'s differences ``found`` from ``reference`` break its contract ``changes`` (empty: they keep
-    it). A named exempt knob must differ too: naming it says the row is about it."""
-    unnamed = [name for name in found if name not in changes and name not in exempt_knobs]
-    unchanged = [name for name in changes if name not in found]
+def contract_problems(row: str, reference: str, changes: Sequence[str], follows: Sequence[str],
+                      found: Mapping[str, Difference], exempt_knobs: frozenset[str]) -> list[str]:
+    """Why ``row``'s differences ``found`` from ``reference`` break its contract: ``changes`` and ``follows`` (its
+    ``follows_method``) together name every difference but the exempt ones (empty: they keep it). A named exempt
+    knob must differ too: naming it says the row is about it."""
+    named = [*changes, *follows]
+    unnamed = [name for name in found if name not in named and name not in exempt_knobs]
+    unchanged = [name for name in named if name not in found]
     problems = []
     if unnamed:
+        where = f"changes {list(changes)}" + (f" and follows_method {list(follows)}" if follows else "")
         problems.append(f"row {row!r} differs from the reference row {reference!r} in {describe(found, unnamed)}, "
-                        f"which its changes {list(changes)} do not name")
+                        f"which its {where} do not name")
     if unchanged:
-        problems.append(f"row {row!r} names {unchanged} in its changes, but does not differ from the reference row "
-                        f"{reference!r} there")
+        problems.append(f"row {row!r} names {unchanged} in its changes or follows_method, but does not differ from "
+                        f"the reference row {reference!r} there")
+    return problems
+
+
+def follows_problems(row: str, follows: Sequence[str], config: Config, method: Method) -> list[str]:
+    """A knob a row lists in ``follows_method`` is at its method's own default, which names its source: a value
+    the row (or the spec's base) sets is a change of the row's, and goes in ``changes``."""
+    problems = []
+    knobs = method.all_knobs
+    for name in follows:
+        if name != VIEWS and name in knobs and config[name] != knobs[name].default:
+            problems.append(f"row {row!r} lists {name} in follows_method, but sets it ({config[name]!r}, "
+                            f"{method.name}'s default: {knobs[name].default!r}): name it in changes")
+        elif name not in method.sources:
+            problems.append(f"row {row!r} lists {name} in follows_method, but method {method.name!r} declares no "
+                            f"source for it (trainers/methods/{method.name}.py: sources)")
     return problems
 
 

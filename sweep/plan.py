@@ -80,14 +80,19 @@ def _savings(spec) -> list[str]:
 
 
 def reference_lines(spec: SweepSpec) -> list[str]:
-    """The reference row, and each other row's difference from it (knob: reference -> row), which its
-    contract names (:mod:`sweep.contracts`)."""
+    """The reference row, and each other row's difference from it (knob: reference -> row): what its contract's
+    changes name, then, one a line with its source, what follows the method it switches to (:mod:`sweep.contracts`)."""
     if spec.reference is None:
         return []
     width = max([len(row) for row in spec.reference_differences] + [3]) + 2
     lines = [f"against the reference row {spec.reference.describe()} (knob: reference -> row):"]
     for row, found in spec.reference_differences.items():
-        lines.append(f"  {row:<{width}}{describe(found) if found else 'the same trial'}")
+        follows = spec.row(row).follows_method
+        changed = [name for name in found if name not in follows]
+        lines.append(f"  {row:<{width}}{describe(found, changed) if changed else 'the same trial'}")
+        method = spec.method_of(row)
+        for name in follows:
+            lines.append(f"  {'':<{width}}follows {method.name}: {describe(found, [name])} ({method.sources[name]})")
     return lines
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from sweep.budget import Budget
-from sweep.contracts import Difference, contract_problems, differences, exempt
+from sweep.contracts import Difference, contract_problems, differences, exempt, follows_problems
 from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
@@ -45,6 +45,9 @@ class Row:
     overrides: Mapping[str, Any]
     changes: tuple[str, ...] | None = None
     """The knobs in which the paper's row differs from the spec's reference row (None: no contract)."""
+    follows_method: tuple[str, ...] = ()
+    """A row that switches method: the knobs (and ``views``) in which it differs from the reference by keeping
+    its method's own defaults, each default's source declared by the method (:mod:`sweep.contracts`)."""
 
     @property
     def method(self) -> str | None:
@@ -337,12 +340,15 @@ def _reference_differences(spec: SweepSpec,
     for index, row in enumerate(spec.rows):
         if row.changes is None:
             continue
-        method = spec.method_of(row.name)
+        method, config = spec.method_of(row.name), spec.row_config(row.name)
         found[row.name] = {knob: difference for knob, difference in
-                           differences(reference_config, reference_method, spec.row_config(row.name), method).items()
+                           differences(reference_config, reference_method, config, method).items()
                            if knob not in spec.grid}  # the grid's axes, not the row, set those
         problems += [f"{spec.path}: rows[{index}].changes: {problem}" for problem in contract_problems(
-            row.name, reference.row, row.changes, found[row.name], exempt(method, reference_method))]
+            row.name, reference.row, row.changes, row.follows_method, found[row.name],
+            exempt(method, reference_method))]
+        problems += [f"{spec.path}: rows[{index}].follows_method: {problem}"
+                     for problem in follows_problems(row.name, row.follows_method, config, method)]
     if problems:
         raise SpecError(problems)
     return reference, found

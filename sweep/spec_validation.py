@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from sweep.contracts import VIEWS
 from trainers.common_knobs import COMMON_KNOBS
 from trainers.glue_data import parse_glue
 from trainers.knobs import Knob
@@ -39,8 +40,10 @@ TOP_LEVEL_KEYS = {
     "tags": "mapping of tag -> value, e.g. paper and table",
     "method": "method name",
     "base": "mapping of knob -> value shared by every trial",
-    "rows": "list of {name, set, changes} ablation rows; changes: the knobs in which the paper's row differs from "
-    "the reference row (its contract, checked when the spec loads)",
+    "rows": "list of {name, set, changes, follows_method} ablation rows; changes: the knobs in which the paper's row "
+    "differs from the reference row (its contract, checked when the spec loads); follows_method: for a row that "
+    "switches method, the knobs (and views) in which it differs by keeping that method's own defaults, each with "
+    "the source the method declares",
     "reference": "the row the others are measured against: a row name, or {row, spec: PATH (from this file's "
     "folder), stands_in_for: the paper's reference where this one substitutes it}",
     "seeds": "list of integer seeds, or adaptive seeds {first: [...], more: [...], until: {p: P, or_above: Q}}: "
@@ -307,10 +310,11 @@ def _check_symmetric(problems: _Problems, symmetric: Any, grid: Mapping[str, Any
 
 
 def _parse_rows(problems: _Problems, rows: Any,
-                method: Method) -> list[tuple[str, dict[str, Any], tuple[str, ...] | None]]:
-    """(name, overrides, changes) of each row; ``changes`` is None where the row declares no contract."""
+                method: Method) -> list[tuple[str, dict[str, Any], tuple[str, ...] | None, tuple[str, ...]]]:
+    """(name, overrides, changes, follows_method) of each row; ``changes`` is None where the row declares no
+    contract."""
     if rows is None:
-        return [("", {}, None)]
+        return [("", {}, None, ())]
     if not isinstance(rows, list) or not rows:
         problems.add("rows", f"expected a non-empty list of {{name, set}}, got {rows!r}")
         return []
@@ -318,8 +322,9 @@ def _parse_rows(problems: _Problems, rows: Any,
     for index, row in enumerate(rows):
         key = f"rows[{index}]"
         if (not isinstance(row, Mapping) or not isinstance(row.get("name"), str)
-                or set(row) - {"name", "set", "changes"}):
-            problems.add(key, f"expected {{name: str, set: {{knob: value}}, changes: [knob, ...]}}, got {row!r}")
+                or set(row) - {"name", "set", "changes", "follows_method"}):
+            problems.add(key, f"expected {{name: str, set: {{knob: value}}, changes: [knob, ...], follows_method: "
+                              f"[knob, ...]}}, got {row!r}")
             continue
         name, overrides = row["name"], dict(row.get("set") or {})
         if name in seen:
@@ -334,8 +339,28 @@ def _parse_rows(problems: _Problems, rows: Any,
             continue
         row_method = get_method(row_method_name)
         _check_knob_values(problems, f"{key}.set", {k: v for k, v in overrides.items() if k != "method"}, row_method)
-        parsed.append((name, overrides, _check_changes(problems, f"{key}.changes", row.get("changes"), row_method)))
+        changes = _check_changes(problems, f"{key}.changes", row.get("changes"), row_method)
+        follows = _check_follows(problems, f"{key}.follows_method", row.get("follows_method"), changes, row_method,
+                                 method)
+        parsed.append((name, overrides, changes, follows))
     return parsed
+
+
+def _check_follows(problems: _Problems, key: str, follows: Any, changes: tuple[str, ...] | None, method: Method,
+                   spec_method: Method) -> tuple[str, ...]:
+    """A row's ``follows_method``: knobs of its method (or ``views``), only beside ``changes: [method, ...]``."""
+    if follows is None:
+        return ()
+    if not isinstance(follows, list) or not all(isinstance(name, str) for name in follows):
+        problems.add(key, f"expected a list of knob names (or 'views'), got {follows!r}")
+        return ()
+    if changes is None or "method" not in changes:
+        problems.add(key, "only a row that switches method (changes: [method, ...]) keeps that method's defaults")
+    unknown = {name: None for name in follows if name != VIEWS and name not in method.all_knobs}
+    _check_knob_values(problems, key, unknown, method)
+    if len(set(follows)) != len(follows) or set(follows) & set(changes or ()):
+        problems.add(key, f"knobs repeat (in follows_method or in changes too): {follows}")
+    return tuple(follows)
 
 
 def _check_changes(problems: _Problems, key: str, changes: Any, method: Method) -> tuple[str, ...] | None:
@@ -356,7 +381,7 @@ def _check_reference(problems: _Problems, reference: Any, rows: list) -> dict[st
     """``reference``: a row of this spec, or ``{row, spec, stands_in_for}``; with one in this spec, every other
     row declares its ``changes`` and the reference row none."""
     if reference is None:
-        if any(changes is not None for _, _, changes in rows):
+        if any(changes is not None for _, _, changes, _ in rows):
             problems.add("reference", "rows declare changes, but the spec names no reference row "
                                       "to measure them against")
         return None
@@ -368,8 +393,8 @@ def _check_reference(problems: _Problems, reference: Any, rows: list) -> dict[st
         problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT}}, "
                                   f"got {reference!r}")
         return None
-    names = [name for name, _, _ in rows]
-    for index, (name, _, changes) in enumerate(rows):
+    names = [name for name, *_ in rows]
+    for index, (name, _, changes, _) in enumerate(rows):
         if "spec" not in reference and name == reference["row"]:
             if changes is not None:
                 problems.add(f"rows[{index}].changes", "the reference row changes nothing: drop its changes")
@@ -408,7 +433,7 @@ def validate(path: Path, raw: Any, overrides: Mapping[str, Any]) -> dict[str, An
     reference = _check_reference(problems, raw.get("reference"), rows)
     seeds, seed_rounds = _check_seed_rounds(problems, raw, rows, reference)
     grid, sample = _check_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
-    row_methods = [get_method(row_overrides["method"]) for _, row_overrides, _ in rows if "method" in row_overrides]
+    row_methods = [get_method(row_overrides["method"]) for _, row_overrides, *_ in rows if "method" in row_overrides]
     symmetric = _check_symmetric(problems, raw.get("symmetric"), grid, [method, *row_methods])
     search = _check_search(problems, raw, sample, grid, rows)
     num_samples = search["trials"] if search else raw.get("num_samples", DEFAULTS["num_samples"])

@@ -14,7 +14,9 @@ from reports.table_specs import TableSpecError, load_table_specs
 from sweep.cli import main as sweep_main
 from sweep.contracts import differences, exempt
 from sweep.spec import SpecError, load_spec
-from trainers.registry import get_method
+from trainers.knobs import ConfigError
+from trainers.registry import METHODS, get_method
+from trainers.run_schema import SuiteName
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "search_spaces").glob("*.yaml"))
@@ -29,10 +31,22 @@ def test_every_spec_of_several_rows_names_its_reference_and_each_row_its_changes
             assert set(spec.reference_differences) | {spec.reference.row} >= {row.name for row in spec.rows}, path.name
 
 
+def own_differences(reference: dict, config: dict) -> set[str]:
+    """This test's own comparison of two resolved configs, not sweep.contracts': every key both hold (``method``
+    included) whose values differ, but the evaluation suites (the table's, not a row's)."""
+    return {key for key in set(reference) & set(config) if key != SuiteName.KEY and reference[key] != config[key]}
+
+
+NEVER_A_CHANGE = {"seed", "max_steps", "eval_every", "eval_max_pairs"}
+"""Written out here, not read from sweep.contracts: the seed and the knobs a budget caps."""
+
+
 @pytest.mark.parametrize("name", [name for name, table in TABLES.items() if table.kind == "rows"])
-def test_each_row_of_a_table_differs_from_the_tables_reference_in_its_changes_only(name):
+def test_each_row_of_a_table_names_every_difference_from_the_tables_reference(name):
     """Rows drawn from several search spaces are compared with the one reference row, resolved from its own
-    search space: the knobs that differ, less the exempt ones, are the row's changes, and every change differs."""
+    search space, by this test's own comparison: every knob that differs (the bookkeeping and never-a-change
+    knobs aside) is named in the row's changes or follows_method, and shown by sweep plan (the spec's
+    reference_differences); a row that switches between two trained methods names its views too."""
     table = TABLES[name]
     if len(table.rows) < 2:
         return
@@ -47,10 +61,91 @@ def test_each_row_of_a_table_differs_from_the_tables_reference_in_its_changes_on
             assert line == reference.row and reference.spec is None
             continue
         method = sweep.method_of(line)
-        found = differences(reference_config, reference_method, sweep.row_config(line), method)
-        unnamed = set(found) - set(row.changes) - exempt(method, reference_method)
+        found = own_differences(reference_config, sweep.row_config(line))
+        bookkeeping = method.all_knobs.bookkeeping | reference_method.all_knobs.bookkeeping
+        named = set(row.changes) | set(row.follows_method)
+        unnamed = found - named - NEVER_A_CHANGE - bookkeeping
         assert not unnamed, f"{name}: row {line!r} differs from {reference.row!r} in {sorted(unnamed)}, not named"
-        assert set(row.changes) <= set(found), f"{name}: row {line!r} names {row.changes}, differs in {sorted(found)}"
+        assert found - {"seed"} <= set(sweep.reference_differences[line]), \
+            f"{name}: row {line!r}: sweep plan shows {sorted(sweep.reference_differences[line])}, not all of {found}"
+        switched_trained = method.name != reference_method.name and method.trains and reference_method.trains
+        assert ("views" in named) == switched_trained, f"{name}: row {line!r}: views named {named}"
+        assert named - {"views"} <= found, f"{name}: row {line!r} names {sorted(named)}, differs in {sorted(found)}"
+
+
+def another_value(knob):
+    """A valid value of ``knob`` other than its default, or None where none is found here."""
+    if knob.choices:
+        return next((choice for choice in knob.choices if choice != knob.default), None)
+    if knob.kind is bool:
+        return not knob.default
+    if knob.kind in (int, float):
+        for value in (knob.default + 1, knob.default / 2, knob.low, knob.high):
+            if value is not None and value != knob.default and knob.problem(knob.kind(value)) is None:
+                return knob.kind(value)
+        return None
+    return f"{knob.default}-other"
+
+
+COMPANIONS = [{}, {"patience": 0}, {"final_state": "best_dev"}, {"pooling": "mean"}]
+"""Settings that let one knob's other value resolve: final_state 'last' refuses patience, pooling_skip_frequent a
+non-averaging pooling."""
+KNOBS_OF_EVERY_METHOD = [(name, knob.name) for name, method in METHODS.items() for knob in method.all_knobs]
+
+
+@pytest.mark.parametrize("method_name, knob_name", KNOBS_OF_EVERY_METHOD)
+def test_differences_reports_each_knob_of_every_method(method_name, knob_name):
+    """A differences() that skips any one knob (weight_decay, say) fails here: a config that differs from the
+    method's defaults in that knob alone is reported as differing in it, and in nothing else."""
+    method = get_method(method_name)
+    knob = method.all_knobs[knob_name]
+    value = another_value(knob)
+    assert value is not None, f"{method_name}.{knob_name}: this test finds no other value"
+    row = None
+    for base in COMPANIONS:  # a value the whole config refuses alone needs its companion (pooling_skip_frequent)
+        if knob_name in base:
+            continue
+        try:
+            row = method.resolve({knob_name: value, **base})
+            break
+        except ConfigError:
+            continue
+    assert row is not None, f"{method_name}.{knob_name}: {value!r} is refused with every companion"
+    reference = method.resolve(base)
+    assert differences(reference, method, row, method) == {knob_name: (reference[knob_name], value)}
+
+
+def test_a_switched_method_reports_its_defaults_and_its_views():
+    """SCT -> SimCSE: every shared knob whose defaults differ (this test's own comparison), and the views."""
+    sct, simcse = get_method("sct"), get_method("simcse")
+    reference, row = sct.resolve({}), simcse.resolve({})
+    found = differences(reference, sct, row, simcse)
+    assert set(found) == own_differences(reference, row) | {"views"}
+    assert {"train_corpus", "epochs", "max_seq_length", "batch_size", "learning_rate", "pooling"} <= set(found)
+    assert found["views"] == ("shuffle + feature_cutoff", "the sentence twice, two dropout masks")
+
+
+def test_a_row_that_also_sets_weight_decay_is_refused(tmp_path):
+    project = project_copy(tmp_path)
+    edit_row(project / "search_spaces/sct_main.yaml", "SimCSE",
+             set={"method": "simcse", "train_corpus": "sts_all_sentences", "weight_decay": 0.5})
+    with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in "
+                                        r"weight_decay: 0.0 -> 0.5,"):
+        load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
+
+
+def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_path):
+    """SimCSE's one epoch is listed in follows_method; dropped from it, the row is refused naming epochs."""
+    project = project_copy(tmp_path)
+    edit_row(project / "search_spaces/sct_main.yaml", "SimCSE",
+             follows_method=["pooling", "max_seq_length", "batch_size", "learning_rate", "warmup_ratio", "views"])
+    with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in epochs: 10 -> 1, which"):
+        load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
+    edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
+        "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", "warmup_ratio", "views"],
+        set={"method": "simcse", "train_corpus": "sts_all_sentences", "epochs": 2})
+    with pytest.raises(SpecError, match=r"lists epochs in follows_method, but sets it \(2, simcse's default: 1\)"):
+        load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
 
 
 def project_copy(tmp_path: Path) -> Path:
@@ -93,7 +188,8 @@ def test_a_base_that_one_spec_of_a_table_drops_fails(tmp_path):
 def test_a_change_the_row_does_not_make_fails(tmp_path):
     project = project_copy(tmp_path)
     edit_row(project / "search_spaces/sg_opt_ablation.yaml", "tau = 0.1", changes=["temperature", "reg_lambda"])
-    with pytest.raises(SpecError, match=r"row 'tau = 0.1' names \['reg_lambda'\] in its changes, but does not differ"):
+    with pytest.raises(SpecError, match=r"row 'tau = 0.1' names \['reg_lambda'\] in its changes or follows_method, "
+                                        r"but does not differ"):
         load_spec(project / "search_spaces/sg_opt_ablation.yaml", check_environment=False)
 
 
@@ -149,16 +245,6 @@ def test_changes_without_a_reference_and_unknown_knobs_are_refused(tmp_path, cap
     err = capsys.readouterr().err
     assert "rows[0].changes.los: unknown knob; did you mean 'loss'?" in err
     assert "reference: rows declare changes, but the spec names no reference row" in err
-
-
-def test_a_switched_method_brings_its_own_defaults_but_not_what_the_row_sets():
-    sg, simcse = get_method("sg"), get_method("simcse")
-    reference = sg.resolve({})
-    own_defaults = simcse.resolve({})
-    assert reference["batch_size"] != own_defaults["batch_size"]  # else the test shows nothing
-    assert differences(reference, sg, own_defaults, simcse) == {"method": ("sg", "simcse")}
-    set_by_row = simcse.resolve({"batch_size": 8})
-    assert differences(reference, sg, set_by_row, simcse) == {"method": ("sg", "simcse"), "batch_size": (16, 8)}
 
 
 def test_exempt_knobs_are_the_seed_the_budgets_caps_and_bookkeeping():

@@ -125,7 +125,10 @@ class Method:
     (``"module:function"``, called with the config and the encoder's width) a learned map of the pooled vector
     that is part of the sentence vector the method produces (BERT-flow's flow): the encoder holds it
     (:attr:`trainers.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
-    export see it; None for the methods whose sentence vector is the pooling's.
+    export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
+    views a trained config trains on (compared when a row switches method, :mod:`sweep.contracts`). ``sources``
+    cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
+    or the authors' script it comes from.
     """
 
     name: str
@@ -138,6 +141,8 @@ class Method:
     exchangeable: tuple[Exchangeable, ...] = ()
     frozen_table: Callable[[Config], FrozenTable | None] = lambda config: None
     after_pooling: str | None = None
+    views: Callable[[Config], str] = lambda config: "none"
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def trains(self) -> bool:

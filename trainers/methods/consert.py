@@ -129,6 +129,16 @@ METHOD = Method(
     },
     stages=stages,
     check=check,
+    views=lambda config: f"{config['aug1']} + {config['aug2']}",
+    sources={knob: f"ConSERT (Yan et al. 2021), {what}" for knob, what in {
+        "pooling": "the authors' README: reported numbers average the last two layers",
+        "max_seq_length": "Section 4.2 / the authors' script: max length 64", "batch_size": "Section 4.2: batch 96",
+        "optimizer": "Section 4.2: Adam", "learning_rate": "Section 4.2: lr 5e-7", "warmup_ratio": "Section 4.2: "
+        "linear warm-up over 10% of the steps", "temperature": "Section 4.2: tau 0.1",
+        "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
+        "script: --patience 10", "train_corpus": "Section 4.1: the unlabelled texts of the seven STS sets",
+        "adam_beta2": "Adam's beta2 0.999", "views": "Section 4.2: shuffle + feature cutoff",
+    }.items()},
     exchangeable=(
         Exchangeable(
             ("aug1", "aug2"),

@@ -16,7 +16,7 @@ from trainers.common_knobs import POOLINGS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import simcse_examples, simcse_problems
+from trainers.methods.simcse import SIMCSE_SOURCES, positive_views, simcse_examples, simcse_problems
 from trainers.pretrained import model_problem
 
 COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
@@ -55,4 +55,12 @@ METHOD = Method(
               "epochs": 3},
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
     check=dclr_problems,
+    views=positive_views,
+    sources={**SIMCSE_SOURCES,
+             "batch_size": "DCLR (Zhou et al. 2022): the authors' BERT-base script, batch 128",
+             "learning_rate": "DCLR (Zhou et al. 2022): the authors' BERT-base script, lr 3e-5",
+             "epochs": "DCLR (Zhou et al. 2022): the authors' BERT-base script, 3 epochs",
+             "max_seq_length": "DCLR (Zhou et al. 2022): the authors' BERT-base script, max length 32",
+             "train_corpus": "DCLR (Zhou et al. 2022), Section 4.1: SimCSE's 10^6 Wikipedia sentences, not shipped "
+                             "here"},
 )

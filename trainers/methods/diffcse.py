@@ -19,7 +19,7 @@ from __future__ import annotations
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import simcse_examples, simcse_problems
+from trainers.methods.simcse import SIMCSE_SOURCES, positive_views, simcse_examples, simcse_problems
 from trainers.pretrained import mlm_problem, model_config
 
 GENERATOR = "distilbert-base-uncased"
@@ -66,4 +66,12 @@ METHOD = Method(
               "epochs": 2},
     stages=single_stage("trainers.objectives.diffcse:DiffCSEObjective", simcse_examples),
     check=diffcse_problems,
+    views=positive_views,
+    sources={**SIMCSE_SOURCES,
+             "batch_size": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, batch 64",
+             "learning_rate": "DiffCSE (Chuang et al. 2022), Appendix: BERT-base STS lr 7e-6",
+             "epochs": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, 2 epochs",
+             "max_seq_length": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, max length 32",
+             "train_corpus": "DiffCSE (Chuang et al. 2022), Section 4: SimCSE's 10^6 Wikipedia sentences, not "
+                             "shipped here"},
 )

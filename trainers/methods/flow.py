@@ -80,4 +80,15 @@ METHOD = Method(
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
+    views=lambda config: "none: a flow fit on the frozen model's sentence vectors",
+    sources={knob: f"BERT-flow (Li et al. 2020), the authors' code github.com/bohanli/BERT-flow: {what}"
+             for knob, what in {
+        "pooling": "README's avg-last-2, computed as the first and last layers' mean",
+        "learning_rate": "flow optimiser AdamW at lr 1e-3", "lr_schedule": "a constant learning rate",
+        "weight_decay": "weight decay 0.01", "adam_epsilon": "epsilon 1e-6", "adam_beta2": "beta2 0.999",
+        "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
+        "batch_size": "batch 32", "max_seq_length": "max length 64", "epochs": "one epoch",
+        "patience": "no early stopping", "warmup_ratio": "no warm-up", "optimizer": "AdamW",
+        "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
+    }.items()},
 )

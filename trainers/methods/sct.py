@@ -225,4 +225,14 @@ METHOD = Method(
     check=sct_problems,
     regime=queue_fill_warnings,
     frozen_table=teacher_table,
+    views=lambda config: f"{config['view1']} + {config['view2']}",
+    sources={knob: f"SCT (Limkonchotiwat et al.), {what}" for knob, what in {
+        "batch_size": "Section 4.1: batch 128", "epochs": "Section 4.1: ten epochs", "learning_rate": "Table 1: "
+        "BERT-Small lr 3e-4", "warmup_ratio": "Section 4.1: linear warm-up over 10% of the training data",
+        "pooling": "the authors' SCT_main.py: sentence-transformers' Pooling, mean", "max_seq_length": "silent; "
+        "ours 64 (the authors' Running_script.sh: 128)", "train_corpus": "Section 4.1: NLI texts, hub only; "
+        "offline the seven STS sets' unlabelled texts", "patience": "Section 4.1: the best dev checkpoint "
+        "(no early stop)", "adam_beta2": "Section 4.1: AdamW, beta2 0.999", "views": "Section 3.1: two "
+        "back-translations; offline shuffle + feature cutoff",
+    }.items()},
 )

@@ -28,6 +28,30 @@ def simcse_examples(config: Config) -> Sequence[Any]:
     return corpus_or_backtranslations(config, config["positive"] in BT_POSITIVES)
 
 
+def positive_views(config: Config) -> str:
+    """The two views of SimCSE and the methods built on its batches (DCLR, DiffCSE), in words."""
+    if config["positive"] in BT_POSITIVES:
+        return f"the sentence and its back-translation {config['positive']}"
+    return "the sentence twice, two dropout masks"
+
+
+SIMCSE_PAPER = "SimCSE (Gao et al. 2021)"
+SIMCSE_SOURCES = {
+    "batch_size": f"{SIMCSE_PAPER}, Appendix A: unsupervised BERT-base, batch 64",
+    "learning_rate": f"{SIMCSE_PAPER}, Appendix A: unsupervised BERT-base, lr 3e-5",
+    "max_seq_length": f"{SIMCSE_PAPER}, Section 3 and the authors' run_unsup_example.sh: max length 32",
+    "epochs": f"{SIMCSE_PAPER}, Section 3: one epoch over 10^6 Wikipedia sentences",
+    "pooling": f"{SIMCSE_PAPER}, Appendix A: [CLS] (with an MLP in training only)",
+    "temperature": f"{SIMCSE_PAPER}, Table D.1: tau 0.05",
+    "warmup_ratio": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh sets no warm-up (HF Trainer's 0)",
+    "patience": f"{SIMCSE_PAPER}: the authors' code selects the best STS-B dev checkpoint and never stops early",
+    "adam_beta2": f"{SIMCSE_PAPER}: HF Trainer's AdamW, beta2 0.999",
+    "train_corpus": f"{SIMCSE_PAPER}, Section 3: 10^6 English Wikipedia sentences (wiki1m), not shipped here",
+    "views": f"{SIMCSE_PAPER}, Section 3: the same sentence twice, two dropout masks",
+}
+"""Where each default of SimCSE a row that switches to it keeps comes from (``follows_method``)."""
+
+
 def simcse_problems(config: Config) -> list[Problem]:
     """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
     reader = f"positive {config['positive']!r}" if config["positive"] in BT_POSITIVES else None
@@ -51,4 +75,6 @@ METHOD = Method(
     defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125},
     stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
     check=simcse_problems,
+    views=positive_views,
+    sources=SIMCSE_SOURCES,
 )
