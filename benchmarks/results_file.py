@@ -25,10 +25,12 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cores, {', '.join(bf16)}"
 
 
-def write_section(heading: str, body: str, path: Path = RESULTS) -> None:
-    """Replace (or append) the section ``## heading`` with ``body``, under the machine and commit it ran on."""
+def write_section(heading: str, body: str, path: Path = RESULTS, ran_on: str | None = None,
+                  commit: str | None = None) -> None:
+    """Replace (or append) the section ``## heading`` with ``body``, under the machine and commit it ran on
+    (this machine and checkout, unless ``ran_on`` and ``commit`` name those of a measurement made elsewhere)."""
     text = path.read_text(encoding="utf-8") if path.exists() else TITLE
-    section = f"## {heading}\n\nMachine: {machine()}; commit {commit_of()}.\n\n{body.strip()}\n"
+    section = f"## {heading}\n\nMachine: {ran_on or machine()}; commit {commit or commit_of()}.\n\n{body.strip()}\n"
     pattern = re.compile(rf"^## {re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
     if pattern.search(text):
         text = pattern.sub(lambda _: section + "\n", text).rstrip() + "\n"

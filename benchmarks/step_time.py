@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from benchmarks.results_file import write_section
 from trainers.augmentations import shuffled_position_ids
 from trainers.data import load_corpus
-from trainers.encoder import SentenceEncoder, masked_max, masked_mean
+from trainers.encoder import SentenceEncoder, masked_max, masked_mean, pick_device
 from trainers.loop import train
 from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
@@ -45,16 +45,22 @@ class _NoEvaluation:
 
 
 def loop_step_seconds(method: str, steps: int, **overrides) -> float:
+    """Seconds per step of the shared loop, with the encoder and the objective on the trial's device
+    (``device``, as :func:`trainers.loop.run_trial` puts them). On a GPU, prefer ``python -m benchmarks.gpu``,
+    which also synchronises the device around the timed steps."""
     torch.manual_seed(0)
     config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})
     (stage,) = get_method(method).stages(config)
-    objective = stage.build(config, SentenceEncoder.from_config(config))
+    device = pick_device(config["device"])
+    objective = stage.build(config, SentenceEncoder.from_config(config).to(device)).to(device)
     examples = load_corpus(config["train_corpus"])[: config["batch_size"] * (steps + WARMUP)]
     timings: list[float] = []
     original = objective.after_step
 
     def timed_after_step() -> None:  # per-step wall time, from one step's end to the next
         original()
+        if device.type == "cuda":  # the steps' queued work counted in its own step
+            torch.cuda.synchronize(device)
         timings.append(time.perf_counter())
 
     objective.after_step = timed_after_step

@@ -15,12 +15,30 @@ CPU = torch.device("cpu")
 
 
 @pytest.mark.parametrize("fast", [True, False])
-def test_auto_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch, fast):
+def test_auto_on_a_cpu_is_bf16_only_where_the_hardware_runs_it_fast(monkeypatch, fast):
     monkeypatch.setattr(precision, "cpu_runs_bf16_fast", lambda: fast)
     assert precision.resolve("auto", CPU) == ("bf16" if fast else "fp32")
     assert precision.resolve("fp32", CPU) == "fp32" and precision.resolve("bf16", CPU) == "bf16"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: not fast)
-    assert precision.resolve("auto", torch.device("cuda")) == ("fp32" if fast else "bf16")
+    assert precision.resolve("tf32", CPU) == "fp32"  # no TF32 units on a CPU
+
+
+@pytest.mark.parametrize("major", [7, 8, 9])
+def test_tf32_and_auto_on_cuda_follow_the_tensor_cores(monkeypatch, major):
+    """TF32 from compute capability 8 (Ampere) on; before it, 'auto' falls back to the bf16 rule."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: major >= 8)
+    cuda = torch.device("cuda")
+    assert precision.resolve("tf32", cuda) == ("tf32" if major >= 8 else "fp32")
+    assert precision.resolve("auto", cuda) == (precision.CUDA_AUTO if major >= 8 else "fp32")
+    assert precision.resolve("bf16", cuda) == "bf16"
+
+
+def test_tf32_allows_tf32_products_inside_its_block_only():
+    before = torch.get_float32_matmul_precision()
+    with precision.autocast("tf32", torch.device("cuda")):
+        assert torch.get_float32_matmul_precision() == "high"
+        assert not torch.is_autocast_enabled("cuda")
+    assert torch.get_float32_matmul_precision() == before
 
 
 def test_this_cpu_is_read_from_its_instruction_sets():
@@ -54,3 +72,12 @@ def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_b
     assert seen == {"eval": {setting == "bf16"}, "train": {setting == "bf16"}}
     assert final["eval_precision"] == final["train_precision"] == setting
 
+
+
+def test_frozen_outputs_computed_with_tf32_products_are_another_table():
+    from trainers.frozen_outputs import _autocast_state
+
+    plain = _autocast_state("cuda")
+    with precision.autocast("tf32", torch.device("cuda")):
+        assert _autocast_state("cuda") != plain
+    assert _autocast_state("cuda") == plain == "none"

@@ -24,7 +24,7 @@ MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
 FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
-PRECISIONS = ("auto", "fp32", "bf16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 """Numeric precisions of encoding and training (:mod:`trainers.precision`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.augmentations`)."""

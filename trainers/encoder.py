@@ -29,12 +29,16 @@ from transformers.utils import logging as hf_logging
 from trainers.common_knobs import COMMON_KNOBS, FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
 from trainers.data import pair_sentences
 from trainers.pretrained import ModelFamily, model_family, resolve_model_path
+from trainers.tokens import TokenCache, pad
 from trainers.wk_pooling import wk_pool
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
 WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
 """(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
 
+
+ENCODE_BLOCK = 2**14
+"""Sentences whose vectors :meth:`SentenceEncoder.encode` keeps on the device before copying them back at once."""
 
 AFTER_POOLING_FILE = "after_pooling.safetensors"
 """The weights of an encoder's map after pooling, in its model folder (a checkpoint's, an export's)."""
@@ -136,6 +140,21 @@ def _token_ids(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...], m
     """Token ids of each sentence (no padding), kept for the next call with the same list: the dev set
     at every evaluation, the test sets in every trial of the process."""
     return tokenizer(list(sentences), truncation=True, max_length=max_length)["input_ids"]
+
+
+@functools.lru_cache(maxsize=3)
+def token_cache(tokenizer: PreTrainedTokenizerBase) -> TokenCache:
+    """The token ids of the texts the process trained on with ``tokenizer``: a corpus is tokenised once, not
+    in every epoch, and the next trial of the worker on the same corpus finds it tokenised."""
+    return TokenCache(tokenizer)
+
+
+def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """Host tensors onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
+    the next launch while the copy runs (the copy is ordered before the kernels that read it)."""
+    if device.type != "cuda":
+        return {name: tensor.to(device) for name, tensor in features.items()}
+    return {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in features.items()}
 
 
 @functools.lru_cache(maxsize=4)
@@ -250,10 +269,9 @@ class SentenceEncoder(nn.Module):
         return self.model.config.num_hidden_layers
 
     def tokenize(self, sentences: Sequence[str], max_length: int) -> dict[str, Tensor]:
-        features = self.tokenizer(
-            list(sentences), padding=True, truncation=True, max_length=max_length, return_tensors="pt"
-        )
-        return {name: tensor.to(self.device) for name, tensor in features.items()}
+        """``tokenizer(sentences, padding=True, truncation=True, max_length=max_length)`` on the encoder's
+        device, from the process's kept token ids (:func:`token_cache`)."""
+        return to_device(token_cache(self.tokenizer).features(sentences, max_length), self.device)
 
     def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
         """All hidden states, index 0 = embedding layer output."""
@@ -307,12 +325,21 @@ class SentenceEncoder(nn.Module):
         was_training = self.training
         self.eval()
         try:
-            vectors = torch.empty(len(unique), self.model.config.hidden_size)
+            # Vectors stay on the device for a block of batches: no batch waits for its copy back, so the host
+            # pads the next batch while the device encodes this one.
+            in_order = torch.empty(len(unique), self.model.config.hidden_size)
+            block: list[Tensor] = []
             for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                padded = self.tokenizer.pad({"input_ids": [ids[i] for i in chunk]}, return_tensors="pt")
-                vectors[chunk] = self({k: v.to(self.device) for k, v in padded.items()}).float().cpu()
+                padded = pad(self.tokenizer, [{"input_ids": ids[i]} for i in order[start : start + batch_size]])
+                block.append(self(to_device(padded, self.device)).float())
+                end = min(start + batch_size, len(order))
+                if sum(len(vectors) for vectors in block) >= ENCODE_BLOCK or end == len(order):
+                    done = torch.cat(block)
+                    in_order[end - len(done) : end] = done.cpu()
+                    block = []
         finally:
             self.train(was_training)
+        unsorted = torch.empty_like(in_order)
+        unsorted[order] = in_order
         position = {sentence: i for i, sentence in enumerate(unique)}
-        return vectors[[position[s] for s in sentences]]
+        return unsorted[[position[s] for s in sentences]]

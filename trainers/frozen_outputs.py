@@ -117,9 +117,11 @@ def table_batches(texts: Sequence[str]) -> list[list[str]]:
 
 
 def _autocast_state(device_type: str) -> str:
+    """The precision outputs are computed in: bf16 autocast, fp32 matrix products in TF32, or plain fp32."""
     if torch.is_autocast_enabled(device_type):
         return f"autocast:{torch.get_autocast_dtype(device_type)}"
-    return "none"
+    matmuls = torch.get_float32_matmul_precision()
+    return "none" if matmuls == "highest" else f"fp32 matmuls:{matmuls}"
 
 
 def _digest(value: Any) -> str:

@@ -14,6 +14,7 @@ random draws, same losses.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -54,6 +55,39 @@ class NonFiniteLossError(FloatingPointError):
 class _Timer:
     training_seconds: float = 0.0
     examples: int = 0
+
+
+READ_LOSSES_EVERY = 32
+"""Steps whose losses stay on the device before the loop reads them (and at each evaluation): reading a loss
+waits for its step to finish, which every step would leave the device idle while the host launches the next."""
+
+
+class UnreadLosses:
+    """The losses of the steps since the last read, as device tensors: read at once, and checked there."""
+
+    def __init__(self) -> None:
+        self._losses: list[torch.Tensor] = []
+        self._first_step = 0
+
+    def __len__(self) -> int:
+        return len(self._losses)
+
+    def append(self, loss: torch.Tensor, step: int) -> None:
+        if not self._losses:
+            self._first_step = step
+        self._losses.append(loss.detach())
+
+    def read(self) -> list[float]:
+        """The unread losses as floats (each what ``loss.item()`` gives), or NonFiniteLossError at the first
+        that is NaN or infinite: the steps after it are lost with the trial, and no evaluation or checkpoint
+        saw their weights."""
+        values = torch.stack(self._losses).tolist()
+        self._losses = []
+        for offset, value in enumerate(values):
+            if not math.isfinite(value):
+                raise NonFiniteLossError(f"training loss is {value} at step {self._first_step + offset}; "
+                                         "the trial stops here")
+        return values
 
 
 def _autocast(config: Config, device: torch.device):
@@ -130,6 +164,7 @@ def train(
     with _autocast(config, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
     losses: list[float] = []
+    unread = UnreadLosses()
 
     while position.stage_step < steps and not selection.should_stop:
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
@@ -137,18 +172,18 @@ def train(
         objective.train()
         with _autocast(config, device):
             loss = objective.loss([examples[i] for i in batch_indices])
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"training loss is {loss.item()} at step {position.step + 1}; "
-                                     "the trial stops here")
         optimization_step(loss, optimizer, schedule, config["max_grad_norm"])
         objective.after_step()
         position.step += 1
         position.stage_step += 1
-        losses.append(loss.item())
+        unread.append(loss, position.step)
+        evaluates = position.stage_step % config["eval_every"] == 0 or position.stage_step == steps
+        if evaluates or len(unread) == READ_LOSSES_EVERY:  # the one wait for the device in these steps
+            losses += unread.read()
         timer.training_seconds += time.perf_counter() - started
         timer.examples += len(batch_indices)
 
-        if position.stage_step % config["eval_every"] == 0 or position.stage_step == steps:
+        if evaluates:
             dev = evaluator.dev(encode)[Metric.DEV]
             selection.update(dev, position.step, encoder)
             position.evaluations += 1

@@ -1,21 +1,32 @@
-"""Numeric precision of evaluation and training: bf16 autocast where the hardware runs it fast.
+"""Numeric precision of evaluation and training: fp32, TF32 matrix products, or bf16 autocast.
 
-``eval_precision`` and ``train_precision`` take ``fp32``, ``bf16`` or
-``auto``; :func:`resolve` turns ``auto`` into ``bf16`` on a CUDA device that
-supports bf16 and on a CPU with AMX or AVX-512 bf16 instructions, and into
-``fp32`` elsewhere (bf16 emulated on an older CPU is slower than fp32). The
-trial reports the precision it used (``eval_precision``, ``train_precision``),
-and the MLflow run records them as tags.
+``eval_precision`` and ``train_precision`` take ``fp32``, ``tf32``, ``bf16`` or ``auto``. :func:`resolve`
+turns a setting into what runs on the device:
+
+- ``tf32`` runs fp32 with the matrix products on TF32 tensor cores; it needs a CUDA device of compute
+  capability 8.0 or more, and is plain ``fp32`` elsewhere (no other device has TF32 units).
+- ``auto`` is what measurement found fastest at equal scores on the device. On a CUDA device,
+  :data:`CUDA_AUTO` (``python -m benchmarks.gpu``, docs/gpu.md). On a CPU with AMX or AVX-512 bf16, ``bf16``
+  (benchmarks/results.md); ``fp32`` on other CPUs, where bf16 is emulated and slower than fp32.
+
+The trial reports the precision it used (``eval_precision``, ``train_precision``), and the MLflow run
+records them as tags.
 """
 
 from __future__ import annotations
 
 import functools
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Iterator
 
 import torch
 
 from trainers.common_knobs import PRECISIONS
+
+CUDA_AUTO = "tf32"
+"""``auto`` on a CUDA device with TF32 units: on an H100 (docs/gpu.md) TF32 steps were the fastest of the
+three for every method, and bf16 autocast gained nothing over it, its casts costing host time a small step
+does not have to spare; the STS scores of the three agree to a few hundredths of a point."""
 
 
 @functools.cache
@@ -25,6 +36,11 @@ def cpu_runs_bf16_fast() -> bool:
     return any(check() for check in checks if check is not None)
 
 
+def has_tf32(device: torch.device) -> bool:
+    """Whether ``device`` multiplies fp32 matrices on TF32 tensor cores when allowed (CUDA, Ampere or later)."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
 def runs_bf16_fast(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
@@ -32,16 +48,33 @@ def runs_bf16_fast(device: torch.device) -> bool:
 
 
 def resolve(setting: str, device: torch.device) -> str:
-    """``fp32`` or ``bf16``: the precision ``setting`` means on ``device``."""
+    """``fp32``, ``tf32`` or ``bf16``: the precision ``setting`` means on ``device``."""
     if setting not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {setting!r}")
     if setting == "auto":
+        if has_tf32(device):
+            return CUDA_AUTO
         return "bf16" if runs_bf16_fast(device) else "fp32"
+    if setting == "tf32" and not has_tf32(device):
+        return "fp32"
     return setting
 
 
+@contextmanager
+def _tf32_matmuls() -> Iterator[None]:
+    """fp32 matrix products on TF32 tensor cores inside the block; the process's setting restored after."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
-    """bf16 autocast on ``device`` for ``bf16``, nothing for ``fp32`` (a resolved precision)."""
+    """What runs a resolved ``precision`` on ``device``: bf16 autocast, TF32 matrix products, or nothing (fp32)."""
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision == "tf32":
+        return _tf32_matmuls()
     return nullcontext()

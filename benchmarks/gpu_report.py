@@ -1,0 +1,159 @@
+"""The device check's figures (:mod:`benchmarks.gpu`) as text: a short summary for the call's output, and its
+section of ``benchmarks/results.md`` with the targets of issue 39 marked met or not met."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchmarks.results_file import RESULTS, write_section
+
+HEADING = "GPU: training steps, evaluation and trials per GPU (`python -m benchmarks.gpu`)"
+STEP_TARGET_MS = 15.0
+"""SimCSE's step at BERT-base's shape, at the fastest precision (from 48.9 ms fp32 when issue 39 was filed)."""
+EVALUATION_TARGET = 5.0
+"""Our STS test evaluation against sentence-transformers' encode of the same sentences, at each one's best."""
+SHARING_TARGET = (4, 3.0)
+"""4 trials on one GPU give at least 3x the steps per second of one."""
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join([" --- "] + [" ---: "] * (len(header) - 1)) + "|"]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def step_rows(results: dict[str, Any], key: str = "steps") -> dict[tuple[str, str], dict[str, dict]]:
+    """{(method, model): {precision: row}} of one list of step figures."""
+    grouped: dict[tuple[str, str], dict[str, dict]] = {}
+    for row in results.get(key, []):
+        grouped.setdefault((row["method"], row["model"]), {})[row["precision"]] = row
+    return grouped
+
+
+def fastest(rows: dict[str, dict]) -> tuple[str, dict]:
+    return min(rows.items(), key=lambda item: item[1]["ms"])
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
+    """(target, what was measured, met) of issue 39's four targets; met is None where nothing was measured."""
+    steps = step_rows(results)
+    model = "tiny BERT" if results.get("tiny") else "BERT-base"
+    checks: list[tuple[str, str, bool | None]] = []
+    simcse = steps.get(("simcse", model))
+    if simcse:
+        precision, row = fastest(simcse)
+        checks.append((f"SimCSE step at {model}'s shape <= {STEP_TARGET_MS:.0f} ms",
+                       f"{row['ms']:.1f} ms ({precision})", row["ms"] <= STEP_TARGET_MS))
+    else:
+        checks.append((f"SimCSE step at {model}'s shape <= {STEP_TARGET_MS:.0f} ms", "not measured", None))
+    slower = [f"{method} {name} {p} {row['ms']:.1f} vs fp32 {rows['fp32']['ms']:.1f}"
+              for (method, name), rows in steps.items() for p, row in rows.items()
+              if p != "fp32" and "fp32" in rows and row["ms"] > rows["fp32"]["ms"] * 1.05]
+    best_reduced = all(min(rows.get(p, {"ms": float("inf")})["ms"] for p in ("tf32", "bf16")) <= rows["fp32"]["ms"] * 1.05
+                       for rows in steps.values() if "fp32" in rows)
+    checks.append(("bf16 or TF32 no slower than fp32 (within 5%)",
+                   "slower: " + "; ".join(slower) if slower else "none slower", best_reduced if steps else None))
+    evaluation = results.get("evaluation", [])
+    ours = [row["seconds"] for row in evaluation if row["what"] == "ours"]
+    peer = [row["seconds"] for row in evaluation if row["what"].startswith("sentence-transformers")]
+    if ours and peer:
+        ratio = min(peer) / min(ours)
+        checks.append((f"evaluation >= {EVALUATION_TARGET:.0f}x sentence-transformers",
+                       f"{ratio:.1f}x ({min(ours):.2f} s against {min(peer):.2f} s)", ratio >= EVALUATION_TARGET))
+    else:
+        checks.append((f"evaluation >= {EVALUATION_TARGET:.0f}x sentence-transformers", "not measured", None))
+    sharing = {row["trials"]: row["steps_per_second"] for row in results.get("sharing", [])}
+    trials, times = SHARING_TARGET
+    if 1 in sharing and trials in sharing:
+        ratio = sharing[trials] / sharing[1]
+        checks.append((f"{trials} trials on one GPU >= {times:.0f}x one", f"{ratio:.2f}x", ratio >= times))
+    else:
+        checks.append((f"{trials} trials on one GPU >= {times:.0f}x one", "not measured", None))
+    return checks
+
+
+def body(results: dict[str, Any]) -> str:
+    lines = [
+        f"Command: `python -m benchmarks.gpu --json gpu.json --legacy .gpu_carry/legacy`, then `--render gpu.json` "
+        f"(docs/gpu.md). Device: {results['device']}; torch {results['torch']}, transformers "
+        f"{results['transformers']}; {results['steps_timed']} steps timed after {5} warm-up steps, the device "
+        "synchronised at both ends."
+        + (" **Tiny version** (a 2-layer, 64-wide BERT): code paths only, no figure to quote." if results["tiny"]
+           else ""),
+        "",
+        "### Targets (issue 39)",
+        "",
+        *_table(("target", "measured", "met"),
+                [(name, measured, "–" if met is None else ("met" if met else "**not met**"))
+                 for name, measured, met in targets(results)]),
+    ]
+    rates = results.get("rates")
+    if rates:
+        lines += ["", "### The card's matrix-product rate", "",
+                  *_table(("precision", "TFLOP/s"), [(p, f"{v:.3g}") for p, v in rates.items()])]
+    steps = step_rows(results)
+    if steps:
+        precisions = ("fp32", "tf32", "bf16")
+        rows = []
+        for (method, model), by_precision in steps.items():
+            precision, best = fastest(by_precision)
+            flops = by_precision.get("fp32", best)["tflop_per_step"]
+            rate = flops / (best["ms"] / 1000)
+            card = (rates or {}).get(precision)
+            rows.append((method, model, *(_ms(by_precision.get(p, {}).get("ms")) for p in precisions),
+                         f"{best['peak_gib']:.1f}", f"{flops:.3g}", f"{rate:.3g}",
+                         f"{100 * rate / card:.1f}%" if card else "–"))
+        lines += ["", "### Training steps through `trainers.loop.train` (ms per step)", "",
+                  *_table(("method", "model", "fp32", "TF32", "bf16", "peak GiB", "TFLOP/step",
+                           "TFLOP/s (fastest)", "share of the card's rate"), rows)]
+    bare = step_rows(results, "bare")
+    if bare:
+        rows = []
+        for (method, model), by_precision in bare.items():
+            ours = steps.get((method, model), {})
+            for precision, row in by_precision.items():
+                mine = ours.get(precision, {}).get("ms")
+                rows.append((f"{method} {model}", precision, _ms(row["ms"]), _ms(mine),
+                             f"{mine / row['ms']:.2f}" if mine else "–"))
+        lines += ["", "### The same SimCSE step in a bare PyTorch loop (batches on the device beforehand)", "",
+                  *_table(("step", "precision", "bare loop ms", "shared loop ms", "ratio"), rows)]
+    legacy = step_rows(results, "legacy")
+    if legacy:
+        rows = []
+        for (method, model), by_precision in legacy.items():
+            for precision, row in by_precision.items():
+                now = steps.get((method, model), {}).get(precision, {}).get("ms")
+                rows.append((f"{method} {model}", precision, _ms(row["ms"]), _ms(now),
+                             f"{row['ms'] / now:.2f}x" if now else "–"))
+        commit = next(iter(results["legacy"]))["commit"]
+        lines += ["", f"### Before and after, same card, same call (the loop at `{commit}` against this commit's)", "",
+                  *_table(("step", "precision", f"at {commit} ms", "now ms", "speed-up"), rows)]
+    evaluation = results.get("evaluation", [])
+    if evaluation:
+        count = evaluation[0]["sentences"]
+        rows = [(row["what"], row["precision"], f"{row['seconds']:.2f}",
+                 "–" if row["test_avg"] is None else f"{row['test_avg']:.2f}") for row in evaluation]
+        lines += ["", f"### The seven STS test sets, bundled MiniLM ({count:,} distinct sentences; median of the "
+                  "repeats; ours includes the scoring)", "",
+                  *_table(("encoder", "precision", "seconds", "test avg Spearman x 100"), rows)]
+    sharing = results.get("sharing", [])
+    if sharing:
+        one = sharing[0]["steps_per_second"]
+        rows = [(row["trials"], f"{1 / row['trials']:g}", f"{row['steps_per_second']:.1f}",
+                 f"{row['steps_per_second'] / one:.2f}x") for row in sharing]
+        lines += ["", "### Trials per GPU: SimCSE at BERT-base's shape, `train_precision: auto`, each trial its own "
+                  "process", "", *_table(("trials at once", "resources.gpu", "steps/s, all together", "against one"),
+                                         rows)]
+    if results.get("errors"):
+        lines += ["", "Parts that failed: " + "; ".join(results["errors"])]
+    return "\n".join(lines)
+
+
+def render(results: dict[str, Any], path: str | None = None) -> None:
+    write_section(HEADING, body(results), Path(path) if path else RESULTS, ran_on=results["device"],
+                  commit=results["commit"])
