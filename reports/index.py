@@ -96,8 +96,13 @@ def markdown(items: Sequence[Item], here: Callable[[TableSpec], str] | None = No
            "Every table and figure of the three papers and what reproduces it here, generated from the catalogue "
            "(`reports/paper_index.yaml`) and the table specs by `python -m reports.index --write "
            "docs/reproduction.md`. `python -m reports.tables --index` prints it with a column saying what this "
-           "machine lacks for each table. Each caption names what differs from the paper (model, views, data); "
-           "each row's difference from its table's reference row is printed by `python -m sweep plan SPEC`.", ""]
+           "machine lacks for each table. Each caption is generated from the settings ledger "
+           "(`sweep/paper_ledger.yaml`): every setting our rows resolve to that differs from the paper's (or, where "
+           "the paper is silent, from the authors' script), with its kind (forced: no hub model or data; budget; "
+           "open: a choice the paper leaves open) and reason, and where rows of different methods train at their "
+           "own papers' settings; each row's difference from its table's reference row, what follows its method "
+           "with the source of each default, and the ledger's deviations are printed by `python -m sweep plan SPEC`.",
+           ""]
     for paper in dict.fromkeys(item.paper for item in items):
         out += [f"## {PAPER_TITLES.get(paper, paper)}", "",
                 "| item | what | table spec | caption (our deviations) | reference row | commands |"

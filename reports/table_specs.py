@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from results.table import COLUMNS, DELTA
+from sweep.contracts import REGIME_KNOBS, VIEWS, regime
+from sweep.ledger import LEDGER_NAME, SpecLedger, declared, deviation_notes, lines_of, load_ledger
 from sweep.spec import Reference, SpecError, SweepSpec, load_spec
 from sweep.spec_yaml import read_yaml
 
@@ -70,13 +72,26 @@ class TableSpec:
     """rows tables: a row drawn from another search space -> (its path, that search space)"""
     reference: Reference | None = None
     """rows tables: the row every line is measured against (:func:`_table_reference`)"""
+    regimes: str = ""
+    """rows tables whose trained rows train different regimes (corpus, length, batch, sequence length, views):
+    each knob's value per row (:func:`regime_note`)."""
+    deviations: tuple[str, ...] | None = None
+    """What our rows' resolved settings declare different from the paper's, from the settings ledger
+    (:func:`sweep.ledger.deviation_notes`); None where the ledger has no record of the table's specs."""
 
     @property
     def caption(self) -> str:
-        """The title, and the reference row where it stands in for the paper's."""
-        if self.reference is None or not self.reference.stands_in_for:
-            return self.title
-        return f"{self.title}. Reference row {self.reference.row!r} stands in for {self.reference.stands_in_for}"
+        """The title, the reference row where it stands in for the paper's, and the ledger's deviations."""
+        caption = self.title
+        if self.reference is not None and self.reference.stands_in_for:
+            caption += f". Reference row {self.reference.row!r} stands in for {self.reference.stands_in_for}"
+        if self.regimes:
+            caption += f". {self.regimes}"
+        if self.deviations:
+            caption += f". Deviations from the paper ({LEDGER_NAME}): " + "; ".join(self.deviations)
+        elif self.deviations is not None:
+            caption += f". No deviation from the paper's settings ({LEDGER_NAME})"
+        return caption
 
     @property
     def experiment(self) -> str:
@@ -236,5 +251,50 @@ def _paper_source(raw: Mapping[str, Any] | None, fail) -> PaperSource | None:
                        dict(raw.get("columns") or {}))
 
 
+def table_deviations(table: TableSpec, ledger: Mapping[str, SpecLedger]) -> tuple[str, ...] | None:
+    """The ledger's declared deviations of the lines ``table`` shows (None: a spec without a record)."""
+    found = []
+    for path, sweep in table.search_spaces().items():
+        record = ledger.get(sweep.path.name)
+        if record is None:
+            return None
+        shown = [line for line in table.rows if table.sweep_of(line)[0] == path] if table.kind == "rows" else None
+        found += declared(sweep, record, shown)
+    return tuple(deviation_notes(found, table.rows if table.kind == "rows" else lines_of(table.sweep)))
+
+
+def regime_note(table: TableSpec) -> str:
+    """Where a rows table's trained rows of different methods train different regimes
+    (:func:`sweep.contracts.regime`): each such knob and its values, with the rows of each (``sweep plan`` names
+    each value's source)."""
+    if table.kind != "rows":
+        return ""
+    regimes, methods = {}, {}
+    for line in table.rows:
+        _, sweep = table.sweep_of(line)
+        method = sweep.method_of(line)
+        if found := regime(sweep.row_config(line), method):
+            regimes[line], methods[line] = found, method.name
+    parts = []
+    for knob in (*REGIME_KNOBS, VIEWS):
+        if not any(regimes[a][knob] != regimes[b][knob] and methods[a] != methods[b] for a in regimes for b in regimes):
+            continue
+        by_value: dict[str, list[str]] = {}
+        for line, found in regimes.items():
+            by_value.setdefault(repr(found[knob]), []).append(line)
+        most = max(by_value.values(), key=len)
+        parts.append(f"{knob} " + ", ".join(
+            f"{value} ({'the other trained rows' if rows is most and len(rows) > 2 else ', '.join(rows)})"
+            for value, rows in by_value.items()))
+    if not parts:
+        return ""
+    return "Rows of different methods train at their own papers' settings (sweep plan names each source): " + \
+        "; ".join(parts)
+
+
 def load_table_specs(path: Path = TABLE_SPECS, project: Path = PROJECT) -> dict[str, TableSpec]:
-    return {name: parse_table_spec(name, raw, project) for name, raw in load_yaml(path).items()}
+    """Every table spec, its caption naming the ledger's deviations of its rows."""
+    ledger = load_ledger()
+    tables = {name: parse_table_spec(name, raw, project) for name, raw in load_yaml(path).items()}
+    return {name: dataclasses.replace(table, regimes=regime_note(table), deviations=table_deviations(table, ledger))
+            for name, table in tables.items()}

@@ -32,6 +32,18 @@ VIEWS = "views"
 are the methods' own (SCT's view1/view2, ConSERT's aug1/aug2, SimCSE's positive), so no shared knob shows it."""
 
 
+REGIME_KNOBS = ("train_corpus", "epochs", "batch_size", "max_seq_length")
+"""The data and budget knobs that, with the views, make a training regime: a table's rows that differ there
+say so in its caption (``reports.table_specs``), and a row that differs from its reference there names it."""
+
+
+def regime(config: Config, method: Method) -> dict[str, Any]:
+    """A trained config's regime: its :data:`REGIME_KNOBS` and its views (empty for a method that trains nothing)."""
+    if not method.trains:
+        return {}
+    return {**{knob: config[knob] for knob in REGIME_KNOBS}, VIEWS: method.views(config)}
+
+
 def exempt(*methods: Method) -> frozenset[str]:
     """Knobs whose difference is never part of a row's contract: the seed, the budget's caps, and the
     bookkeeping knobs of ``methods``. Written once, here."""

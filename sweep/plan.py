@@ -42,6 +42,8 @@ def print_plan(spec: SweepSpec) -> None:
             print(f"{row.name:<{width}}{method:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
     for line in reference_lines(spec):
         print(line)
+    for line in ledger_lines(spec):
+        print(line)
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
         print(line)
@@ -94,6 +96,28 @@ def reference_lines(spec: SweepSpec) -> list[str]:
         for name in follows:
             lines.append(f"  {'':<{width}}follows {method.name}: {describe(found, [name])} ({method.sources[name]})")
     return lines
+
+
+def ledger_lines(spec: SweepSpec) -> list[str]:
+    """Where the spec's rows, as resolved here (with ``--set`` and the budget), differ from the paper's settings
+    in the ledger (:mod:`sweep.ledger`): the declared deviations, the budget's caps, and anything else, which
+    the ledger does not declare (a ``--set`` of one's own)."""
+    from sweep.budget import CAPPED_KNOBS
+    from sweep.ledger import LEDGER_NAME, deviation_notes, ledger_mismatches, lines_of, load_ledger
+
+    record = load_ledger().get(spec.path.name)
+    if record is None:
+        return []
+    found, _ = ledger_mismatches(spec, record)
+    capped = [m for m in found if m.deviation is None and spec.budget is not None and m.knob in CAPPED_KNOBS]
+    other = [m for m in found if m.deviation is None and m not in capped]
+    notes = deviation_notes([m for m in found if m.deviation is not None], lines_of(spec))
+    lines = [f"against the paper ({LEDGER_NAME}; knob: ours, the paper's (kind: reason)):"]
+    lines += [f"  {note}" for note in notes]
+    lines += [f"  {m.knob} [{m.row!r}]: ours {m.ours!r}, paper {m.paper.value!r} (budget: --budget {spec.budget.name})"
+              for m in capped]
+    lines += [f"  not declared: {m.describe()}" for m in other]
+    return lines if len(lines) > 1 else [f"against the paper ({LEDGER_NAME}): every row at the paper's settings"]
 
 
 GPU_SIZE_PARAMETERS = 50_000_000

@@ -1,0 +1,164 @@
+"""The settings ledger (sweep/paper_ledger.yaml): every row of every spec that fills a paper's table resolves to
+the paper's settings or to a declared deviation; an undeclared difference fails naming the table, the row, the
+knob, both values and the source; captions and plans print the declared deviations."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reports.table_specs import load_table_specs
+from sweep.cli import main as sweep_main
+from sweep.ledger import KINDS, LEDGER, ledger_mismatches, ledger_problems, load_ledger
+from sweep.spec import SpecError, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+LEDGER_RECORDS = load_ledger()
+
+
+def tables_by_spec(project: Path = ROOT) -> dict[str, list[str]]:
+    """Each spec file that fills a table -> the tables it fills, read from table_specs.yaml itself (not through
+    reports.table_specs, whose loading checks the row contracts: the ledger is checked on its own)."""
+    raw = yaml.safe_load((project / "reports/table_specs.yaml").read_text())
+    found: dict[str, list[str]] = {}
+    for table, entry in raw.items():
+        paths = [entry["spec"], *(row["spec"] for row in entry.get("rows") or [] if isinstance(row, dict))]
+        for path in dict.fromkeys(paths):
+            found.setdefault(path, []).append(table)
+    return found
+
+
+TABLE_SPECS = tables_by_spec()
+
+
+def ledger_check(path: Path, tables: list[str]) -> list[str]:
+    spec = load_spec(path, check_environment=False, check_contracts=False)
+    return ledger_problems(spec, LEDGER_RECORDS.get(path.name), tables)
+
+
+@pytest.mark.parametrize("spec_path", sorted(TABLE_SPECS))
+def test_every_row_of_every_table_resolves_to_the_paper_or_a_declared_deviation(spec_path):
+    problems = ledger_check(ROOT / spec_path, TABLE_SPECS[spec_path])
+    assert not problems, "\n".join(problems)
+
+
+def test_every_spec_of_a_table_has_a_record_and_every_record_a_spec_of_a_table():
+    assert sorted(LEDGER_RECORDS) == sorted(Path(path).name for path in TABLE_SPECS)
+
+
+def test_every_setting_cites_a_source_and_every_deviation_a_kind_and_a_reason():
+    for record in LEDGER_RECORDS.values():
+        for row, settings in record.settings.items():
+            assert settings or row in record.not_in_paper, f"{record.spec}: row {row!r} has no setting at all"
+            assert all(setting.source.strip() for setting in settings.values())
+        assert all(d.kind in KINDS and d.reason.strip() for d in record.deviations)
+
+
+def project_copy(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "search_spaces", tmp_path / "search_spaces")
+    return tmp_path
+
+
+def test_a_baseline_whose_corpus_changes_without_a_declaration_fails_naming_everything(tmp_path):
+    """DCLR's corpus is declared (forced) as the table's STS texts; moved to STS-B's sentences, nothing declares
+    it: the message names the table, the row, the knob, both values and the source."""
+    path = project_copy(tmp_path) / "search_spaces/sct_baselines.yaml"
+    path.write_text(path.read_text().replace("train_corpus: sts_all_sentences", "train_corpus: stsb_sentences"))
+    problems = ledger_check(path, TABLE_SPECS["search_spaces/sct_baselines.yaml"])
+    assert problems, "the changed corpus went unnoticed"
+    assert problems[0] == (
+        "table 'sct-table2': sct_baselines.yaml, row 'DCLR', knob train_corpus: ours 'stsb_sentences', the paper's "
+        "'wiki1m' (DCLR Section 4.1: SimCSE's 10^6 Wikipedia sentences): undeclared (the ledger declares ours "
+        "'sts_all_sentences'); declare it in sweep/paper_ledger.yaml (forced | budget | open, with its reason) or set "
+        "the paper's value")
+
+
+def test_a_knob_set_beside_the_rows_own_fails(tmp_path):
+    """weight_decay, which no spec names, set in SCT Table 4's spec: the ledger (SCT_main.py's 0.01) sees it."""
+    path = project_copy(tmp_path) / "search_spaces/sct_ablation.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["base"]["weight_decay"] = 0.5
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    problems = ledger_check(path, ["sct-table4"])
+    assert any("row 'SCT (default)', knob weight_decay: ours 0.5, the paper's 0.01" in p for p in problems)
+
+
+def write_ledger(tmp_path: Path, edit) -> Path:
+    raw = yaml.safe_load(LEDGER.read_text())
+    edit(raw)
+    path = tmp_path / "ledger.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+def test_a_declaration_no_row_needs_is_a_problem(tmp_path):
+    path = write_ledger(tmp_path, lambda raw: raw["specs"]["sg_main.yaml"]["deviations"].append(
+        {"knob": "epochs", "ours": 3, "kind": "budget", "reason": "stale"}))
+    spec = load_spec(ROOT / "search_spaces/sg_main.yaml", check_environment=False)
+    problems = ledger_problems(spec, load_ledger(path)["sg_main.yaml"])
+    assert problems == ["sg_main.yaml: a deviation in epochs is declared (budget) but no row differs there"]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda raw: raw["specs"]["sg_main.yaml"]["deviations"][0].update(kind="convenient"),
+     r"sg_main.yaml.deviations\[0\]: expected \{knob, ours, kind: forced\|budget\|open, reason, rows\?\}"),
+    (lambda raw: raw["specs"]["sg_main.yaml"]["settings"].update(epochs=1),
+     r"sg_main.yaml.settings.epochs: expected \[value, source\], got 1"),
+])
+def test_a_bad_ledger_is_refused_naming_the_file_and_the_key(tmp_path, edit, expected):
+    with pytest.raises(SpecError, match=expected):
+        load_ledger(write_ledger(tmp_path, edit))
+
+
+def test_a_ledger_row_that_is_no_row_of_the_spec_is_a_problem(tmp_path):
+    path = write_ledger(tmp_path, lambda raw: raw["specs"]["sg_main.yaml"]["rows"].update({"SG-OTP": {}}))
+    spec = load_spec(ROOT / "search_spaces/sg_main.yaml", check_environment=False)
+    assert "sg_main.yaml: the ledger's row 'SG-OTP' is no row of the spec" in \
+        ledger_problems(spec, load_ledger(path)["sg_main.yaml"])
+
+
+@pytest.fixture(scope="module")
+def tables():
+    """The table specs, loaded here and not at import: the ledger's own tests run where a contract breaks."""
+    return load_table_specs()
+
+
+@pytest.mark.parametrize("name", sorted(yaml.safe_load((ROOT / "reports/table_specs.yaml").read_text())))
+def test_each_caption_names_every_declared_deviation_of_its_rows(name, tables):
+    """Each declared mismatch of a line the table shows: its knob, our value, the paper's, its kind and reason."""
+    table = tables[name]
+    caption = table.caption
+    for path, sweep in table.search_spaces().items():
+        found, _ = ledger_mismatches(sweep, LEDGER_RECORDS[sweep.path.name])
+        shown = [line for line in table.rows if table.sweep_of(line)[0] == path] if table.kind == "rows" else None
+        for mismatch in found:
+            if shown is not None and mismatch.row not in shown:
+                continue
+            deviation = mismatch.deviation
+            assert deviation is not None
+            phrase = (f"ours {mismatch.ours!r}", f"paper {mismatch.paper.value!r}",
+                      f"({deviation.kind}: {deviation.reason})")
+            assert f"{mismatch.knob}" in caption and all(part in caption for part in phrase), (name, mismatch)
+
+
+def test_sct_table2s_caption_says_what_its_rows_train_on(tables):
+    caption = tables["sct-table2"].caption
+    for words in ("train_corpus ['SCT']: ours 'sts_all_sentences', paper 'nli_sentences'",
+                  "view1 ['SCT']: ours 'shuffle', paper 'bt1'",
+                  "ours 'sts_all_sentences', paper 'wiki1m' (forced: Wikipedia-1M is not shipped: trained on the "
+                  "table's corpus (SCT's) with its own paper's hyperparameters)",
+                  "epochs 1 (SimCSE), 3 (DCLR), 2 (DiffCSE), 10 (SCT)"):
+        assert words in caption
+
+
+def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "weight_decay=0.1"]) == 0
+    out = capsys.readouterr().out
+    assert "against the paper (sweep/paper_ledger.yaml; knob: ours, the paper's (kind: reason)):" in out
+    assert "  model: ours 'bundled:all-MiniLM-L6-v2', paper 'nreimers/BERT-Small-L-4_H-512_A-8' (forced:" in out
+    assert ("  not declared: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
+            "(SCT_main.py: SentenceTransformer.fit's weight_decay 0.01 (the paper is silent))") in out
