@@ -342,7 +342,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         models = {"BERT-base" if not tiny else "tiny BERT": bert}
         if not tiny:
             models["MiniLM"] = BUNDLED_MODEL
-        precisions = PRECISIONS if not tiny else ("fp32", "bf16")
+        precisions = [p for p in args.precisions if not tiny or p != "tf32"]  # a CPU has no TF32
         if not args.steps_only:
             section("rates", lambda: {p: matmul_tflops(p, device, 256 if tiny else 8192) for p in PRECISIONS})
         section("steps", lambda: [{"model": name, **loop_steps(method, path, precision, steps, device)}
@@ -369,7 +369,8 @@ def legacy_steps(trainers_folder: str, commit: str, tiny: bool) -> list[dict[str
     """The steps of the ``trainers/`` in ``trainers_folder`` (an older commit's), measured by this module in a
     child process that imports them instead of this checkout's."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = ["benchmarks.gpu", "--steps-only", "--json", out.name, "--methods", "simcse", "sct"]
+        argv = ["benchmarks.gpu", "--steps-only", "--json", out.name, "--methods", "simcse", "sct",
+                "--precisions", "fp32", "bf16"]  # the older loop has no tf32
         code = (f"import runpy, sys; sys.path.insert(0, {os.path.abspath(trainers_folder)!r}); "
                 f"sys.argv = {argv + (['--tiny'] if tiny else [])!r}; "
                 "runpy.run_module('benchmarks.gpu', run_name='__main__', alter_sys=True)")
@@ -377,7 +378,7 @@ def legacy_steps(trainers_folder: str, commit: str, tiny: bool) -> list[dict[str
         legacy = json.loads(Path(out.name).read_text())
     if legacy["errors"]:
         raise RuntimeError("; ".join(legacy["errors"]))
-    return [{**row, "commit": commit} for row in legacy["steps"] if row["precision"] != "tf32"]
+    return [{**row, "commit": commit} for row in legacy["steps"]]
 
 
 def pack(folder: Path, before: str) -> None:
@@ -429,6 +430,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--legacy", help="A folder holding an older trainers/ to time beside this one.")
     parser.add_argument("--steps", type=int, default=20, help="Timed steps per configuration on a GPU.")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
     parser.add_argument("--steps-only", action="store_true", help=argparse.SUPPRESS)

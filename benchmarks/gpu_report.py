@@ -54,8 +54,9 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     slower = [f"{method} {name} {p} {row['ms']:.1f} vs fp32 {rows['fp32']['ms']:.1f}"
               for (method, name), rows in steps.items() for p, row in rows.items()
               if p != "fp32" and "fp32" in rows and row["ms"] > rows["fp32"]["ms"] * 1.05]
-    best_reduced = all(min(rows.get(p, {"ms": float("inf")})["ms"] for p in ("tf32", "bf16")) <= rows["fp32"]["ms"] * 1.05
-                       for rows in steps.values() if "fp32" in rows)
+    reduced = [min(rows.get(p, {"ms": float("inf")})["ms"] for p in ("tf32", "bf16")) / rows["fp32"]["ms"]
+               for rows in steps.values() if "fp32" in rows]
+    best_reduced = all(ratio <= 1.05 for ratio in reduced)
     checks.append(("bf16 or TF32 no slower than fp32 (within 5%)",
                    "slower: " + "; ".join(slower) if slower else "none slower", best_reduced if steps else None))
     evaluation = results.get("evaluation", [])
