@@ -166,10 +166,12 @@ def _stood_for(trials: pd.DataFrame) -> set[int]:
 
 
 def _add_delta(table: Table, spec: TableSpec) -> None:
-    """Delta = each seed's value of ``delta.of`` minus the reference line's mean (so its std is the line's)."""
+    """Delta = each seed's value of ``delta.of`` minus its reference line's mean (so its std is the line's): the
+    table's ``delta.from``, or the line's own in ``delta.rows`` (:attr:`TableSpec.delta_from`)."""
     column, reference = spec.delta
-    base = next(line for line in table.lines if line.label == str(reference)).cells[column]
+    cells = {line.label: line.cells[column] for line in table.lines}
     for line in table.lines:
+        base = cells[str(spec.delta_from.get(line.label, reference))]
         source = line.cells[column]
         line.cells[DELTA] = Cell(tuple(v - base.mean for v in source.values) if base.n else (), source.seed_free)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from results.table import COLUMNS, DELTA
-from sweep.contracts import REGIME_KNOBS, VIEWS, regime
+from sweep.contracts import REGIME_KNOBS, TRAINING_DATA, VIEWS, regime
 from sweep.ledger import LEDGER_NAME, SpecLedger, declared, deviation_notes, lines_of, load_ledger
 from sweep.spec import Reference, SpecError, SweepSpec, load_spec
 from sweep.spec_yaml import read_yaml
@@ -68,6 +68,9 @@ class TableSpec:
     metric: str | None  # two-knob grids: the one metric column shown
     delta: tuple[str, str] | None  # (column, reference line): Delta = column minus the reference's
     paper: PaperSource | None
+    delta_from: Mapping[Any, Any] = field(default_factory=dict)
+    """A line whose Delta is measured against another line than ``delta``'s (its matching reference: SCT Table
+    4's 'Same BT (T = T)' against the two back-translations, as the paper's -5.66 is)."""
     row_sweeps: Mapping[str, tuple[str, SweepSpec]] = field(default_factory=dict)
     """rows tables: a row drawn from another search space -> (its path, that search space)"""
     reference: Reference | None = None
@@ -85,6 +88,9 @@ class TableSpec:
         caption = self.title
         if self.reference is not None and self.reference.stands_in_for:
             caption += f". Reference row {self.reference.row!r} stands in for {self.reference.stands_in_for}"
+        if self.delta_from:
+            caption += ". " + "; ".join(f"Delta of {line!r} is against {reference!r}"
+                                        for line, reference in self.delta_from.items())
         if self.regimes:
             caption += f". {self.regimes}"
         if self.deviations:
@@ -202,8 +208,9 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
             raise fail(f"unknown column {column!r}; known: {sorted(COLUMNS) + [DELTA]}")
     delta = None
     if DELTA in columns:
-        if not isinstance(raw.get("delta"), Mapping) or set(raw["delta"]) != {"of", "from"}:
-            raise fail("a Delta column needs delta: {of: COLUMN, from: LINE}")
+        if (not isinstance(raw.get("delta"), Mapping) or not {"of", "from"} <= set(raw["delta"])
+                or set(raw["delta"]) - {"of", "from", "rows"} or not isinstance(raw["delta"].get("rows", {}), Mapping)):
+            raise fail("a Delta column needs delta: {of: COLUMN, from: LINE, rows: {LINE: ITS REFERENCE LINE}?}")
         delta = (raw["delta"]["of"], raw["delta"]["from"])
     rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
     _check_lines(raw, sweep, rows, row_sweeps, fail)
@@ -213,11 +220,15 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
         name=name, title=str(raw.get("title", name)), kind=raw["kind"], spec_file=raw["spec"], sweep=sweep,
         columns=columns, rows=rows, index=raw.get("index"), across=raw.get("across"), metric=raw.get("metric"),
         delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
+        delta_from=dict((raw.get("delta") or {}).get("rows") or {}),
     )
     if spec.kind == "rows":
         spec = dataclasses.replace(spec, reference=_table_reference(spec, fail))
     if delta and delta[1] not in spec.line_keys():
         raise fail(f"delta.from {delta[1]!r} is not one of the table's lines")
+    stray = [line for pair in spec.delta_from.items() for line in pair if line not in spec.line_keys()]
+    if stray:
+        raise fail(f"delta.rows names {stray}, not lines of the table")
     return spec
 
 
@@ -276,7 +287,7 @@ def regime_note(table: TableSpec) -> str:
         if found := regime(sweep.row_config(line), method):
             regimes[line], methods[line] = found, method.name
     parts = []
-    for knob in (*REGIME_KNOBS, VIEWS):
+    for knob in (TRAINING_DATA, *REGIME_KNOBS, VIEWS):
         if not any(regimes[a][knob] != regimes[b][knob] and methods[a] != methods[b] for a in regimes for b in regimes):
             continue
         by_value: dict[str, list[str]] = {}

@@ -32,16 +32,24 @@ VIEWS = "views"
 are the methods' own (SCT's view1/view2, ConSERT's aug1/aug2, SimCSE's positive), so no shared knob shows it."""
 
 
-REGIME_KNOBS = ("train_corpus", "epochs", "batch_size", "max_seq_length")
-"""The data and budget knobs that, with the views, make a training regime: a table's rows that differ there
-say so in its caption (``reports.table_specs``), and a row that differs from its reference there names it."""
+TRAINING_DATA = "training data"
+REGIME_KNOBS = ("epochs", "batch_size", "max_seq_length")
+"""The budget knobs that, with the training data and the views, make a training regime: a table's rows that
+differ there say so in its caption (``reports.table_specs``)."""
+
+
+def training_data(config: Config, method: Method) -> str:
+    """What a trained config trains on: its ``train_corpus``, or the ``bt_file`` it reads instead."""
+    return f"bt_file {config['bt_file']}" if method.reads_bt_file(config) else config["train_corpus"]
 
 
 def regime(config: Config, method: Method) -> dict[str, Any]:
-    """A trained config's regime: its :data:`REGIME_KNOBS` and its views (empty for a method that trains nothing)."""
+    """A trained config's regime: its training data, :data:`REGIME_KNOBS` and views (empty for a method that
+    trains nothing)."""
     if not method.trains:
         return {}
-    return {**{knob: config[knob] for knob in REGIME_KNOBS}, VIEWS: method.views(config)}
+    return {TRAINING_DATA: training_data(config, method), **{knob: config[knob] for knob in REGIME_KNOBS},
+            VIEWS: method.views(config)}
 
 
 def exempt(*methods: Method) -> frozenset[str]:
@@ -71,13 +79,16 @@ def differences(reference: Config, reference_method: Method, row: Config, row_me
 
 
 def contract_problems(row: str, reference: str, changes: Sequence[str], follows: Sequence[str],
-                      found: Mapping[str, Difference], exempt_knobs: frozenset[str]) -> list[str]:
+                      found: Mapping[str, Difference], exempt_knobs: frozenset[str],
+                      set_on_both: frozenset[str] = frozenset()) -> list[str]:
     """Why ``row``'s differences ``found`` from ``reference`` break its contract: ``changes`` and ``follows`` (its
     ``follows_method``) together name every difference but the exempt ones (empty: they keep it). A named exempt
-    knob must differ too: naming it says the row is about it."""
+    knob must differ too: naming it says the row is about it; but not one that ``--set`` set (``set_on_both``),
+    which may bring the reference to the row's value (SCT Table 4's views at the paper's two back-translations
+    make 'Back-translation (default)' the reference itself)."""
     named = [*changes, *follows]
     unnamed = [name for name in found if name not in named and name not in exempt_knobs]
-    unchanged = [name for name in named if name not in found]
+    unchanged = [name for name in named if name not in found and name not in set_on_both]
     problems = []
     if unnamed:
         where = f"changes {list(changes)}" + (f" and follows_method {list(follows)}" if follows else "")

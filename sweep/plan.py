@@ -44,6 +44,8 @@ def print_plan(spec: SweepSpec) -> None:
         print(line)
     for line in ledger_lines(spec):
         print(line)
+    for line in bt_file_lines(spec):
+        print(line)
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
         print(line)
@@ -96,6 +98,27 @@ def reference_lines(spec: SweepSpec) -> list[str]:
         for name in follows:
             lines.append(f"  {'':<{width}}follows {method.name}: {describe(found, [name])} ({method.sources[name]})")
     return lines
+
+
+def bt_file_lines(spec: SweepSpec) -> list[str]:
+    """What each row makes of a back-translation file it is given (a table's ``--set bt_file`` reaches every row):
+    its views, its sentences alone (an SCT row whose views are others), or nothing (ignored)."""
+    from sweep.contracts import training_data
+
+    given: dict[str, list[str]] = {}
+    for row in spec.rows:
+        method, config = spec.method_of(row.name), spec.row_config(row.name)
+        if not config.get("bt_file"):
+            continue
+        if not method.reads_bt_file(config):
+            use = f"ignored: nothing of theirs reads it; they train on {training_data(config, method)!r}" \
+                if method.trains else "ignored: they train nothing"
+        elif method.views(config) and not any(view in method.views(config) for view in ("bt1", "bt2")):
+            use = "its sentences are their corpus; their views are their own"
+        else:
+            use = f"its back-translations make their views ({method.views(config)})"
+        given.setdefault(use, []).append(row.name)
+    return [f"bt_file: rows {', '.join(repr(r) for r in rows)}: {use}" for use, rows in given.items()]
 
 
 def ledger_lines(spec: SweepSpec) -> list[str]:

@@ -63,6 +63,9 @@ class Reference:
     """The spec it is a row of, when not this one."""
     stands_in_for: str | None = None
     """The paper's reference row, where it cannot run here and this one substitutes it."""
+    is_the_papers_with: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The knob values (``--set`` ones, say the paper's views and a back-translation file) with which the row no
+    longer stands in but is the paper's reference itself."""
 
     def describe(self) -> str:
         where = f" of {self.spec.name}" if self.spec else ""
@@ -313,7 +316,7 @@ def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
     if raw is None:
         return None
     spec = (path.parent / raw["spec"]).resolve() if "spec" in raw else None
-    return Reference(raw["row"], spec, raw.get("stands_in_for"))
+    return Reference(raw["row"], spec, raw.get("stands_in_for"), dict(raw.get("is_the_papers_with") or {}))
 
 
 def _reference_differences(spec: SweepSpec,
@@ -334,8 +337,12 @@ def _reference_differences(spec: SweepSpec,
             raise SpecError([f"{spec.path}: reference: {reference.row!r} is not a row of {reference.spec} "
                              f"(rows: {[row.name for row in source.rows]})"])
         if source.reference and source.reference.row == reference.row and not reference.stands_in_for:
-            reference = dataclasses.replace(reference, stands_in_for=source.reference.stands_in_for)
+            reference = dataclasses.replace(reference, stands_in_for=source.reference.stands_in_for,
+                                            is_the_papers_with=source.reference.is_the_papers_with)
     reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
+    papers = reference.is_the_papers_with
+    if papers and all(reference_config.get(knob) == value for knob, value in papers.items()):
+        reference = dataclasses.replace(reference, stands_in_for=None)  # it is the paper's reference now
     found, problems = {}, []
     for index, row in enumerate(spec.rows):
         if row.changes is None:
@@ -346,7 +353,7 @@ def _reference_differences(spec: SweepSpec,
                            if knob not in spec.grid}  # the grid's axes, not the row, set those
         problems += [f"{spec.path}: rows[{index}].changes: {problem}" for problem in contract_problems(
             row.name, reference.row, row.changes, row.follows_method, found[row.name],
-            exempt(method, reference_method))]
+            exempt(method, reference_method), set_on_both=frozenset(overrides))]
         problems += [f"{spec.path}: rows[{index}].follows_method: {problem}"
                      for problem in follows_problems(row.name, row.follows_method, config, method)]
     if problems:

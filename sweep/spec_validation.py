@@ -45,7 +45,8 @@ TOP_LEVEL_KEYS = {
     "switches method, the knobs (and views) in which it differs by keeping that method's own defaults, each with "
     "the source the method declares",
     "reference": "the row the others are measured against: a row name, or {row, spec: PATH (from this file's "
-    "folder), stands_in_for: the paper's reference where this one substitutes it}",
+    "folder), stands_in_for: the paper's reference where this one substitutes it, is_the_papers_with: {knob: value} "
+    "with which it no longer substitutes but is the paper's (--set ones)}",
     "seeds": "list of integer seeds, or adaptive seeds {first: [...], more: [...], until: {p: P, or_above: Q}}: "
     "each row whose Welch p against the reference row lies in [P, Q] after the first seeds gets the next of more, "
     "one round at a time (docs/search.md)",
@@ -388,9 +389,11 @@ def _check_reference(problems: _Problems, reference: Any, rows: list) -> dict[st
     if isinstance(reference, str):
         reference = {"row": reference}
     if (not isinstance(reference, Mapping) or not isinstance(reference.get("row"), str)
-            or set(reference) - {"row", "spec", "stands_in_for"}
-            or not all(isinstance(reference.get(k, ""), str) for k in ("spec", "stands_in_for"))):
-        problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT}}, "
+            or set(reference) - {"row", "spec", "stands_in_for", "is_the_papers_with"}
+            or not all(isinstance(reference.get(k, ""), str) for k in ("spec", "stands_in_for"))
+            or not isinstance(reference.get("is_the_papers_with", {}), Mapping)):
+        problems.add("reference", f"expected a row name or {{row: NAME, spec: PATH, stands_in_for: TEXT, "
+                                  f"is_the_papers_with: {{knob: value}}}}, "
                                   f"got {reference!r}")
         return None
     names = [name for name, *_ in rows]

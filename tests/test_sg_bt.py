@@ -93,7 +93,8 @@ def test_a_bt_sg_opt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny
     ({"bt_view": "bt1"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
                          "`python -m trainers.backtranslate` writes; got ''"),
     ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV"),
-    ({"bt_file": "FILE"}, "bt_file: given, but bt_view is 'none' (set bt_view to bt1 or bt2)"),
+    ({"bt_file": "missing.tsv"}, "bt_file: 'missing.tsv' does not exist (it would be ignored: bt_view is 'none' "
+                                 "(set bt_view to bt1 or bt2))"),
     ({"bt_view": "bt2", "bt_file": "FILE", "loss": "sg"},
      "bt_view: a back-translation joins SG-OPT's loss (loss 'opt3', SG-BERT Table 7) or is Contrastive (BT)'s "
      "positive (loss 'bt', Appendix A.2); got loss 'sg'"),

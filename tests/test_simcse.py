@@ -146,8 +146,15 @@ def test_a_back_translated_positive_trains_on_the_files_rows(tiny_bert, tmp_path
 @pytest.mark.parametrize("overrides, problem", [
     ({"positive": "bt1"}, "bt_file: positive 'bt1' needs a TSV (sentence, bt1, bt2)"),
     ({"positive": "bt2", "bt_file": "/no/such.tsv"}, "bt_file: positive 'bt2' needs a TSV"),
-    ({"bt_file": "some.tsv"}, "bt_file: given, but positive is 'dropout'"),
+    ({"bt_file": "some.tsv"}, "bt_file: 'some.tsv' does not exist (it would be ignored: positive is 'dropout'"),
 ])
 def test_a_back_translated_positive_is_validated(overrides, problem):
     method = get_method("simcse")
     assert any(str(p).startswith(problem) for p in method.check(method.resolve(overrides)))
+
+
+def test_a_file_nothing_reads_is_accepted_and_ignored(tmp_path):
+    """A table's --set bt_file reaches its SimCSE row too (SCT Table 2): dropout's positive ignores it."""
+    method = get_method("simcse")
+    config = method.resolve({"bt_file": write_bt_file(tmp_path)})
+    assert method.check(config) == [] and not method.reads_bt_file(config)

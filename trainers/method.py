@@ -51,12 +51,15 @@ def corpus_or_backtranslations(config: Config, reads_bt_file: bool) -> Sequence[
 def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[Problem]:
     """What :func:`corpus_or_backtranslations` needs: ``reader`` names the knob value that reads ``bt_file``
     (e.g. "positive 'bt1'"), None when none does; ``unused`` says, when a bt_file is given that nothing reads,
-    which knob would read it."""
+    which knob would read it. A file nothing reads is accepted and ignored (a table's ``--set bt_file`` reaches its
+    rows that take no back-translation too), but must exist: a mistyped path is refused all the same."""
     if reader is None:
-        if config["bt_file"]:
-            return [Problem("bt_file", f"given, but {unused}")]
-        problem = corpus_problem(config["train_corpus"], config["sts_source"])
-        return [Problem("train_corpus", problem)] if problem else []
+        problems = []
+        if config["bt_file"] and not Path(config["bt_file"]).is_file():
+            problems.append(Problem("bt_file", f"{config['bt_file']!r} does not exist (it would be ignored: {unused})"))
+        if problem := corpus_problem(config["train_corpus"], config["sts_source"]):
+            problems.append(Problem("train_corpus", problem))
+        return problems
     if not config["bt_file"] or not Path(config["bt_file"]).is_file():
         return [Problem("bt_file", f"{reader} needs a TSV ({', '.join(BT_COLUMNS)}) that "
                                    f"`python -m trainers.backtranslate` writes; got {config['bt_file']!r}")]
@@ -126,7 +129,8 @@ class Method:
     that is part of the sentence vector the method produces (BERT-flow's flow): the encoder holds it
     (:attr:`trainers.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
     export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
-    views a trained config trains on (compared when a row switches method, :mod:`sweep.contracts`). ``sources``
+    views a trained config trains on (compared when a row switches method, :mod:`sweep.contracts`);
+    ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored). ``sources``
     cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
     or the authors' script it comes from.
     """
@@ -142,6 +146,7 @@ class Method:
     frozen_table: Callable[[Config], FrozenTable | None] = lambda config: None
     after_pooling: str | None = None
     views: Callable[[Config], str] = lambda config: "none"
+    reads_bt_file: Callable[[Config], bool] = lambda config: False
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property

@@ -56,6 +56,7 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
     check=dclr_problems,
     views=positive_views,
+    reads_bt_file=SIMCSE.reads_bt_file,
     sources={**SIMCSE_SOURCES,
              "batch_size": "DCLR (Zhou et al. 2022): the authors' BERT-base script, batch 128",
              "learning_rate": "DCLR (Zhou et al. 2022): the authors' BERT-base script, lr 3e-5",

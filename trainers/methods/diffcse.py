@@ -67,6 +67,7 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.diffcse:DiffCSEObjective", simcse_examples),
     check=diffcse_problems,
     views=positive_views,
+    reads_bt_file=SIMCSE.reads_bt_file,
     sources={**SIMCSE_SOURCES,
              "batch_size": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, batch 64",
              "learning_rate": "DiffCSE (Chuang et al. 2022), Appendix: BERT-base STS lr 7e-6",

@@ -117,10 +117,13 @@ VIEWS = AUGMENTATIONS + ("dropout_mask",) + TEXT_VIEWS + REWRITE_VIEWS
 
 
 def sct_examples(config: Config) -> Sequence[Any]:
-    """(sentence, bt1, bt2) rows when a view is a back-translation, else the corpus sentences (the
-    objective takes the sentence of a row for its other view)."""
+    """(sentence, bt1, bt2) rows when a view is a back-translation (the objective takes the sentence of a row for
+    its other view); with a ``bt_file`` that no view reads, its sentences, so that a table's rows with other views
+    (Dropout mask, MLM, synonyms) train on the sentences its back-translation rows do; else the corpus."""
     if set((config["view1"], config["view2"])) & set(TEXT_VIEWS):
         return read_backtranslations(config["bt_file"])
+    if config["bt_file"]:
+        return [row[0] for row in read_backtranslations(config["bt_file"])]
     return load_corpus(config["train_corpus"], config["sts_source"])
 
 
@@ -138,12 +141,12 @@ def sct_problems(config: Config) -> list[Problem]:
                 "`python -m trainers.backtranslate` writes on a machine with translation models; "
                 f"got {config['bt_file']!r}")
             )
-    else:
-        if config["bt_file"]:
-            problems.append(Problem("bt_file", "given, but neither view uses it (set view1/view2 to bt1/bt2)"))
-        problem = corpus_problem(config["train_corpus"])
-        if problem:
-            problems.append(Problem("train_corpus", problem))
+    elif config["bt_file"]:  # no view reads it: its sentences are the corpus (sct_examples)
+        if not Path(config["bt_file"]).is_file():
+            problems.append(Problem("bt_file", f"{config['bt_file']!r} does not exist (expected a TSV with columns "
+                            f"{', '.join(BT_COLUMNS)}; no view reads it, so its sentences would be the corpus)"))
+    elif problem := corpus_problem(config["train_corpus"]):
+        problems.append(Problem("train_corpus", problem))
     if "mlm" in views:
         problem = mlm_problem(config["mlm_model"])
         if problem:
@@ -226,6 +229,7 @@ METHOD = Method(
     regime=queue_fill_warnings,
     frozen_table=teacher_table,
     views=lambda config: f"{config['view1']} + {config['view2']}",
+    reads_bt_file=lambda config: bool(config["bt_file"]),
     sources={knob: f"SCT (Limkonchotiwat et al.), {what}" for knob, what in {
         "batch_size": "Section 4.1: batch 128", "epochs": "Section 4.1: ten epochs", "learning_rate": "Table 1: "
         "BERT-Small lr 3e-4", "warmup_ratio": "Section 4.1: linear warm-up over 10% of the training data",

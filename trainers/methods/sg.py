@@ -142,6 +142,7 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.sg:SelfGuidedObjective", sg_examples),
     check=sg_problems,
     frozen_table=views_table,
+    reads_bt_file=reads_bt_file,
     views=lambda config: "BERT_F's hidden states" + (f" + {config['bt_view']}" if config["bt_view"] != "none" else ""),
     sources={knob: f"SG-BERT (Kim et al. 2021), {what}" for knob, what in {
         "batch_size": "Appendix A.1, Table 8: batch 16", "learning_rate": "Table 8: lr 5e-5", "adam_beta2": "Table 8: "

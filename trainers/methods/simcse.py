@@ -23,9 +23,14 @@ from trainers.method import Config, Method, bt_file_problems, corpus_or_backtran
 BT_POSITIVES = ("bt1", "bt2")
 
 
+def reads_bt_file(config: Config) -> bool:
+    """A back-translated positive reads bt_file; SimCSE's own (dropout) ignores one given."""
+    return config["positive"] in BT_POSITIVES
+
+
 def simcse_examples(config: Config) -> Sequence[Any]:
     """(sentence, bt1, bt2) rows for a back-translated positive, else the corpus sentences."""
-    return corpus_or_backtranslations(config, config["positive"] in BT_POSITIVES)
+    return corpus_or_backtranslations(config, reads_bt_file(config))
 
 
 def positive_views(config: Config) -> str:
@@ -54,7 +59,7 @@ SIMCSE_SOURCES = {
 
 def simcse_problems(config: Config) -> list[Problem]:
     """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
-    reader = f"positive {config['positive']!r}" if config["positive"] in BT_POSITIVES else None
+    reader = f"positive {config['positive']!r}" if reads_bt_file(config) else None
     return bt_file_problems(config, reader, "positive is 'dropout' (set positive to bt1 or bt2)")
 
 
@@ -76,5 +81,6 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
     check=simcse_problems,
     views=positive_views,
+    reads_bt_file=reads_bt_file,
     sources=SIMCSE_SOURCES,
 )

@@ -1,0 +1,88 @@
+"""SCT at the paper's views: with a back-translation file, SCT Tables 2-4 plan every row (rows whose views do not
+read it accept it), the reference row is the paper's SCT itself, and each Delta is against its matching reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reports.paper_tables import _add_delta
+from reports.table_specs import load_table_specs
+from results.table import DELTA, Cell, Line, Table
+from sweep.cli import main as sweep_main
+from sweep.spec import SpecError, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def bt_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bt.tsv"
+    path.write_text("sentence\tbt1\tbt2\n" + "".join(
+        f"Sentence number {i}.\tThe sentence number {i}.\tSentence no. {i}.\n" for i in range(6)))
+    return path
+
+
+def paper_views(bt_file: Path) -> dict:
+    return {"view1": "bt1", "view2": "bt2", "bt_file": str(bt_file)}
+
+
+def test_table4_plans_every_row_at_the_papers_views(bt_file, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    argv = ["plan", str(ROOT / "search_spaces/sct_ablation.yaml"),
+            *(arg for knob, value in paper_views(bt_file).items() for arg in ("--set", f"{knob}={value}"))]
+    assert sweep_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "11 trials in the grid, 11 trials to run" in out
+    assert "against the reference row 'SCT (default)' (knob: reference -> row):" in out  # no longer standing in
+    assert "Dropout mask                  view1: 'bt1' -> 'dropout_mask'; view2: 'bt2' -> 'dropout_mask'" in out
+    assert "bt_file: rows 'Dropout mask': its sentences are their corpus; their views are their own" in out
+
+
+def test_rows_whose_views_do_not_read_the_file_train_on_its_sentences(bt_file):
+    from trainers.methods.sct import sct_examples
+
+    spec = load_spec(ROOT / "search_spaces/sct_ablation.yaml", paper_views(bt_file), check_environment=False)
+    dropout = spec.row_config("Dropout mask")
+    assert dropout["bt_file"] == str(bt_file) and dropout["view1"] == "dropout_mask"
+    assert sct_examples(dropout) == [f"Sentence number {i}." for i in range(6)]
+    assert sct_examples(spec.row_config("SCT (default)"))[0] == ("Sentence number 0.", "The sentence number 0.",
+                                                                 "Sentence no. 0.")
+
+
+def test_same_bt_keeps_its_contract_against_the_papers_sct(bt_file):
+    """With the paper's views, 'Back-translation (default)' is the reference itself and 'Same BT' differs in
+    view2 alone: the --set knobs may bring the reference to a row's value without breaking its contract."""
+    spec = load_spec(ROOT / "search_spaces/sct_augmentations.yaml", paper_views(bt_file), check_environment=False)
+    assert spec.reference_differences == {"Back-translation (default)": {},
+                                          "Same BT (T = T)": {"view2": ("bt2", "bt1")}}
+    assert spec.reference.stands_in_for is None
+
+
+def test_simcse_accepts_the_file_and_ignores_it_but_not_a_missing_one(bt_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(ROOT / "search_spaces/sct_main.yaml", paper_views(bt_file), check_environment=False)
+    assert spec.row_config("SimCSE")["positive"] == "dropout"
+    assert sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "bt_file=missing.tsv"]) == 2
+    assert "--set bt_file=missing.tsv: 'missing.tsv' does not exist" in capsys.readouterr().err
+
+
+def test_a_missing_file_no_view_reads_is_still_refused():
+    with pytest.raises(SpecError, match="--set bt_file=nope.tsv: 'nope.tsv' does not exist"):
+        load_spec(ROOT / "search_spaces/sct_ablation.yaml", {"bt_file": "nope.tsv"})
+
+
+def test_each_delta_is_against_its_matching_reference():
+    """SCT Table 4: 'Same BT (T = T)' against the two back-translations (the paper's -5.66), the others against
+    'SCT (default)'."""
+    spec = load_table_specs()["sct-table4"]
+    assert spec.delta_from == {"Same BT (T = T)": "Back-translation (default)"}
+    assert "Delta of 'Same BT (T = T)' is against 'Back-translation (default)'" in spec.caption
+    means = {"SCT (default)": 60.0, "Back-translation (default)": 70.0, "Same BT (T = T)": 64.0, "No MLPs": 58.0}
+    table = Table("t", "t", "row", ["Avg", DELTA], {}, [Line(label, {"Avg": Cell((value,))})
+                                                       for label, value in means.items()])
+    _add_delta(table, spec)
+    deltas = {line.label: line.cells[DELTA].values[0] for line in table.lines}
+    assert deltas == {"SCT (default)": 0.0, "Back-translation (default)": 10.0, "Same BT (T = T)": -6.0,
+                      "No MLPs": -2.0}
