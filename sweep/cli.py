@@ -225,14 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "plan":
-            from sweep.plan import print_plan, reference_lines
+            from sweep.plan import meaning_lines, print_plan
             from sweep.spec_environment import environment_problems
 
             options = _options(args)
             spec = options.load(check_environment=False)
             lacking = environment_problems(spec, options.overrides, options.address)
             if lacking:  # what its rows mean, though they cannot run here
-                for line in reference_lines(spec):
+                for line in meaning_lines(spec):
                     print(line)
                 raise SpecError(lacking)
             if spec.glue is not None:

@@ -40,11 +40,7 @@ def print_plan(spec: SweepSpec) -> None:
             mirror = (f"  mirror of ({', '.join(str(axes[k]) for k in reversed(spec.symmetric))}): not run"
                       if spec.is_mirror(axes) else "")
             print(f"{row.name:<{width}}{method:<9}{seeds:<24}" + "".join(f"{c:<16}" for c in cells) + mirror)
-    for line in reference_lines(spec):
-        print(line)
-    for line in ledger_lines(spec):
-        print(line)
-    for line in bt_file_lines(spec):
+    for line in meaning_lines(spec):
         print(line)
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
@@ -83,6 +79,13 @@ def _savings(spec) -> list[str]:
     return lines + frozen_table_lines(spec)
 
 
+def meaning_lines(spec: SweepSpec) -> list[str]:
+    """What the rows mean, printed also for a spec this machine cannot run: each row's difference from the
+    reference, the paper's settings they deviate from, what they make of a back-translation file, and the tuned
+    settings a ``--set model=`` brought."""
+    return reference_lines(spec) + ledger_lines(spec) + bt_file_lines(spec) + model_settings_lines(spec)
+
+
 def reference_lines(spec: SweepSpec) -> list[str]:
     """The reference row, and each other row's difference from it (knob: reference -> row): what its contract's
     changes name, then, one a line with its source, what follows the method it switches to (:mod:`sweep.contracts`)."""
@@ -98,6 +101,34 @@ def reference_lines(spec: SweepSpec) -> list[str]:
         for name in follows:
             lines.append(f"  {'':<{width}}follows {method.name}: {describe(found, [name])} ({method.sources[name]})")
     return lines
+
+
+def _tuned_for_model(spec: SweepSpec, row: str) -> tuple[str, ...]:
+    """The knobs a ``--set model=`` set on ``row`` from its paper's settings for that model (SCT Table 1)."""
+    if "model" not in spec.set_by_option or row not in [r.name for r in spec.rows]:
+        return ()
+    method = spec.method_of(row)
+    if method.settings_by_model is None:
+        return ()
+    settings, _, _ = method.settings_by_model(spec.row_config(row))
+    return tuple(knob for knob in settings or () if knob not in spec.set_by_option)
+
+
+def model_settings_lines(spec: SweepSpec) -> list[str]:
+    """The tuned settings a ``--set model=`` brought to rows whose method tunes knobs per model (SCT Table 1)."""
+    if "model" not in spec.set_by_option:
+        return []
+    taken: dict[str, list[str]] = {}
+    for row in spec.rows:
+        method, config = spec.method_of(row.name), spec.row_config(row.name)
+        if method.settings_by_model is None:
+            continue
+        settings, _, _ = method.settings_by_model(config)
+        if settings:
+            values = ", ".join(f"{knob} {config[knob]:g}" for knob in settings)
+            taken.setdefault(f"{method.name}'s settings for {config['model']}: {values}", []).append(row.name)
+    return [f"--set model: rows {', '.join(repr(r) for r in rows)} take {what} (those --set, a row or an axis sets "
+            "stay theirs)" for what, rows in taken.items()]
 
 
 def bt_file_lines(spec: SweepSpec) -> list[str]:
@@ -133,13 +164,16 @@ def ledger_lines(spec: SweepSpec) -> list[str]:
         return []
     found, _ = ledger_mismatches(spec, record)
     capped = [m for m in found if m.deviation is None and spec.budget is not None and m.knob in CAPPED_KNOBS]
-    other = [m for m in found if m.deviation is None and m not in capped]
+    tuned = [m for m in found if m.deviation is None and m.knob in _tuned_for_model(spec, m.row)]
+    other = [m for m in found if m.deviation is None and m not in capped and m not in tuned]
     notes = deviation_notes([m for m in found if m.deviation is not None], lines_of(spec))
     lines = [f"against the paper ({LEDGER_NAME}; knob: ours, the paper's (kind: reason)):"]
     lines += [f"  {note}" for note in notes]
     lines += [f"  {m.knob} [{m.row!r}]: ours {m.ours!r}, paper {m.paper.value!r} (budget: --budget {spec.budget.name})"
               for m in capped]
-    lines += [f"  not declared: {m.describe()}" for m in other]
+    lines += [f"  {m.knob} [{m.row!r}]: ours {m.ours!r}, the ledger's {m.paper.value!r} is its model's: --set model "
+              "took the paper's for ours" for m in tuned]
+    lines += [f"  {'--set' if m.knob in spec.set_by_option else 'not declared'}: {m.describe()}" for m in other]
     return lines if len(lines) > 1 else [f"against the paper ({LEDGER_NAME}): every row at the paper's settings"]
 
 

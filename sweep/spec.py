@@ -31,7 +31,7 @@ from sweep.spec_environment import attribute, environment_problems, holds_for
 from sweep.spec_validation import SpecError, validate
 from sweep.spec_yaml import read_spec_yaml
 from trainers.glue_data import GLUE_KNOBS
-from trainers.knobs import ConfigError
+from trainers.knobs import ConfigError, Problem
 from trainers.method import Method, TrialConfig
 from trainers.registry import get_method
 from trainers.run_schema import SuiteName
@@ -126,6 +126,9 @@ class SweepSpec:
     search: Mapping[str, Any] | None = None
     """The searcher of the sampled axes (``{algorithm, trials}``; :mod:`sweep.searchers`), or None: Tune's random
     draws. With one, ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
+    set_by_option: frozenset[str] = frozenset()
+    """The knobs ``--set`` set: a ``--set model=`` takes that model's tuned settings where its method has them
+    (:func:`trial_config`), except for these."""
     seed_rounds: SeedRounds | None = None
     """Adaptive seeds, or None: every seed runs. With them :attr:`seeds` holds every seed that may run (first,
     then more) and :attr:`trials` every trial that may run; the rounds pick among them as results come."""
@@ -257,10 +260,30 @@ def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, A
     overrides = {k: v for k, v in spec.base.items() if k in knobs}
     overrides.update({k: v for k, v in row.overrides.items() if k != "method"})
     overrides.update({k: v for k, v in axes.items() if k in knobs})
+    overrides.update(model_settings(spec, row, method, overrides))
     overrides["seed"] = seed
     if spec.budget is not None:
         overrides = spec.budget.apply(overrides, knobs)
     return TrialConfig({**method.resolve(overrides), SuiteName.KEY: [dict(suite) for suite in spec.evaluations]})
+
+
+def model_settings(spec: SweepSpec, row: Row, method: Method, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``--set model=M`` brings to a row whose method tunes knobs per model (SCT Table 1): M's values of them,
+    but for those that ``--set``, the row or an axis sets; M without such values is refused, naming every
+    model's, unless ``--set`` sets them all (the spec's base values were tuned for its own model)."""
+    if "model" not in spec.set_by_option or method.settings_by_model is None:
+        return {}
+    settings, tuned, every = method.settings_by_model(overrides)
+    if not every:
+        return {}
+    if settings is None:
+        missing = [knob for knob in tuned if knob not in spec.set_by_option]
+        if missing:
+            raise ConfigError([Problem("model", f"{overrides['model']!r} has no tuned settings in {method.name}'s "
+                                                f"paper: --set {', '.join(missing)} too ({every})")])
+        return {}
+    own = set(spec.set_by_option) | set(row.overrides) | set(spec.grid) | set(spec.sample)
+    return {knob: value for knob, value in settings.items() if knob not in own}
 
 
 def _hash(raw: Mapping[str, Any]) -> str:
@@ -300,7 +323,7 @@ def load_spec(
     rounds = SeedRounds(tuple(rounds["first"]), tuple(rounds["more"]), rounds["p"],
                         rounds["or_above"]).within(seeds) if rounds else None
     spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": seeds}, seed_rounds=rounds, budget=budget,
-                     spec_hash=spec_hash)
+                     spec_hash=spec_hash, set_by_option=frozenset(overrides))
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_contracts and spec.reference is not None:
         reference, found = _reference_differences(spec, overrides)

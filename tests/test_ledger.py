@@ -160,5 +160,5 @@ def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypa
     out = capsys.readouterr().out
     assert "against the paper (sweep/paper_ledger.yaml; knob: ours, the paper's (kind: reason)):" in out
     assert "  model: ours 'bundled:all-MiniLM-L6-v2', paper 'nreimers/BERT-Small-L-4_H-512_A-8' (forced:" in out
-    assert ("  not declared: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
+    assert ("  --set: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
             "(SCT_main.py: SentenceTransformer.fit's weight_decay 0.01 (the paper is silent))") in out

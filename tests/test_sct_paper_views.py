@@ -1,5 +1,6 @@
-"""SCT at the paper's views: with a back-translation file, SCT Tables 2-4 plan every row (rows whose views do not
-read it accept it), the reference row is the paper's SCT itself, and each Delta is against its matching reference."""
+"""SCT at the paper's views and sizes: with a back-translation file, SCT Tables 2-4 plan every row (rows whose
+views do not read it accept it), the reference row is the paper's SCT itself, and each Delta is against its
+matching reference; --set model= takes that size's Table 1 settings or refuses naming them."""
 
 from __future__ import annotations
 
@@ -86,3 +87,59 @@ def test_each_delta_is_against_its_matching_reference():
     deltas = {line.label: line.cells[DELTA].values[0] for line in table.lines}
     assert deltas == {"SCT (default)": 0.0, "Back-translation (default)": 10.0, "Same BT (T = T)": -6.0,
                       "No MLPs": -2.0}
+
+
+TABLE1_KNOBS = ("learning_rate", "queue_size", "tau_ref", "tau_theta")
+
+
+def tuned(config) -> tuple:
+    return tuple(config[knob] for knob in TABLE1_KNOBS)
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("google/bert_uncased_L-2_H-128_A-2", (5e-4, 131072, 0.03, 0.04)),  # SCT Table 1, BERT-Tiny
+    ("google/bert_uncased_L-4_H-256_A-4", (3e-4, 131072, 0.01, 0.03)),  # BERT-Mini
+    ("bert-base-uncased", (5e-4, 65536, 0.04, 0.05)),  # BERT-Base
+    ("bert-large-uncased", (5e-4, 16384, 0.04, 0.05)),  # BERT-Large
+])
+def test_another_model_size_takes_its_table1_settings(model, expected):
+    """sct_main's SCT row keeps BERT-Small's values by default; --set model= takes that size's (the SimCSE row
+    keeps its own learning rate), and so does the BERT-Tiny-based ablation."""
+    main = load_spec(ROOT / "search_spaces/sct_main.yaml", {"model": model}, check_environment=False)
+    assert tuned(main.row_config("SCT")) == expected
+    assert main.row_config("SimCSE")["learning_rate"] == 3e-5
+    ablation = load_spec(ROOT / "search_spaces/sct_ablation.yaml", {"model": model}, check_environment=False)
+    assert {tuned(ablation.row_config(row.name)) for row in ablation.rows} == {expected}
+
+
+def test_what_set_a_row_or_an_axis_sets_stays_theirs():
+    spec = load_spec(ROOT / "search_spaces/sct_ablation.yaml", {"model": "bert-base-uncased", "tau_ref": 0.1},
+                     check_environment=False)
+    assert tuned(spec.row_config("SCT (default)")) == (5e-4, 65536, 0.1, 0.05)
+    grid = load_spec(ROOT / "search_spaces/sct_queue_size.yaml", {"model": "bert-base-uncased"},
+                     check_environment=False)
+    assert [trial.config["queue_size"] for trial in grid.trials] == [128, 1024, 16384, 65536, 131072, 262144]
+    assert {trial.config["learning_rate"] for trial in grid.trials} == {5e-4}
+    distillation = load_spec(ROOT / "search_spaces/sct_distillation.yaml", {"model": "bert-base-uncased"},
+                             check_environment=False)  # the authors' distillation script, not Table 1
+    assert tuned(distillation.row_config("SCT-distillation")) == (3e-4, 65536, 0.04, 0.05)
+
+
+def test_a_model_without_table1_settings_is_refused_naming_them(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert sweep_main(["plan", str(ROOT / "search_spaces/sct_ablation.yaml"), "--set", "model=roberta-base"]) == 2
+    err = capsys.readouterr().err
+    assert ("--set model=roberta-base: 'roberta-base' has no tuned settings in sct's paper: --set learning_rate, "
+            "queue_size, tau_ref, tau_theta too (SCT Table 1 tunes them per model: BERT-Tiny "
+            "(google/bert_uncased_L-2_H-128_A-2): learning_rate 0.0005, queue_size 131072, tau_ref 0.03, tau_theta "
+            "0.04; BERT-Mini") in err
+    chosen = {"model": "roberta-base", "learning_rate": 1e-4, "queue_size": 4096, "tau_ref": 0.05, "tau_theta": 0.07}
+    spec = load_spec(ROOT / "search_spaces/sct_ablation.yaml", chosen, check_environment=False)
+    assert tuned(spec.row_config("SCT (default)")) == (1e-4, 4096, 0.05, 0.07)
+
+
+def test_plan_says_which_rows_took_the_models_settings(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "model=google/bert_uncased_L-4_H-256_A-4"])
+    assert ("--set model: rows 'SCT' take sct's settings for google/bert_uncased_L-4_H-256_A-4: learning_rate "
+            "0.0003, queue_size 131072, tau_ref 0.01, tau_theta 0.03") in capsys.readouterr().out

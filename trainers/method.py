@@ -130,7 +130,11 @@ class Method:
     (:attr:`trainers.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
     export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
     views a trained config trains on (compared when a row switches method, :mod:`sweep.contracts`);
-    ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored). ``sources``
+    ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored).
+    ``settings_by_model`` (SCT's Table 1), given a row's overrides, says which knob values its paper tuned for
+    that row's model (None: none for this model), which knobs it tunes, and, in words, every model's (empty: the
+    row is not the table's, none apply), for a refusal; a sweep's
+    ``--set model=`` takes them (:func:`sweep.spec.trial_config`). ``sources``
     cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
     or the authors' script it comes from.
     """
@@ -147,6 +151,7 @@ class Method:
     after_pooling: str | None = None
     views: Callable[[Config], str] = lambda config: "none"
     reads_bt_file: Callable[[Config], bool] = lambda config: False
+    settings_by_model: Callable[[Config], tuple[Mapping[str, Any] | None, tuple[str, ...], str]] | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property

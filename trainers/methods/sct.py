@@ -161,6 +161,32 @@ def sct_problems(config: Config) -> list[Problem]:
     return problems
 
 
+TABLE1_KNOBS = ("learning_rate", "queue_size", "tau_ref", "tau_theta")
+TABLE1 = {
+    "BERT-Tiny": ((5e-4, 131072, 0.03, 0.04), ("google/bert_uncased_L-2_H-128_A-2", "prajjwal1/bert-tiny")),
+    "BERT-Mini": ((3e-4, 131072, 0.01, 0.03), ("google/bert_uncased_L-4_H-256_A-4", "prajjwal1/bert-mini")),
+    "BERT-Small": ((3e-4, 65536, 0.02, 0.03), ("google/bert_uncased_L-4_H-512_A-8", "nreimers/BERT-Small-L-4_H-512_A-8",
+                                               "prajjwal1/bert-small")),
+    "BERT-Base": ((5e-4, 65536, 0.04, 0.05), ("bert-base-uncased", "google-bert/bert-base-uncased")),
+    "BERT-Large": ((5e-4, 16384, 0.04, 0.05), ("bert-large-uncased", "google-bert/bert-large-uncased")),
+}
+"""SCT Table 1: the learning rate, queue size k, tau_ref and tau_theta tuned per model (its row, the model ids
+that are that size)."""
+
+
+def table1_settings(overrides: Config) -> tuple[dict[str, Any] | None, tuple[str, ...], str]:
+    """Table 1's settings for a row's model (None where it has none), the knobs it tunes, and every size's, in
+    words. Distillation rows are not Table 1's (the authors' distillation script sets its own): nothing to say."""
+    if overrides.get("distillation", "none") != "none":
+        return None, TABLE1_KNOBS, ""
+    model = overrides.get("model")
+    values = next((values for values, models in TABLE1.values() if model in models), None)
+    every = "; ".join(f"{size} ({models[0]}): " + ", ".join(f"{k} {v:g}" for k, v in zip(TABLE1_KNOBS, values))
+                      for size, (values, models) in TABLE1.items())
+    return (dict(zip(TABLE1_KNOBS, values)) if values else None), TABLE1_KNOBS, \
+        f"SCT Table 1 tunes them per model: {every}"
+
+
 def queue_fill_warnings(config: Config, steps: int) -> list[Problem]:
     """An instance queue holds real sentence vectors only after k / (vectors per step) steps; until
     then most of it is the random vectors it started with, far from the paper's regime."""
@@ -230,6 +256,7 @@ METHOD = Method(
     frozen_table=teacher_table,
     views=lambda config: f"{config['view1']} + {config['view2']}",
     reads_bt_file=lambda config: bool(config["bt_file"]),
+    settings_by_model=table1_settings,
     sources={knob: f"SCT (Limkonchotiwat et al.), {what}" for knob, what in {
         "batch_size": "Section 4.1: batch 128", "epochs": "Section 4.1: ten epochs", "learning_rate": "Table 1: "
         "BERT-Small lr 3e-4", "warmup_ratio": "Section 4.1: linear warm-up over 10% of the training data",
