@@ -16,7 +16,7 @@ from trainers.common_knobs import POOLINGS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import SIMCSE_SOURCES, positive_views, simcse_examples, simcse_problems
+from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
 from trainers.pretrained import model_problem
 
 COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
@@ -57,11 +57,6 @@ METHOD = Method(
     check=dclr_problems,
     views=positive_views,
     reads_bt_file=SIMCSE.reads_bt_file,
-    sources={**SIMCSE_SOURCES,
-             "batch_size": "DCLR (Zhou et al. 2022): the authors' BERT-base script, batch 128",
-             "learning_rate": "DCLR (Zhou et al. 2022): the authors' BERT-base script, lr 3e-5",
-             "epochs": "DCLR (Zhou et al. 2022): the authors' BERT-base script, 3 epochs",
-             "max_seq_length": "DCLR (Zhou et al. 2022): the authors' BERT-base script, max length 32",
-             "train_corpus": "DCLR (Zhou et al. 2022), Section 4.1: SimCSE's 10^6 Wikipedia sentences, not shipped "
-                             "here"},
+    sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1", batch_size="batch 128",
+                                    learning_rate="lr 3e-5", epochs="3 epochs", max_seq_length="max length 32"),
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import SIMCSE_SOURCES, positive_views, simcse_examples, simcse_problems
+from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
 from trainers.pretrained import mlm_problem, model_config
 
 GENERATOR = "distilbert-base-uncased"
@@ -68,11 +68,7 @@ METHOD = Method(
     check=diffcse_problems,
     views=positive_views,
     reads_bt_file=SIMCSE.reads_bt_file,
-    sources={**SIMCSE_SOURCES,
-             "batch_size": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, batch 64",
-             "learning_rate": "DiffCSE (Chuang et al. 2022), Appendix: BERT-base STS lr 7e-6",
-             "epochs": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, 2 epochs",
-             "max_seq_length": "DiffCSE (Chuang et al. 2022): the authors' BERT-base script, max length 32",
-             "train_corpus": "DiffCSE (Chuang et al. 2022), Section 4: SimCSE's 10^6 Wikipedia sentences, not "
-                             "shipped here"},
+    sources=built_on_simcse_sources("DiffCSE (Chuang et al. 2022)", "Section 4", batch_size="batch 64",
+                                    learning_rate="lr 7e-6 (its Appendix: BERT-base STS)", epochs="2 epochs",
+                                    max_seq_length="max length 32"),
 )

@@ -57,6 +57,14 @@ SIMCSE_SOURCES = {
 """Where each default of SimCSE a row that switches to it keeps comes from (``follows_method``)."""
 
 
+def built_on_simcse_sources(paper: str, corpus_section: str, **script: str) -> dict[str, str]:
+    """The sources of a method built on SimCSE's batches (DCLR, DiffCSE): SimCSE's, its corpus (its paper's
+    ``corpus_section``: SimCSE's Wikipedia sentences) and the values of its authors' BERT-base script."""
+    return {**SIMCSE_SOURCES,
+            **{knob: f"{paper}: the authors' BERT-base script, {value}" for knob, value in script.items()},
+            "train_corpus": f"{paper}, {corpus_section}: SimCSE's 10^6 Wikipedia sentences, not shipped here"}
+
+
 def simcse_problems(config: Config) -> list[Problem]:
     """A back-translated positive needs an existing bt_file; a bt_file needs a back-translated positive."""
     reader = f"positive {config['positive']!r}" if reads_bt_file(config) else None
