@@ -17,8 +17,9 @@ Measured, on a CUDA device:
   before the host's share was cut), in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
   in each precision with its scores, against sentence-transformers' ``encode`` in fp32 and fp16;
-- **sharing**: 1, 2, 4 and 8 processes each training SimCSE at BERT-base's shape on the same GPU, as Ray
-  Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125: steps per second of all together.
+- **sharing**: 1, 2, 4 and 8 processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
+  and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
+  ``train_precision: auto``: steps per second of all together.
 
 Without a GPU it runs a tiny version of each (a 2-layer, 64-wide BERT; a few steps; 1 and 2 processes), which
 ``tests/test_benchmarks.py`` runs: every code path but the card's figures.
@@ -72,6 +73,13 @@ def precision_context(precision: str, device: torch.device):
     from trainers import precision as precisions
 
     return precisions.autocast(precisions.resolve(precision, device), device)
+
+
+def matmuls(precision: str, device: torch.device):
+    """The loop's backward-pass context: TF32 products for a TF32 step."""
+    from trainers import precision as precisions
+
+    return precisions.matmuls(precisions.resolve(precision, device))
 
 
 def build_bert(folder: Path, tiny: bool) -> str:
@@ -192,8 +200,8 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device) ->
 
     config = get_method("simcse").resolve({})
     torch.manual_seed(0)
-    network = AutoModel.from_pretrained(model).to(device).train()
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    network = AutoModel.from_pretrained(resolve_model_path(model)).to(device).train()
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(model))
     width = network.config.hidden_size
     head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).to(device)
     parameters = [*network.parameters(), *head.parameters()]
@@ -210,7 +218,8 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device) ->
         with precision_context(precision, device):
             first, second = head(network(**features).last_hidden_state[:, 0]).chunk(2)
             loss = info_nce(first, second, config["temperature"])
-        loss.backward()
+        with matmuls(precision, device):
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     synchronize(device)
@@ -229,22 +238,29 @@ def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -
     sentences = list(dict.fromkeys(s for name in TEST_SETS for sts in [evaluator._subset(f"{name}-test")]
                                    for s in (*sts.sentence1, *sts.sentence2)))
     rows = []
-    for precision in PRECISIONS:
-        for cached in (True, False):
-            encode = encode_fn(encoder, {**config, "eval_precision": precision}, cached_tokens=cached)
-            evaluator.test(encode)  # warm: token ids kept, kernels chosen
-            seconds = []
-            for _ in range(repeats):
-                synchronize(device)
-                started = time.perf_counter()
-                scores = evaluator.test(encode)
-                synchronize(device)
-                seconds.append(time.perf_counter() - started)
-            rows.append({"what": "ours" + ("" if cached else ", tokenised afresh"), "precision": precision,
-                         "seconds": statistics.median(seconds), "test_avg": scores[Metric.sts(Metric.STS_AVG)],
-                         "sentences": len(sentences)})
+    variants = [("ours", precision, {}, True) for precision in PRECISIONS]
+    variants += [("ours, tokenised afresh", "fp32", {}, False),
+                 ("ours, eval_batch_size 512", "tf32", {"eval_batch_size": 512}, True)]
+    for what, precision, knobs, cached in variants:
+        encode = encode_fn(encoder, {**config, **knobs, "eval_precision": precision}, cached_tokens=cached)
+        seconds, score = timed_test(evaluator, encode, device, repeats)
+        rows.append({"what": what, "precision": precision, "seconds": seconds, "test_avg": score,
+                     "sentences": len(sentences)})
     rows += sentence_transformers_encode(model, sentences, device, repeats)
     return rows
+
+
+def timed_test(evaluator: Any, encode: Callable, device: torch.device, repeats: int) -> tuple[float, float]:
+    """(median seconds, test average) of the seven test sets, after a warm-up pass."""
+    evaluator.test(encode)  # warm: token ids kept, kernels chosen
+    seconds = []
+    for _ in range(repeats):
+        synchronize(device)
+        started = time.perf_counter()
+        scores = evaluator.test(encode)
+        synchronize(device)
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds), scores[Metric.sts(Metric.STS_AVG)]
 
 
 def sentence_transformers_encode(model: str, sentences: list[str], device: torch.device,
@@ -360,8 +376,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                         for name, method, precision in PROFILED if name in models])
         section("evaluation", lambda: evaluation(BUNDLED_MODEL if not tiny else bert, device, 1 if tiny else 3,
                                                  50 if tiny else 0))
-        counts = (1, 2) if tiny else SHARING
-        section("sharing", lambda: sharing(bert, counts, steps if tiny else 60, "auto"))
+        shared = {"tiny BERT": (bert, (1, 2))} if tiny else {"MiniLM": (BUNDLED_MODEL, SHARING),
+                                                             "BERT-base": (bert, SHARING[:3])}
+        section("sharing", lambda: [{"model": name, **row} for name, (path, counts) in shared.items()
+                                    for row in sharing(path, counts, steps if tiny else 60, "auto")])
     return results
 
 

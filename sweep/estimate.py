@@ -93,9 +93,10 @@ def measure(config: Mapping[str, Any]) -> Timing:
     """Time one trial's parts on this machine (see the module's docstring)."""
     import torch
 
+    from trainers import precision
     from trainers.data import TEST_SETS
     from trainers.encoder import SentenceEncoder, pick_device
-    from trainers.loop import _autocast, encode_fn, train
+    from trainers.loop import encode_fn, train
     from trainers.registry import get_method
     from trainers.run_schema import Metric
     from trainers.steps import load_examples
@@ -127,7 +128,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
         examples = spread_sample(load_examples(stage, stage_config), max(TIMED_STEPS * config["batch_size"], 256))
         setup = time.perf_counter() - started
         table_started = time.perf_counter()
-        with _autocast(stage_config, device):
+        with precision.autocast(precision.resolve(stage_config["train_precision"], device), device):
             objective.prepare(examples)
         table = (time.perf_counter() - table_started) / len(examples)
         train_started = time.perf_counter()

@@ -109,3 +109,51 @@ def test_embedding_transform_replaces_what_the_first_layer_reads(tiny_bert):
     torch.testing.assert_close(moved[0], plain[0] + noise)
     assert not torch.allclose(moved[-1], plain[-1])
     torch.testing.assert_close(again[-1], plain[-1])  # the hook is removed afterwards
+
+
+def _one_by_one(kind: str, embeddings: torch.Tensor, mask: torch.Tensor, rate: float) -> torch.Tensor:
+    """Each augmentation written sentence by sentence with in-place erasing, drawing as the vectorised one must."""
+    out = embeddings.clone()
+    dim = embeddings.shape[-1]
+    for i, length in enumerate(mask.sum(1).tolist()):
+        if kind == "token_cutoff":
+            out[i, torch.randperm(length)[: int(length * rate)]] = 0.0
+        elif kind == "feature_cutoff":
+            out[i, :, torch.randperm(dim)[: int(dim * rate)]] = 0.0
+        elif kind == "dropout":
+            flat = out[i, :length].reshape(-1)
+            flat[torch.randperm(length * dim)[: int(length * dim * rate)]] = 0.0
+            out[i, :length] = flat.view(length, dim)
+        else:
+            span = int(length * rate)
+            start = int(torch.randint(length - span + 1, ()))
+            out[i, start : start + span] = 0.0
+    return out
+
+
+@pytest.mark.parametrize("augmentation", [token_cutoff, feature_cutoff, dropout, span_cutoff])
+def test_each_augmentation_is_its_sentence_by_sentence_version_bit_for_bit(embeddings, augmentation):
+    """Same seed, same draws, same values and the same gradient as the in-place loop they replaced."""
+    results = []
+    for compute in (augmentation, lambda x, m, r: _one_by_one(augmentation.__name__, x, m, r)):
+        torch.manual_seed(11)
+        x = embeddings.clone().requires_grad_(True)
+        out = compute(x, MASK, 0.3)
+        (out * torch.arange(out.numel()).view_as(out)).sum().backward()
+        results.append((out.detach(), x.grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    assert (results[0][0] == 0).any()
+
+
+@pytest.mark.parametrize("family, pad", [("bert", 0), ("roberta", 1)])
+def test_shuffle_draws_the_permutations_of_its_sentence_by_sentence_version(family, pad):
+    torch.manual_seed(5)
+    got = shuffled_position_ids(MASK, FAMILIES[family], pad)
+    torch.manual_seed(5)
+    first = FAMILIES[family].first_position(pad)
+    expected = torch.arange(first, first + MASK.shape[1]).repeat(len(MASK), 1)
+    if FAMILIES[family].positions_after_padding:
+        expected[MASK == 0] = pad
+    for i, length in enumerate(MASK.sum(1).tolist()):
+        expected[i, :length] = first + torch.randperm(length)
+    assert torch.equal(got, expected)

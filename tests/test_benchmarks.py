@@ -8,7 +8,7 @@ import pytest
 import benchmarks
 from benchmarks.results_file import write_section
 
-HELPERS = {"results_file", "timed_calls"}
+HELPERS = {"results_file", "timed_calls", "gpu_report"}
 """Modules of the benchmarks package that are not benchmarks."""
 BENCHMARKS = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name not in HELPERS)
 BENCHMARKS_PAGE = Path(__file__).resolve().parent.parent / "docs/benchmarks.md"

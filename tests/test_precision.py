@@ -38,7 +38,25 @@ def test_tf32_allows_tf32_products_inside_its_block_only():
     with precision.autocast("tf32", torch.device("cuda")):
         assert torch.get_float32_matmul_precision() == "high"
         assert not torch.is_autocast_enabled("cuda")
+        with precision.autocast("fp32", torch.device("cuda")):  # an fp32 evaluation inside tf32 training
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "high"
     assert torch.get_float32_matmul_precision() == before
+
+
+def test_a_tf32_trial_runs_its_backward_passes_in_tf32_too(tiny_bert, use_tiny_sts, monkeypatch):
+    """The products of the gradients are two thirds of a step's: a TF32 trial whose backward pass ran in full
+    fp32 was slower than fp32 itself on an H100."""
+    from trainers import loop
+
+    monkeypatch.setattr(precision, "has_tf32", lambda device: True)  # this CPU stands in for a TF32 device
+    seen = []
+    original = loop.optimization_step
+    monkeypatch.setattr(loop, "optimization_step",
+                        lambda *args: seen.append(torch.get_float32_matmul_precision()) or original(*args))
+    final = run_trial({"method": "simcse", "model": tiny_bert, "device": "cpu", "train_precision": "tf32",
+                       "batch_size": 8, "train_limit": 16, "max_steps": 2})
+    assert seen == ["high", "high"] and final["train_precision"] == "tf32"
 
 
 def test_this_cpu_is_read_from_its_instruction_sets():

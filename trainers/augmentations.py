@@ -34,36 +34,41 @@ def _lengths(attention_mask: Tensor) -> list[int]:
     return attention_mask.sum(1).tolist()
 
 
-def _random_subset(n: int, rate: float, device: torch.device) -> Tensor:
-    return torch.randperm(n, device=device)[: int(n * rate)]
+def _erased(embeddings: Tensor, erase: Tensor) -> Tensor:
+    """``embeddings`` with the elements ``erase`` marks set to 0.0 (``erase`` broadcasts; drawn on the host and
+    sent in one copy: a sentence-by-sentence loop on a GPU is hundreds of launches a step)."""
+    return embeddings.masked_fill(erase.to(embeddings.device, non_blocking=True), 0.0)
+
+
+def _subset_mask(n: int, rate: float) -> Tensor:
+    """int(n x rate) of n places, drawn by ``torch.randperm`` on the CPU's generator."""
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.randperm(n)[: int(n * rate)]] = True
+    return mask
 
 
 def token_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
     """Erase int(len x rate) whole token rows of each sentence's real tokens."""
-    out = embeddings.clone()
+    erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
     for i, length in enumerate(_lengths(attention_mask)):
-        out[i, _random_subset(length, rate, embeddings.device)] = 0.0
-    return out
+        erase[i, :length] = _subset_mask(length, rate)
+    return _erased(embeddings, erase.unsqueeze(-1))
 
 
 def feature_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
     """Erase int(dim x rate) whole feature columns of each sentence."""
-    out = embeddings.clone()
-    for i in range(len(embeddings)):
-        out[i, :, _random_subset(embeddings.shape[-1], rate, embeddings.device)] = 0.0
-    return out
+    erase = torch.stack([_subset_mask(embeddings.shape[-1], rate) for _ in range(len(embeddings))])
+    return _erased(embeddings, erase.unsqueeze(1))
 
 
 def dropout(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
     """Zero int(len x dim x rate) single elements among each sentence's real tokens
     (no rescaling, unlike nn.Dropout: the authors' 'random cutoff')."""
-    out = embeddings.clone()
+    erase = torch.zeros(embeddings.shape, dtype=torch.bool)
     dim = embeddings.shape[-1]
     for i, length in enumerate(_lengths(attention_mask)):
-        flat = out[i, :length].reshape(-1)
-        flat[_random_subset(length * dim, rate, embeddings.device)] = 0.0
-        out[i, :length] = flat.view(length, dim)
-    return out
+        erase[i, :length] = _subset_mask(length * dim, rate).view(length, dim)
+    return _erased(embeddings, erase)
 
 
 def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
@@ -73,12 +78,12 @@ def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tens
     (erased rows of the L x d matrix). The authors' code has a different,
     unpublished 'span' option that keeps only a span of (1 - rate) of the
     tokens and masks the rest out of attention; it is not reproduced here."""
-    out = embeddings.clone()
+    erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
     for i, length in enumerate(_lengths(attention_mask)):
         span = int(length * rate)
         start = int(torch.randint(length - span + 1, ()))
-        out[i, start : start + span] = 0.0
-    return out
+        erase[i, start : start + span] = True
+    return _erased(embeddings, erase.unsqueeze(-1))
 
 
 def no_augmentation(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
@@ -90,15 +95,17 @@ def shuffled_position_ids(attention_mask: Tensor, family: ModelFamily, pad_token
 
     The positions are those the model gives itself when it is given none (``family``): BERT's count from 0
     over every token; RoBERTa's count from pad_token_id + 1 over the real tokens and give padding
-    pad_token_id. Padding keeps its position either way."""
+    pad_token_id. Padding keeps its position either way. The permutations are drawn on the CPU's generator and
+    the ids sent to the mask's device in one copy."""
     batch, width = attention_mask.shape
     first = family.first_position(pad_token_id)
-    positions = torch.arange(first, first + width, device=attention_mask.device).repeat(batch, 1)
+    mask = attention_mask.cpu()
+    positions = torch.arange(first, first + width).repeat(batch, 1)
     if family.positions_after_padding:
-        positions[attention_mask == 0] = pad_token_id
-    for i, length in enumerate(_lengths(attention_mask)):
-        positions[i, :length] = first + torch.randperm(length, device=attention_mask.device)
-    return positions
+        positions[mask == 0] = pad_token_id
+    for i, length in enumerate(_lengths(mask)):
+        positions[i, :length] = first + torch.randperm(length)
+    return positions.to(attention_mask.device, non_blocking=True)
 
 
 EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {

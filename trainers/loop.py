@@ -90,10 +90,6 @@ class UnreadLosses:
         return values
 
 
-def _autocast(config: Config, device: torch.device):
-    return precision.autocast(precision.resolve(config["train_precision"], device), device)
-
-
 @dataclass
 class _Position:
     """Where training stands: what a checkpoint needs besides the modules, optimizer and RNGs."""
@@ -161,7 +157,8 @@ def train(
         timer = _Timer(**resume.timer)
         position = _Position(**resume.position)
         set_rng_states(resume.rng)
-    with _autocast(config, device):  # the frozen outputs' table, under the precision of the steps that read it
+    used = precision.resolve(config["train_precision"], device)
+    with precision.autocast(used, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
     losses: list[float] = []
     unread = UnreadLosses()
@@ -170,9 +167,10 @@ def train(
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
         objective.train()
-        with _autocast(config, device):
+        with precision.autocast(used, device):
             loss = objective.loss([examples[i] for i in batch_indices])
-        optimization_step(loss, optimizer, schedule, config["max_grad_norm"])
+        with precision.matmuls(used):
+            optimization_step(loss, optimizer, schedule, config["max_grad_norm"])
         objective.after_step()
         position.step += 1
         position.stage_step += 1

@@ -16,7 +16,7 @@ records them as tags.
 from __future__ import annotations
 
 import functools
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Iterator
 
 import torch
@@ -61,10 +61,12 @@ def resolve(setting: str, device: torch.device) -> str:
 
 
 @contextmanager
-def _tf32_matmuls() -> Iterator[None]:
-    """fp32 matrix products on TF32 tensor cores inside the block; the process's setting restored after."""
+def matmuls(precision: str) -> Iterator[None]:
+    """fp32 matrix products on TF32 tensor cores inside the block for ``tf32``, in full fp32 for the others
+    (bf16 autocast casts its products itself); the process's setting restored after. The training loop runs
+    each step's backward pass under it too: the gradients' products are most of a step's arithmetic."""
     before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
+    torch.set_float32_matmul_precision("high" if precision == "tf32" else "highest")
     try:
         yield
     finally:
@@ -72,9 +74,8 @@ def _tf32_matmuls() -> Iterator[None]:
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
-    """What runs a resolved ``precision`` on ``device``: bf16 autocast, TF32 matrix products, or nothing (fp32)."""
+    """The forward pass of a resolved ``precision`` on ``device``: bf16 autocast, or fp32 matrix products in
+    TF32 (``tf32``) or in full (``fp32``, also inside a block that allows TF32)."""
     if precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
-    if precision == "tf32":
-        return _tf32_matmuls()
-    return nullcontext()
+    return matmuls(precision)

@@ -10,6 +10,7 @@ padding follows the tokenizer's side and pad values.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ def pad(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> dict[str, to
     """``rows`` padded to the longest on the tokenizer's padding side, as int64 tensors (what
     ``tokenizer.pad(rows, return_tensors="pt")`` gives, with an attention mask where the rows have none)."""
     lengths = np.fromiter((len(row["input_ids"]) for row in rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max(initial=0))
+    width, total = int(lengths.max(initial=0)), int(lengths.sum())
     positions = np.arange(width)[None, :]
     left = tokenizer.padding_side == "left"
     real = positions >= (width - lengths)[:, None] if left else positions < lengths[:, None]
@@ -43,7 +44,7 @@ def pad(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> dict[str, to
     features = {}
     for key in rows[0] if rows else ("input_ids",):
         padded = np.full((len(rows), width), values[key], dtype=np.int64)
-        padded[real] = np.concatenate([np.asarray(row[key], dtype=np.int64) for row in rows]) if rows else []
+        padded[real] = np.fromiter(chain.from_iterable(row[key] for row in rows), dtype=np.int64, count=total)
         features[key] = torch.from_numpy(padded)
     if "attention_mask" not in features:
         features["attention_mask"] = torch.from_numpy(real.astype(np.int64))
