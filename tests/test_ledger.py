@@ -162,3 +162,23 @@ def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypa
     assert "  model: ours 'bundled:all-MiniLM-L6-v2', paper 'nreimers/BERT-Small-L-4_H-512_A-8' (forced:" in out
     assert ("  --set: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
             "(SCT_main.py: SentenceTransformer.fit's weight_decay 0.01 (the paper is silent))") in out
+
+
+def test_the_rendered_table_of_the_report_carries_the_ledgers_deviations(tables):
+    """reports.tables and reports.paper render a table under its caption: SCT Table 2's, with no results yet,
+    names SimCSE's corpus and SCT's views as the ledger declares them, in Markdown and LaTeX."""
+    import warnings
+
+    import pandas as pd
+
+    from reports.paper_tables import MissingResults, build_tables
+    from reports.table_specs import PAPER_NUMBERS, load_yaml
+    from results.render import to_latex, to_markdown
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        table = build_tables(pd.DataFrame(), ["sct-table2"], tables, load_yaml(PAPER_NUMBERS))[0]
+    markdown = to_markdown(table)
+    assert "Deviations from the paper (sweep/paper_ledger.yaml)" in markdown
+    assert "train_corpus ['SimCSE', 'DCLR', 'DiffCSE']: ours 'sts_all_sentences', paper 'wiki1m'" in markdown
+    assert "Deviations from the paper" in to_latex(table)
