@@ -4,7 +4,8 @@ and every way our resolved configs differ from them, declared as a deviation of 
 
 A record is keyed by the spec's file name and holds ``settings`` (every row's, ``knob: [value, source]``), ``rows``
 (one record per row: the settings in which that paper row differs, or ``not_in_paper: why`` for a row of ours) and
-``deviations`` (``{knob, kind, reason, rows?}``). :func:`ledger_mismatches` resolves each row as the sweep does and
+``deviations`` (``{knob, ours, kind, reason, rows?}``: our value it declares, so that a row that comes to
+another value is undeclared again). :func:`ledger_mismatches` resolves each row as the sweep does and
 compares it with the ledger; :func:`ledger_problems` says which mismatches nobody declared (naming the spec, the
 row, the knob, both values and the source), which declarations no row needs, and which rows have no record.
 Captions (``reports.table_specs``) and ``sweep plan`` print the declared deviations (:func:`deviation_notes`), so
@@ -35,7 +36,7 @@ KINDS = {
     "budget": "a budget",
     "open": "a choice the paper leaves open",
 }
-"""The kinds of deviation a ledger may declare, and how a caption names each."""
+"""The kinds of deviation a ledger may declare (captions and plans name the kind) and what each means."""
 RECORD_KEYS = {"paper", "settings", "rows", "deviations"}
 ROW_KEYS = {"settings", "not_in_paper"}
 TABLE_KNOBS = ("model", "model_layers")

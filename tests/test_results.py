@@ -220,13 +220,15 @@ def packages(modules: set[str]) -> set[str]:
 def test_layers_only_point_down():
     """trainers <- results <- sweep <- reports: no package imports one above it, and reports read
     MLflow through results.reader, never through the sweep engine or its tracker (Ray); of sweep they
-    use the spec and what reads specs (their budget and its regime warnings, a paper's campaign of specs),
-    and the exporter through which reports.analyses gets a trial's encoder."""
+    use the spec and what reads specs (their budget and its regime warnings, a paper's campaign of specs, the
+    row contracts' training regimes and the settings ledger that captions name), and the exporter through which
+    reports.analyses gets a trial's encoder."""
     assert not packages(imports("trainers")) & {"results", "sweep", "reports"}
     assert not packages(imports("results")) & {"sweep", "reports"}
     assert "reports" not in packages(imports("sweep"))
     from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
-    allowed = ("sweep.spec", "sweep.export", "sweep.budget", "sweep.regime", "sweep.campaign")
+    allowed = ("sweep.spec", "sweep.export", "sweep.budget", "sweep.regime", "sweep.campaign", "sweep.contracts",
+               "sweep.ledger")
     assert from_sweep and all(module.startswith(allowed) for module in from_sweep), from_sweep
 
 
