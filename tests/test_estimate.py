@@ -74,3 +74,35 @@ def test_every_shipped_spec_gets_an_estimate(path):
         pytest.skip(f"{path.name} cannot be planned here: {error.problems[0]}")
     lines = estimate(spec, lambda config: FAKE, cpus=2, worker_start=1.0)
     assert lines[-1].startswith(f"estimate: {spec.trials_to_run} trials") and "minutes of wall time" in lines[-1]
+
+
+def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
+    from sweep.estimate import GPU_SHARING, gpu_sharing_slowdown
+
+    small, base = 22e6, 110e6
+    assert gpu_sharing_slowdown(1, small) == gpu_sharing_slowdown(1, base) == 1.0
+    speedup = dict(GPU_SHARING["small"])
+    assert gpu_sharing_slowdown(4, small) == pytest.approx(4 / speedup[4])
+    assert gpu_sharing_slowdown(3, small) == pytest.approx(3 / ((speedup[2] + speedup[4]) / 2))  # between two counts
+    assert gpu_sharing_slowdown(16, small) == pytest.approx(16 / speedup[8])  # past the last: the GPU is full
+    assert gpu_sharing_slowdown(4, base) == pytest.approx(4 / dict(GPU_SHARING["base"])[4])
+    assert gpu_sharing_slowdown(4, base) > gpu_sharing_slowdown(4, small)  # a larger model fills more of the GPU
+
+
+def test_the_estimate_of_trials_on_a_quarter_gpu_each(tmp_path, monkeypatch):
+    """The smoke trials at gpu 0.25 on one GPU: each costed at its measured slowdown, all at once."""
+    from sweep import spec_environment
+    from sweep.estimate import gpu_sharing_slowdown
+
+    monkeypatch.setattr(spec_environment, "local_gpus", lambda: 1)  # the spec's check sees one GPU here
+    text = SMOKE.read_text(encoding="utf-8").replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 0.25}")
+    assert "gpu: 0.25" in text
+    path = tmp_path / "smoke_gpu.yaml"
+    path.write_text(text.replace("max_concurrent_trials: 2", "max_concurrent_trials: 4"), encoding="utf-8")
+    spec = load_spec(path)
+    timing = Timing(setup=2.0, table_per_example=0.0, step=0.5, dev=3.0, test=10.0, parameters=22e6)
+    lines = estimate(spec, lambda config: timing, cpus=16, gpus=1, worker_start=0.0)
+    slowdown = gpu_sharing_slowdown(3, 22e6)  # the smoke spec's 3 trials all fit at once
+    assert "3 trials share each GPU" in lines[-2]
+    assert f"{(15 + 15 + 38) * slowdown / 60:.1f} trial-minutes, 4 at once" in lines[-1]  # 4 slots, 3 trials
+    assert f"about {38 * slowdown / 60:.1f} minutes of wall time" in lines[-1]

@@ -57,9 +57,11 @@ COMMON_KNOBS = KnobSet(
              "or the folder in $STS_DATA_DIR) or 'hub' (the mteb/*-sts datasets).", choices=("local", "hub")),
         Knob("eval_max_length", int, 256, "Token limit when encoding evaluation sentences.", low=8, high=4096),
         Knob("eval_batch_size", int, 128, "Sentences per forward pass during evaluation.", low=1),
-        Knob("eval_precision", str, "auto", "Precision of evaluation encoding: 'bf16' autocast, 'fp32', or 'auto' "
-             "(bf16 on a CPU with AMX or AVX-512 bf16 and on a CUDA device with bf16, else fp32). The STS scores "
-             "move by at most a few hundredths of a point; the precision used is recorded with the trial.",
+        Knob("eval_precision", str, "auto", "Precision of evaluation encoding: 'fp32', 'tf32' (fp32 with TF32 "
+             "matrix products on a CUDA GPU of compute capability 8+, fp32 elsewhere), 'bf16' autocast, or 'auto' "
+             "(what measurement found fastest: tf32 on such a GPU, bf16 on a CPU with AMX or AVX-512 bf16, else "
+             "fp32; docs/gpu.md). The STS scores move by at most a few hundredths of a point; the precision used "
+             "is recorded with the trial.",
              choices=PRECISIONS),
         Knob("eval_max_pairs", int, 0, "Use only the first N pairs of each evaluation set (0 = all). "
              "--budget smoke caps it at 300; a spec or --set may also set it.", low=0),
@@ -123,8 +125,9 @@ TRAINING_KNOBS = KnobSet(
         Knob("checkpoint_every", int, 1, "Hand Ray Tune (or a local session) a checkpoint to resume from every "
              "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0,
              bookkeeping=True),
-        Knob("train_precision", str, "fp32", "Precision of the training steps: 'fp32', 'bf16' autocast (CUDA or "
-             "CPU), or 'auto' (bf16 where the hardware runs it fast, as eval_precision). fp32 by default: "
+        Knob("train_precision", str, "fp32", "Precision of the training steps, forward and backward: 'fp32', "
+             "'tf32', 'bf16' autocast (CUDA or CPU), or 'auto' (as eval_precision: tf32 on a GPU, where it was "
+             "the fastest for every method on an H100, docs/gpu.md). fp32 by default: "
              "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
              "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",
              choices=PRECISIONS),
