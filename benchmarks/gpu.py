@@ -41,6 +41,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from benchmarks.step_time import NoEvaluation
 from trainers.data import TEST_SETS, load_corpus
 from trainers.encoder import SentenceEncoder
 from trainers.loop import train
@@ -56,13 +57,6 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 SHARING = (1, 2, 4, 8)
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
-
-
-class _NoEvaluation:
-    """Stands in for the STS evaluator: training steps alone are timed."""
-
-    def dev(self, encode):
-        return {"dev_spearman": 0.0}
 
 
 def synchronize(device: torch.device) -> None:
@@ -160,7 +154,7 @@ def loop_steps(method: str, model: str, precision: str, steps: int, device: torc
             finished.append(time.time())
 
     objective.after_step = timed_after_step
-    train(objective, examples, config, _NoEvaluation(), lambda metrics: None)
+    train(objective, examples, config, NoEvaluation(), lambda metrics: None)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
     flops = step_flops(objective, examples[: config["batch_size"]]) if count_flops else 0.0
     return {"method": method, "precision": precision, "ms": 1000 * (marks[1] - marks[0]) / steps,
