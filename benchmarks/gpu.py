@@ -41,10 +41,9 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from benchmarks.step_time import NoEvaluation
+from benchmarks.step_time import timed_steps
 from trainers.data import TEST_SETS, load_corpus
 from trainers.encoder import SentenceEncoder
-from trainers.loop import train
 from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
 from trainers.registry import get_method
 from trainers.run_schema import Metric
@@ -138,27 +137,11 @@ def loop_steps(method: str, model: str, precision: str, steps: int, device: torc
     objective, config, examples = objective_of(method, model, precision, steps, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    marks: list[float] = []
-    finished: list[float] = []
-    done = [0]
-    original = objective.after_step
-
-    def timed_after_step() -> None:
-        original()
-        done[0] += 1
-        if done[0] in (WARMUP, WARMUP + steps):
-            synchronize(device)
-            if done[0] == WARMUP:
-                at_warmup()
-            marks.append(time.perf_counter())
-            finished.append(time.time())
-
-    objective.after_step = timed_after_step
-    train(objective, examples, config, NoEvaluation(), lambda metrics: None)
+    seconds, finished = timed_steps(objective, examples, config, device, WARMUP, at_warmup)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
     flops = step_flops(objective, examples[: config["batch_size"]]) if count_flops else 0.0
-    return {"method": method, "precision": precision, "ms": 1000 * (marks[1] - marks[0]) / steps,
-            "finished": finished[-1], "peak_gib": peak, "tflop_per_step": flops / 1e12}
+    return {"method": method, "precision": precision, "ms": 1000 * seconds,
+            "finished": finished, "peak_gib": peak, "tflop_per_step": flops / 1e12}
 
 
 def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:

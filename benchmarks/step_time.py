@@ -44,28 +44,46 @@ class NoEvaluation:
         return {"dev_spearman": 0.0}
 
 
+def timed_steps(objective, examples: list, config: dict, device: torch.device, warmup: int,
+                at_warmup: Callable[[], None] = lambda: None) -> tuple[float, float]:
+    """Train through :func:`trainers.loop.train` and time the steps after the first ``warmup``: (seconds per
+    step, the wall clock when the last one finished). The device is synchronised only at the two marks, so the
+    timed steps keep their queued work in flight as a trial's do and the marks still count all of it."""
+    marks: list[float] = []
+    finished: list[float] = []
+    done = [0]
+    steps = config["max_steps"] - warmup
+    original = objective.after_step
+
+    def timed_after_step() -> None:
+        original()
+        done[0] += 1
+        if done[0] in (warmup, warmup + steps):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            if done[0] == warmup:
+                at_warmup()
+            marks.append(time.perf_counter())
+            finished.append(time.time())
+
+    objective.after_step = timed_after_step
+    train(objective, examples, config, NoEvaluation(), lambda metrics: None)
+    if len(marks) < 2:
+        raise ValueError(f"the examples ran out after {done[0]} of {config['max_steps']} steps: time fewer steps")
+    return (marks[1] - marks[0]) / steps, finished[-1]
+
+
 def loop_step_seconds(method: str, steps: int, **overrides) -> float:
     """Seconds per step of the shared loop, with the encoder and the objective on the trial's device
-    (``device``, as :func:`trainers.loop.run_trial` puts them). On a GPU, prefer ``python -m benchmarks.gpu``,
-    which also synchronises the device around the timed steps."""
+    (``device``, as :func:`trainers.loop.run_trial` puts them). On a GPU, ``python -m benchmarks.gpu`` measures
+    more (precisions, BERT-base's shape, trials sharing the card) with the same :func:`timed_steps`."""
     torch.manual_seed(0)
     config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})
     (stage,) = get_method(method).stages(config)
     device = pick_device(config["device"])
     objective = stage.build(config, SentenceEncoder.from_config(config).to(device)).to(device)
     examples = load_corpus(config["train_corpus"])[: config["batch_size"] * (steps + WARMUP)]
-    timings: list[float] = []
-    original = objective.after_step
-
-    def timed_after_step() -> None:  # per-step wall time, from one step's end to the next
-        original()
-        if device.type == "cuda":  # the steps' queued work counted in its own step
-            torch.cuda.synchronize(device)
-        timings.append(time.perf_counter())
-
-    objective.after_step = timed_after_step
-    train(objective, examples, config, NoEvaluation(), lambda metrics: None)
-    return (timings[-1] - timings[WARMUP - 1]) / (len(timings) - WARMUP)
+    return timed_steps(objective, examples, config, device, WARMUP)[0]
 
 
 def plain_loop_seconds(step: Callable[[list[str]], torch.Tensor], parameters, batches: list[list[str]]) -> float:

@@ -8,6 +8,7 @@ import torch
 
 import benchmarks
 from benchmarks.results_file import write_section
+from tests.conftest import build_objective
 
 HELPERS = {"results_file", "timed_calls", "gpu_report"}
 """Modules of the benchmarks package that are not benchmarks."""
@@ -89,3 +90,32 @@ def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_
     stand_in = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stand_in)
     assert stand_in.get_model_path() == carried.resolve()
+
+
+def test_timed_steps_times_the_steps_after_the_warm_up_and_refuses_a_short_corpus(tiny_bert):
+    """The one timing of the loop's steps that ``benchmarks.step_time`` and ``benchmarks.gpu`` share: the
+    warm-up mark comes after exactly ``warmup`` steps, the last after ``max_steps``; examples that run out
+    first are refused rather than timed over a step count that never ran."""
+    from benchmarks.step_time import timed_steps
+    from trainers.registry import get_method
+
+    config = get_method("simcse").resolve({"model": tiny_bert, "batch_size": 4, "max_steps": 5,
+                                           "eval_every": 10**6, "checkpoint_every": 0})
+    objective = build_objective("simcse", tiny_bert, batch_size=4, max_steps=5)
+    steps_at_warmup: list[int] = []
+    taken = [0]
+    counting = objective.after_step
+
+    def count() -> None:
+        counting()
+        taken[0] += 1
+
+    objective.after_step = count
+    sentences = [f"sentence number {index}" for index in range(40)]
+    seconds, finished = timed_steps(objective, sentences, config, torch.device("cpu"), 2,
+                                    at_warmup=lambda: steps_at_warmup.append(taken[0]))
+    assert steps_at_warmup == [2] and taken[0] == 5
+    assert seconds > 0 and finished > 0
+    with pytest.raises(ValueError, match="ran out after 3 of 5 steps"):
+        timed_steps(build_objective("simcse", tiny_bert, batch_size=4, max_steps=5), sentences[:12], config,
+                    torch.device("cpu"), 2)
