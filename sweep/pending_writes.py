@@ -6,8 +6,11 @@ its end) and hands it here. Events are applied in order. When applying one fails
 answer its health check, the events wait, in order, and the sweep's trials go on training. While they
 wait they are also kept in a journal file beside the sweep's Ray state, so a driver that stops before
 the server is back loses none: the next driver of the sweep (``sweep resume``) applies them first. Each
-later event tries again, at most every :data:`PROBE_EVERY_S`, after a health check that answers in
-seconds (MLflow's own retries of a write can take minutes).
+later event tries again, at most every :data:`PROBE_EVERY_S`, after a health check (MLflow's own retries of
+a write can take minutes); the sweep's last event tries at once. A server that does not take the health
+check's connection within :data:`PROBE_CONNECT_S` is down (stopped, or out of reach); one that takes it is
+live and has :data:`PROBE_ANSWER_S` to answer, so that a server slowed by a loaded machine is not taken for
+a gone one.
 
 A store that is not a server (SQLite, a database URI) has no health check: its errors are raised as they
 come, as before.
@@ -25,7 +28,8 @@ OUTAGE_BOUND_ENV = "SWEEP_TRACKING_OUTAGE_S"
 DEFAULT_OUTAGE_BOUND_S = 600.0
 """How long a sweep trains on without its tracking server before it stops the way Ctrl-C stops it."""
 PROBE_EVERY_S = 5.0
-PROBE_TIMEOUT_S = 3.0
+PROBE_CONNECT_S = 3.0
+PROBE_ANSWER_S = 60.0
 JOURNAL = "tracking_journal.json"
 """The waiting events of a sweep whose tracking server did not answer, beside its Ray state."""
 
@@ -47,7 +51,7 @@ def answers(tracking_uri: str) -> bool:
     import requests
 
     try:
-        return requests.get(f"{tracking_uri.rstrip('/')}/health", timeout=PROBE_TIMEOUT_S).ok
+        return requests.get(f"{tracking_uri.rstrip('/')}/health", timeout=(PROBE_CONNECT_S, PROBE_ANSWER_S)).ok
     except requests.RequestException:
         return False
 
@@ -70,17 +74,19 @@ class PendingWrites:
         """Seconds since the store stopped answering (0 while it answers)."""
         return 0.0 if self.down_since is None else time.monotonic() - self.down_since
 
-    def add(self, event: Event, apply: Callable[[Event], None]) -> None:
-        """Queue ``event`` and write what is waiting, if the store answers."""
+    def add(self, event: Event, apply: Callable[[Event], None], at_once: bool = False) -> None:
+        """Queue ``event`` and write what is waiting, if the store answers (see :meth:`deliver`)."""
         self.events.append(event)
-        self.deliver(apply)
+        self.deliver(apply, at_once)
 
-    def deliver(self, apply: Callable[[Event], None]) -> None:
-        """Apply the waiting events in order; keep them (and journal them) when the store stops answering."""
+    def deliver(self, apply: Callable[[Event], None], at_once: bool = False) -> None:
+        """Apply the waiting events in order; keep them (and journal them) when the store stops answering.
+        While it does not answer, the store is tried again at most every :data:`PROBE_EVERY_S`, or now
+        (``at_once``: the sweep's last chance to write them)."""
         if not self.events:
             return
         if self.down_since is not None:
-            if time.monotonic() - self._last_try < PROBE_EVERY_S or not self._answers():
+            if (not at_once and time.monotonic() - self._last_try < PROBE_EVERY_S) or not self._answers():
                 self._save()
                 return
         while self.events:

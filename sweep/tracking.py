@@ -246,15 +246,16 @@ class MLflowTracker(DriverLocal):
 
     # ------------------------------------------------------------ callbacks -> events
 
-    def _record(self, trial, event: Event) -> None:
-        """Write ``event`` of ``trial`` (after the event that opens its run, the first time), or keep it."""
+    def _record(self, trial, event: Event, at_once: bool = False) -> None:
+        """Write ``event`` of ``trial`` (after the event that opens its run, the first time), or keep it;
+        ``at_once``: try a store that did not answer now, not at its next probe."""
         if trial is not None and trial.trial_id not in self._opened:
             self._opened.add(trial.trial_id)
             identity, name = self._opening(trial)
             source = self.reused.get(trial.config.get(POINT)) if not self.spec.sample else None
             self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name,
                                "reused_from": dict(source or {})}, self._apply)
-        self._pending.add(event, self._apply)
+        self._pending.add(event, self._apply, at_once)
         bound = outage_bound_s()
         if self._pending.down_for_s > bound and self.request_stop is not None and self.stop_reason is None:
             self.stop_reason = (f"the tracking server {self.tracking_uri} has not answered for "
@@ -324,8 +325,9 @@ class MLflowTracker(DriverLocal):
         a resume opens them again."""
         waiting = {t.trial_id for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)}
         self.trials_left = len(self._open | waiting) + max(0, self.spec.trials_to_run - len(trials))
+        # The last event: a server back since its last probe gets the backlog now, not at a probe to come.
         self._record(None, {"kind": "end", "killed": sorted(self._open), "left": self.trials_left,
-                            "failed": sum(t.status == Trial.ERROR for t in trials)})
+                            "failed": sum(t.status == Trial.ERROR for t in trials)}, at_once=True)
         if self.waiting and self.stop_reason is None:
             self.stop_reason = (f"the tracking server {self.tracking_uri} did not answer at the end of the sweep "
                                 f"({self.waiting} records kept in {self._pending.journal}; a resume writes them)")
