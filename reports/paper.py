@@ -7,9 +7,16 @@ Reads the trials of the campaign's specs straight from the tracking store (:mod:
 specs). For a paper, each table and figure of its catalogue (``reports/paper_index.yaml``) in order: the
 tables with the paper's numbers, the p-values against each table's reference row, and each caption's
 substitutes; a table with no results yet says so with the command that fills it; analyses and the papers'
-other items give their command or what carries them. For another campaign, each spec's sweep table. Then
-each sweep's STS-B dev curves, the budget's regime caveats, an environment card (commit, libraries,
-hardware, precision, budget) and the MLflow links of the sweeps.
+other items give their command or what carries them. For another campaign, each spec's sweep table with the
+settings ledger's deviations of its spec. First comes how the numbers were made (evaluation subset, budget,
+model, precision, as the trials recorded them); under each table, the legend of its marks
+(:func:`results.render.legend`). Then each sweep's STS-B dev curves, the regime caveats (the budget's and the
+evaluation subset's; "none" only where there are none), an environment card (commit, libraries, hardware,
+precision, budget) and the MLflow links of the sweeps.
+
+The PDF is set in Latin Modern (T1, vector fonts), its tables at 8 pt or more (:func:`results.render.to_latex`
+turns or splits a wide one rather than shrinking it), its links clickable (hyperref), and a section of text
+lines kept on one page.
 
 Writes ``DIR/NAME.md``, ``DIR/NAME.html`` (self-contained: styles and figures inline), ``DIR/NAME.tex`` and,
 where ``pdflatex`` exists, ``DIR/NAME.pdf``; all are logged as artifacts of the campaign's MLflow parent
@@ -37,7 +44,7 @@ import pandas as pd
 from reports.cli import run_command
 from reports.collect import collect
 from reports.index import PAPER_TITLES, load_index
-from reports.paper_tables import build_table
+from reports.paper_tables import build_table, how_made, subset_caveats
 from reports.sweeps import sweep_tables
 from reports.table_specs import PAPER_NUMBERS, load_yaml
 from results.figures import dev_curves
@@ -48,6 +55,7 @@ from results.schema import FINISHED
 from results.table import Table
 from sweep.budget import BUDGETS
 from sweep.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
+from sweep.ledger import LEDGER_NAME, declared, deviation_notes, lines_of, load_ledger
 from sweep.regime import regime_warnings
 from sweep.spec import SpecError, SweepSpec, load_spec
 from sweep.spec_yaml import read_spec_yaml
@@ -57,12 +65,27 @@ from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_v
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "ray", "mlflow")
 
 
+@dataclass(frozen=True)
+class Link:
+    """A labelled address: a link in every format."""
+
+    label: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Command:
+    """A shell command to type: code in every format."""
+
+    text: str
+
+
 @dataclass
 class Section:
-    """A heading and what goes under it: paragraphs, tables and figures, in order."""
+    """A heading and what goes under it: paragraphs, commands, links, tables and figures, in order."""
 
     title: str
-    blocks: list[str | Table | Path] = field(default_factory=list)
+    blocks: list[str | Command | Link | Table | Path] = field(default_factory=list)
 
 
 @dataclass
@@ -82,16 +105,22 @@ def build_report(name: str, tracking_uri: str, figures: Path) -> Report:
     results = every[every["experiment"].isin(names)] if not every.empty else every
     specs = [_spec(path, results) for path in paths]
     finished = results[results["status"] == FINISHED] if not results.empty else results
-    sections = paper_sections(name, results) if name in PAPER_TITLES else sweep_sections(name, specs, results)
+    precisions = used_precisions(tracking_uri, finished)
+    paper = name in PAPER_TITLES
+    made = how_made(finished, precisions) + [
+        f"deviations from the paper (model substitutes included): each table's caption, from {LEDGER_NAME}" if paper
+        else f"deviations from the papers: under each sweep's table, from {LEDGER_NAME}"]
+    sections = [Section("How these numbers were made", made)]
+    sections += paper_sections(name, results) if paper else sweep_sections(name, specs, results)
     curves = Section("STS-B dev during training")
     for spec in specs:
         if spec is not None and not finished.empty and (finished["experiment"] == spec.name).any():
             curves.blocks.append(dev_curves(finished, tracking_uri, spec.name, figures / f"dev-{spec.name}.png"))
     ran = [spec for spec in specs if spec is not None and not finished.empty
            and (finished["experiment"] == spec.name).any()]
-    caveats = Section("Regime caveats", [line for spec in ran for line in caveat_lines(spec)] or ["none"])
+    caveats = [line for spec in ran for line in caveat_lines(spec)] + subset_caveats(finished)
     sections += [curves] if curves.blocks else []
-    sections += [caveats, environment_card(finished, used_precisions(tracking_uri, finished)),
+    sections += [Section("Regime caveats", caveats or ["none"]), environment_card(finished, precisions),
                  links(tracking_uri, [s.name for s in specs if s] + [CAMPAIGN_PREFIX + name])]
     return Report(name, PAPER_TITLES.get(name, f"Campaign {name}: {description}"), sections)
 
@@ -142,8 +171,19 @@ def sweep_sections(name: str, specs: Sequence[SweepSpec | None], results: pd.Dat
         ran = not results.empty and (results["experiment"] == spec.name).any()
         section.blocks += sweep_tables(results, spec.name) if ran else [
             f"no results yet: python -m sweep paper {name}"]
+        section.blocks.append(ledger_line(spec))
         sections.append(section)
     return sections
+
+
+def ledger_line(spec: SweepSpec) -> str:
+    """The settings ledger's declared deviations of the spec from its paper, or why there are none."""
+    record = load_ledger().get(spec.path.name)
+    if record is None:
+        return (f"deviations from the paper: none to declare ({LEDGER_NAME} has no record of {spec.path.name}: it "
+                "fills no paper's table, so there is no paper setting, model included, to deviate from)")
+    notes = deviation_notes(declared(spec, record), lines_of(spec))
+    return f"deviations from the paper ({LEDGER_NAME}): " + ("; ".join(notes) or "none")
 
 
 def used_precisions(tracking_uri: str, trials: pd.DataFrame) -> str:
@@ -211,12 +251,19 @@ def links(tracking_uri: str, experiments: Sequence[str]) -> Section:
     client = read_client(tracking_uri)
     host = tracking_uri.rstrip("/") if tracking_uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
     section = Section("MLflow runs", [] if host != "http://127.0.0.1:5000" else [
-        f"mlflow ui --backend-store-uri {tracking_uri}, then:"])
+        "start the MLflow UI on the store, then open the links below:",
+        Command(f"mlflow ui --backend-store-uri {tracking_uri}")])
     for name in experiments:
         experiment = client.get_experiment_by_name(name)
         if experiment is not None:
-            section.blocks.append(f"{name}: {runs_view_url(experiment.experiment_id, host)}")
+            section.blocks.append(Link(name, runs_view_url(experiment.experiment_id, host)))
     return section
+
+
+def markdown_text(block: str | Command | Link) -> str:
+    if isinstance(block, Link):
+        return f"- {block.label}: <{block.url}>"
+    return f"- `{block.text}`" if isinstance(block, Command) else f"- {block}"
 
 
 def to_markdown_document(report: Report) -> str:
@@ -229,17 +276,26 @@ def to_markdown_document(report: Report) -> str:
             elif isinstance(block, Path):
                 out.append(f"![{block.stem}]({block.name})\n")
             else:
-                out.append(f"- {block}")
-        if isinstance(section.blocks[-1], str):
+                out.append(markdown_text(block))
+        if not isinstance(section.blocks[-1], (Table, Path)):
             out.append("")  # a blank line ends the list
     return "\n".join(out)
 
 
 STYLE = """body{font-family:Georgia,serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.9em}caption{text-align:left;font-weight:bold;padding:.3em 0}
-th,td{padding:.2em .6em;border-bottom:1px solid #ccc;text-align:right}th:first-child,td:first-child{text-align:left}
+th,td{padding:.2em .6em;border-bottom:1px solid #ccc;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}
 thead th{border-bottom:2px solid #222}td.best{font-weight:bold}tr.paper td{font-style:italic;color:#555}
-ul.notes{font-size:.85em;color:#444}img{max-width:100%}code,.line{font-family:monospace;font-size:.85em}"""
+ul.notes{font-size:.85em;color:#444}img{max-width:100%}code,.line{font-family:monospace;font-size:.85em}
+a{overflow-wrap:anywhere}"""
+"""Cells never wrap (a figure and its marks stay on one line); long link addresses may."""
+
+
+def html_text(block: str | Command | Link) -> str:
+    if isinstance(block, Link):
+        return f'<li>{escape(block.label)}: <a href="{escape(block.url)}">{escape(block.url)}</a></li>'
+    return f"<li><code>{escape(block.text)}</code></li>" if isinstance(block, Command) else f"<li>{escape(block)}</li>"
 
 
 def to_html_document(report: Report) -> str:
@@ -250,8 +306,8 @@ def to_html_document(report: Report) -> str:
         out.append(f"<h2>{escape(section.title)}</h2>")
         texts = []
         for block in section.blocks:
-            if isinstance(block, str):
-                texts.append(f"<li>{escape(block)}</li>")
+            if not isinstance(block, (Table, Path)):
+                texts.append(html_text(block))
                 continue
             if texts:
                 out.append(f"<ul>{''.join(texts)}</ul>")
@@ -266,26 +322,39 @@ def to_html_document(report: Report) -> str:
     return "\n".join(out + ["</body></html>"]) + "\n"
 
 
+LATEX_PREAMBLE = (
+    "\\documentclass[10pt]{article}", "\\usepackage[margin=1.5cm]{geometry}",
+    # Latin Modern in T1: vector fonts with every glyph the escaping uses (no bitmap Type 3 fonts).
+    "\\usepackage[T1]{fontenc}", "\\usepackage{lmodern}", "\\usepackage{textcomp}",
+    "\\usepackage{booktabs}", "\\usepackage{graphicx}", "\\usepackage{pdflscape}",
+    "\\usepackage[hidelinks]{hyperref}",
+)
+
+
+def latex_text(block: str | Command | Link) -> str:
+    if isinstance(block, Link):  # hyperref's \url, clickable; it takes the address's # and % as they are
+        return f"\\noindent {latex_escape(block.label)}: \\url{{{block.url}}}\\par"
+    if isinstance(block, Command):  # typewriter type has no -- ligature: the command reads as typed
+        return f"\\noindent\\texttt{{{latex_escape(block.text)}}}\\par\\smallskip"
+    return f"\\noindent {latex_escape(block)}\\par\\smallskip"
+
+
 def to_latex_document(report: Report) -> str:
-    out = ["\\documentclass[10pt]{article}", "\\usepackage[margin=1.5cm]{geometry}", "\\usepackage{booktabs}",
-           "\\usepackage{graphicx}", "\\usepackage[T1]{fontenc}", "\\usepackage{url}",
-           f"\\title{{{latex_escape(report.title)}}}", "\\date{}", "\\begin{document}", "\\maketitle"]
+    out = [*LATEX_PREAMBLE, f"\\title{{{latex_escape(report.title)}}}", "\\date{}", "\\begin{document}",
+           "\\maketitle"]
     for section in report.sections:
+        text_only = not any(isinstance(block, (Table, Path)) for block in section.blocks)
+        # A section of text lines is short: a minipage keeps it, heading included, on one page.
+        out += ["\\noindent\\begin{minipage}{\\linewidth}"] if text_only else []
         out.append(f"\\section*{{{latex_escape(section.title)}}}")
         for block in section.blocks:
             if isinstance(block, Table):
                 out.append(to_latex(block).replace("\\begin{table}[ht]", "\\begin{table}[h!]"))
-                notes = [f"missing: {m}" for m in block.missing] + list(block.notes)
-                if notes:  # the table float holds the tabular only: its notes follow it
-                    out.append("\\begin{itemize}\\footnotesize" + "".join(f"\\item {latex_escape(n)}" for n in notes)
-                               + "\\end{itemize}")
             elif isinstance(block, Path):
                 out.append(f"\\begin{{center}}\\includegraphics[width=\\linewidth]{{{block.name}}}\\end{{center}}")
-            elif "://" in block:
-                label, _, url = block.partition(": ")
-                out.append(f"\\noindent {latex_escape(label)}: \\url{{{url}}}\\par")
             else:
-                out.append(f"\\noindent {latex_escape(block)}\\par\\smallskip")
+                out.append(latex_text(block))
+        out += ["\\end{minipage}\\par\\bigskip"] if text_only else []
     return "\n".join(out + ["\\end{document}"]) + "\n"
 
 

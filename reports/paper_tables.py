@@ -24,6 +24,8 @@ from results.lines import cell_of, latest_finished, mirror_point
 from results.schema import FINISHED, IDENTITY
 from results.significance import add_significance
 from results.table import COLUMNS, DASH, DELTA, Cell, Column, Line, Table
+from sweep.budget import BUDGETS
+from trainers.pretrained import BUNDLED_MODEL
 
 PAPER_MODELS = {
     "bert-base-uncased": "bert-base",
@@ -43,6 +45,70 @@ PAPER_MODELS = {
 """Our ``model`` knob value -> the papers' model key: when every trial of a
 table ran one of these, the paper's rows for that model are compared with;
 otherwise the table spec's ``paper.model``."""
+
+
+NO_BUDGET = "none"
+"""The budget tag of a trial that ran at its spec's own steps, seeds and evaluation subset."""
+
+
+def _recorded(trials: pd.DataFrame, column: str) -> list[str]:
+    return sorted({str(v) for v in trials[column].dropna() if str(v)}) if column in trials.columns else []
+
+
+def evaluation_subset(trials: pd.DataFrame) -> str:
+    """Which STS pairs the trials scored (their ``eval_max_pairs``; 0 or unset: every pair)."""
+    if trials.empty:
+        return "no trials yet"
+    if "eval_max_pairs" not in trials.columns:
+        return "not recorded"
+    values = sorted({int(v) for v in trials["eval_max_pairs"].dropna()})
+    return "; ".join(f"the first {v} pairs of each STS set" if v else "all pairs of each STS set"
+                     for v in values) or "all pairs of each STS set"
+
+
+def budget_text(trials: pd.DataFrame) -> str:
+    """The budgets the trials ran under and what each capped (``sweep.budget``)."""
+    def one(name: str) -> str:
+        if name in BUDGETS:
+            return f"{name} (caps {BUDGETS[name].caps()})"
+        return f"{name} (the specs' own steps, seeds and evaluation subset)" if name == NO_BUDGET else name
+    return "; ".join(one(name) for name in _recorded(trials, "budget")) or "not recorded"
+
+
+def model_text(trials: pd.DataFrame) -> str:
+    """The models the trials ran (the bundled one named as such), with the layers kept where cut."""
+    def one(model: str) -> str:
+        return f"{model} (shipped with the package; nothing downloaded)" if model == BUNDLED_MODEL else model
+    cut = sorted({int(v) for v in trials["model_layers"].dropna() if v}) if "model_layers" in trials.columns else []
+    layers = f"; first {', '.join(map(str, cut))} layers" if cut else ""
+    return ("; ".join(one(model) for model in _recorded(trials, "model")) or "not recorded") + layers
+
+
+def precision_text(trials: pd.DataFrame, used: str | None = None) -> str:
+    """The precisions the trials asked for (knobs) and, where given, what their runs record they used (``auto``
+    resolved on the trial's node: ``used``, read from the runs' tags)."""
+    asked = "; ".join(f"{kind} {', '.join(values)}" for kind, values in
+                      (("train", _recorded(trials, "train_precision")),
+                       ("evaluation", _recorded(trials, "eval_precision"))) if values)
+    return f"asked {asked or 'not recorded'}" + (f"; used {used}" if used else "")
+
+
+def how_made(trials: pd.DataFrame, used_precision: str | None = None) -> list[str]:
+    """How the trials' numbers were made, from what they recorded: evaluation subset, budget, model, precision."""
+    return [f"evaluation subset: {evaluation_subset(trials)}", f"budget: {budget_text(trials)}",
+            f"model: {model_text(trials)}", f"precision: {precision_text(trials, used_precision)}"]
+
+
+def subset_caveats(trials: pd.DataFrame) -> list[str]:
+    """Where the trials scored part of the STS sets, or ran under a budget: their scores are not the papers'."""
+    pairs = sorted({int(v) for v in trials["eval_max_pairs"].dropna() if v}) if "eval_max_pairs" in trials else []
+    caveats = [f"scores are Spearman correlations on the first {', '.join(map(str, pairs))} pairs of each STS set "
+               "(eval_max_pairs), not on the whole sets the papers report: compare them with each other, "
+               "not with the papers' figures"] if pairs else []
+    budgets = [name for name in _recorded(trials, "budget") if name in BUDGETS]
+    caveats += [f"budget {name} caps {BUDGETS[name].caps()}: a smoke-sized run, not the paper's training"
+                for name in budgets]
+    return caveats
 
 
 class MissingResults(UserWarning):
@@ -185,7 +251,8 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
     paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
     cut = sorted({int(v) for v in runs["model_layers"].dropna() if v}) if "model_layers" in runs.columns else []
     layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
-    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
+    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; evaluation subset: {evaluation_subset(runs)}; "
+                          f"paper: {paper_name}")
     for name in ("model", "budget", "model_layers"):
         # A grid table over the knob (SCT Figure 2: model, or model_layers offline) mixes it on purpose.
         if name in runs.columns and name not in (spec.index, spec.across) and runs[name].nunique() > 1:

@@ -9,7 +9,9 @@ Each paper table comes from a declarative spec in ``reports/table_specs.yaml``
 ``reports/paper_numbers.yaml``; :mod:`reports.paper_tables` builds them. With
 no arguments only the paper tables that have results are rendered.
 ``--sweep NAME`` renders any collected sweep (:mod:`reports.sweeps`), one
-table per variant. Every table is rendered by :mod:`results.render`.
+table per variant, each saying under it how its numbers were made (evaluation subset, budget, model, precision
+asked, as its trials recorded them: :func:`reports.paper_tables.how_made`). Every table is rendered by
+:mod:`results.render`, with the legend of the marks it uses.
 """
 
 from __future__ import annotations
@@ -19,10 +21,24 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+import pandas as pd
+
 from reports.cli import read_results, results_parser, run_command
-from reports.paper_tables import build_tables_for_cli
-from reports.sweeps import sweep_tables
+from reports.paper_tables import build_tables_for_cli, how_made
+from reports.sweeps import variant_tables
 from results.render import RENDERERS
+from results.schema import FINISHED
+from results.table import Table
+
+
+def described_sweep_tables(results: pd.DataFrame, name: str) -> list[Table]:
+    """Each variant's table of sweep ``name``, with how its numbers were made under it (the precision asked; what
+    ``auto`` resolved to is in ``reports.paper``'s report, which reads the runs' tags)."""
+    tables = []
+    for trials, table in variant_tables(results, name):
+        table.notes[1:1] = how_made(trials[trials["status"] == FINISHED])
+        tables.append(table)
+    return tables
 
 
 def render(args: argparse.Namespace) -> int:
@@ -32,7 +48,7 @@ def render(args: argparse.Namespace) -> int:
         print(markdown(load_index(), here=runs_here))
         return 0
     results = read_results(args.results)
-    tables = sweep_tables(results, args.sweep) if args.sweep else build_tables_for_cli(results, args.tables)
+    tables = described_sweep_tables(results, args.sweep) if args.sweep else build_tables_for_cli(results, args.tables)
     render_table, suffix = RENDERERS[args.format]
     for table in tables:
         text = render_table(table)

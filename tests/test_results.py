@@ -46,48 +46,66 @@ def fixed_table() -> Table:
 
 
 # What the hand-written emitters (reports/tables.py before results.render) wrote for fixed_table().
-HAND_WRITTEN_LATEX = (r"""% needs \usepackage{booktabs} and \usepackage{graphicx}
+HAND_WRITTEN_LATEX = (r"""% needs \usepackage{booktabs} (and \usepackage{pdflscape} for a wide table)
 \begin{table}[ht]
 \centering
-\small
+\footnotesize
 \caption{Title\_with 50\% -- x}
 \label{tab:t_1}
-\resizebox{\ifdim\width>\linewidth\linewidth\else\width\fi}{!}{%
 \begin{tabular}{lrrrr}
 \toprule
 row & Avg & Delta & Steps & p \\
 \midrule
-No tuning (CLS) & 60.00 (seed-free) & +0.00 (seed-free) & 0 (seed-free) & ref \\
+No tuning (CLS) & 60.00\textdagger{} & +0.00\textdagger{} & 0\textdagger{} & ref \\
 f\_ref $\rightarrow$ 50\% \& \#1 & \textbf{71.25 $\pm$ 1.77 (2)} & """
     r"""\textbf{+11.25 $\pm$ 1.77 (2)} & 30 $\pm$ 0 (2) & 0.012 * \\
 \textit{paper (ours $-$ paper)} & \textit{71.00 (+0.25)} & \textit{+11.00 (+0.25)} & \textit{--} & \textit{} \\
-\{x\} \textasciitilde{} \textasciicircum{} \textbackslash{} \$ & 65.00 (1, mirror) & +5.00 (1, mirror) & -- & n/a \\
+\{x\} \textasciitilde{} \textasciicircum{} \textbackslash{} \$ & 65.00\textdaggerdbl{} (1) & """
+    r"""+5.00\textdaggerdbl{} (1) & -- & n/a \\
 \textit{paper (ours $-$ paper)} & \textit{--} & \textit{--} & \textit{930} & \textit{} \\
 \bottomrule
-\end{tabular}}
+\end{tabular}
 \end{table}
+\begin{itemize}\footnotesize\setlength{\itemsep}{0pt}\item missing: row 'z': 3 of 3 seeds missing\item ours: m; """
+    r"""budget none\item p: note\item cells: each cell of ours is the mean $\pm$ sample std over the (n) seeds it """
+    r"""shows\item \textdagger{} seed-free: one run stands for every seed (a configuration that cannot depend on """
+    r"""it: no training)\item \textdaggerdbl{} mirror: filled from the mirror point of the """
+    r"""symmetric grid axes, which ran instead\item bold: the best of our lines in each column (the lowest for """
+    r"""times)\item paper (ours $-$ paper): the paper's figure, in italics, and our difference from it\item ref: the """
+    r"""reference line the p column tests the others against\item --: no result\end{itemize}
 """)
+LEGEND = """- cells: each cell of ours is the mean ± sample std over the (n) seeds it shows
+- † seed-free: one run stands for every seed (a configuration that cannot depend on it: no training)
+- ‡ mirror: filled from the mirror point of the symmetric grid axes, which ran instead
+- bold: the best of our lines in each column (the lowest for times)
+- paper (ours − paper): the paper's figure, in italics, and our difference from it
+- ref: the reference line the p column tests the others against
+- –: no result
+"""
 HAND_WRITTEN_MARKDOWN = """### Title_with 50% – x
 
 | row | Avg | Delta | Steps | p |
 |---|---|---|---|---|
-| No tuning (CLS) | 60.00 (seed-free) | +0.00 (seed-free) | 0 (seed-free) | ref |
+| No tuning (CLS) | 60.00† | +0.00† | 0† | ref |
 | f_ref -> 50% & #1 | **71.25 ± 1.77 (2)** | **+11.25 ± 1.77 (2)** | 30 ± 0 (2) | 0.012 * |
 | paper (ours − paper) | 71.00 (+0.25) | +11.00 (+0.25) | – |  |
-| {x} ~ ^ \\ $ | 65.00 (1, mirror) | +5.00 (1, mirror) | – | n/a |
+| {x} ~ ^ \\ $ | 65.00‡ (1) | +5.00‡ (1) | – | n/a |
 | paper (ours − paper) | – | – | 930 |  |
 
 - missing: row 'z': 3 of 3 seeds missing
 - ours: m; budget none
 - p: note
-"""
+""" + LEGEND
 HAND_WRITTEN_SUMMARY = """| row [grid point] | seeds finished | failed | best dev | test avg | p (Avg) |
 |---|---|---|---|---|---|
-| a | 2 | 0 | 80.50 ± 0.71 (2) | 70.75 ± 1.06 (2) | ref |
-| b | 2 | 0 | 82.25 ± 0.35 (2) | 73.50 ± 0.71 (2) | 0.110 |
+| a | 2 | 0 | 80.50 ± 0.71 | 70.75 ± 1.06 | ref |
+| b | 2 | 0 | 82.25 ± 0.35 | 73.50 ± 0.71 | 0.110 |
 | c | 0 | 1 | – | – | n/a |
 - ours: m; budget none; 4 finished of 5 trials
 - c: left out 1 FAILED trial(s)
+- cells: each cell of ours is the mean ± sample std over 2 seeds
+- ref: the reference line the p column tests the others against
+- –: no result
 """
 
 
@@ -148,9 +166,10 @@ def test_seed_free_rows_and_mirror_cells_look_the_same_in_every_output(tmp_path)
     markdown = to_markdown(swept)
     for text in (summary, markdown):
         lines = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| ")}
-        assert "51.00 (seed-free) |" in lines["untuned [aug1=none, aug2=shuffle]"]
-        assert "51.00 (seed-free, mirror) |" in lines[f"untuned {mirror}"]
-        assert "62.50 ± 0.71 (2, mirror) |" in lines[f"consert {mirror}"]
+        assert "| 51.00† |" in lines["untuned [aug1=none, aug2=shuffle]"]
+        assert "| 51.00†‡ |" in lines[f"untuned {mirror}"]
+        assert "| 62.50 ± 0.71‡ |" in lines[f"consert {mirror}"]  # every cell of ours is over 2 seeds: no (2)
+        assert "- † seed-free: " in text and "- ‡ mirror: " in text and "over 2 seeds" in text
         labels = [label for label in lines if label.startswith("consert")]
         assert labels == [f"consert [aug1={a}, aug2={b}]" for a in SYMMETRIC["aug1"] for b in SYMMETRIC["aug2"]]
     csv = pd.read_csv(io.StringIO(to_csv(swept)), keep_default_na=False).set_index("row [grid point]")
@@ -181,8 +200,9 @@ def test_seed_free_rows_and_mirror_cells_look_the_same_in_every_output(tmp_path)
              "grid": parse_table_spec("grid", {"kind": "grid", "spec": str(grid_path), "index": "aug1",
                                                "across": "aug2", "metric": "Avg"}, tmp_path)}
     rows_table, grid_paper = build_tables(results, None, specs, {})
-    assert "| untuned | 50.00 (seed-free) |" in to_markdown(rows_table)
-    assert "| shuffle | **71.00 (1, mirror)** | **72.00 (1)** |" in to_markdown(grid_paper)
+    assert "| untuned | 50.00† |" in to_markdown(rows_table)
+    assert "| shuffle | **71.00‡** | **72.00** |" in to_markdown(grid_paper)  # one seed each: said once, under it
+    assert "- cells: each cell of ours is one seed's score" in to_markdown(grid_paper)
     assert heatmap_texts(grid_paper)[1][0] == "71.0\n(mirror)"
 
 
