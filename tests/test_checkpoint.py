@@ -299,18 +299,32 @@ def test_with_no_readable_checkpoint_the_trial_starts_afresh(tiny_bert, use_tiny
 
 
 def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_tiny_sts, tmp_path):
+    """The kept encoder is the best dev state's, not the last one's: loaded again from the checkpoint, it
+    scores on STS-B dev what the best evaluation reported (this config's best step is not its last)."""
     import json
 
     from transformers import AutoModel
 
+    from trainers.encoder import SentenceEncoder
+    from trainers.loop import encode_fn
+    from trainers.suites.sts import STSEvaluator
+
     config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4}
-    final = run_trial(config, LocalSession(tmp_path, keep=1))
+    reports: list[dict] = []
+    final = run_trial(config, LocalSession(tmp_path, reports.append, keep=1))
     (last,) = sorted(tmp_path.glob("checkpoint_*"))
     assert not (last / TRAINING_STATE).exists()  # resume state is gone once the trial ends
     record = json.loads((last / "trial.json").read_text())
     assert record["metrics"]["test_avg_spearman"] == final["test_avg_spearman"] and record["config"]["seed"] == 42
     model = AutoModel.from_pretrained(last / "encoder")
     assert model.config.num_hidden_layers == 2
+
+    dev = {r[Metric.STEP]: r[Metric.DEV] for r in reports if Metric.DEV in r and not Metric.is_final(r)}
+    best_step = max(dev, key=dev.get)
+    assert best_step == final[Metric.BEST_STEP] < max(dev) and dev[best_step] != dev[max(dev)], dev
+    kept = SentenceEncoder.from_config(record["config"], weights=str(last / "encoder"))
+    scored = STSEvaluator.of_trial(record["config"]).dev(encode_fn(kept, record["config"]))[Metric.DEV]
+    assert scored == pytest.approx(dev[best_step], abs=1e-6)
 
 
 class RecordingSession(TrialSession):
