@@ -28,7 +28,20 @@ from reports.cli import read_results, results_parser, run_command
 from reports.paper_tables import build_tables_for_cli
 from reports.sweeps import variant_tables
 from reports.table_specs import load_table_specs
-from results.figures import DEV_CURVES, GRID_PLOT, PAPER_COLOUR, dev_curves, heatmap, save, sweep_grid_plot, title
+from results.figures import (
+    DEV_CURVES,
+    GRID_PLOT,
+    PAPER_COLOUR,
+    dev_curves,
+    heatmap,
+    legend_below,
+    row_colours,
+    save,
+    show_span,
+    sweep_grid_plot,
+    title,
+    trial_labels,
+)
 from results.names import UsageError
 from results.table import Table
 from trainers.run_schema import DEFAULT_TRACKING_URI
@@ -39,34 +52,38 @@ def curve(table: Table, path: Path) -> Path:
     column = table.columns[0]
     positions = range(len(table.lines))
     cells = [line.cells[column] for line in table.lines]
-    figure, axes = plt.subplots(figsize=(6.5, 4))
+    figure, axes = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
     axes.errorbar(positions, [c.mean for c in cells], yerr=[0.0 if math.isnan(c.std) else c.std for c in cells],
                   marker="o", capsize=3, label="ours (mean ± std over seeds)")
     paper = [(i, line.paper[column]) for i, line in enumerate(table.lines) if column in line.paper]
     if paper:
         axes.plot([i for i, _ in paper], [v for _, v in paper], marker="s", linestyle="--", color=PAPER_COLOUR,
                   label=f"paper ({table.paper_model})")
+    show_span(axes, [value for cell in cells for value in cell.values] + [value for _, value in paper])
     axes.set_xticks(list(positions), [line.label for line in table.lines], rotation=45)
     axes.set_xlabel(table.corner)
     axes.set_ylabel(f"{column} Spearman x 100")
-    axes.legend(fontsize=7)
     axes.set_title(title(table), fontsize=8)
+    legend_below(figure, 1 + bool(paper))
     return save(figure, path)
 
 
 def plot_sweep(results: pd.DataFrame, name: str, tracking_uri: str, out: Path) -> list[Path]:
-    """Dev curves and the grid plot of each variant of sweep ``name``."""
+    """Dev curves and the grid plot of each variant of sweep ``name``, a row in one colour in all of them."""
     written = []
-    for trials, table in variant_tables(results, name):
+    variants = variant_tables(results, name)
+    colours = row_colours(trial_labels(pd.concat([trials for trials, _ in variants])))
+    for trials, table in variants:
         stem = f"{name}-{trials['spec_hash'].iloc[0]}"
-        written.append(dev_curves(trials, tracking_uri, name, out / DEV_CURVES.format(stem)))
-        grid = sweep_grid_plot(table, out / GRID_PLOT.format(stem))
+        written.append(dev_curves(trials, tracking_uri, name, out / DEV_CURVES.format(stem), colours))
+        grid = sweep_grid_plot(table, out / GRID_PLOT.format(stem), colours=colours)
         written += [grid] if grid else []
     return written
 
 
 def plot_tables(results: pd.DataFrame, names: Sequence[str] | None, tracking_uri: str, out: Path) -> list[Path]:
-    """The paper grid tables' heatmaps and curves (those named, else all), then every sweep's dev curves."""
+    """The paper grid tables' heatmaps and curves (those named, else all), then every sweep's dev curves
+    (a row in one colour in all of them: each draws its colours from all of ``results``)."""
     specs = load_table_specs()
     grids = [name for name, spec in specs.items() if spec.kind == "grid"]
     not_grids = sorted(set(names or []) - set(grids))

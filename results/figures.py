@@ -5,12 +5,19 @@ run; ``reports.plots`` draws the same for any collected sweep, and the paper
 tables' heatmaps. All of them are drawn from :class:`results.table.Table` lines,
 so a mirror cell of symmetric axes is filled and marked "(mirror)" and a
 seed-free cell "(seed-free)" in every heatmap, as in the tables.
+
+A row keeps one colour in every figure of a report: :func:`row_colours` gives
+each row (and each line of a grid) its own colour of matplotlib's colour cycle,
+once over all the report's trials. Score plots show at least :data:`MIN_SPAN`
+points on their y-axis, so that a tenth of a point looks as small as it is, and
+every seed's score; their legends sit below the axes, inside the figure.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Iterable, Mapping, Sequence
 
 import matplotlib
 
@@ -18,26 +25,78 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib import colormaps  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.colors import to_hex  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+from mlflow import MlflowClient  # noqa: E402
 
 from results.importance import SEED_NOISE, Importance  # noqa: E402
-from results.lines import LINE, label_lines  # noqa: E402
+from results.lines import LINE, is_seed_free, label_lines, line_label  # noqa: E402
 from results.reader import read_client  # noqa: E402
+from results.schema import FINISHED  # noqa: E402
 from results.significance import is_significant, p_text  # noqa: E402
 from results.table import DASH, Cell, Line, Table  # noqa: E402
+from trainers.methods.baseline import METHOD as UNTUNED  # noqa: E402
 from trainers.run_schema import Metric  # noqa: E402
 
 PAPER_COLOUR = "tab:red"
 DEV_CURVES = "{}_dev_curves.png"
 GRID_PLOT = "{}_grid.png"
 """File names of a sweep's figures (``{}``: the sweep, or NAME-HASH of one variant)."""
+DPI = 120
+LEGEND_FONTSIZE = 8
+MIN_SPAN = 5.0
+"""The least y-range of a score plot, in points of Spearman x 100."""
 
 
-def save(figure, path: Path) -> Path:
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+def save(figure: Figure, path: Path) -> Path:
+    if figure.get_layout_engine() is None:  # a figure made without one (reports.analyses) is laid out here
+        figure.tight_layout()
+    figure.savefig(path, dpi=DPI)
     plt.close(figure)
     return path
+
+
+# ---------------------------------------------------------------- what every score plot shares
+
+
+def row_colours(labels: Iterable[str]) -> dict[str, str]:
+    """One colour per label, never two labels alike: matplotlib's colour cycle in the labels' order, or as
+    many evenly spaced colours of ``turbo`` where there are more labels than the cycle holds."""
+    unique = list(dict.fromkeys(labels))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    palette = cycle if len(unique) <= len(cycle) else colormaps["turbo"](np.linspace(0, 1, len(unique)))
+    return {label: to_hex(colour) for label, colour in zip(unique, palette)}
+
+
+def trial_labels(trials: pd.DataFrame) -> list[str]:
+    """The labels that take a colour: each trial's row, and its line where that differs (a grid point);
+    sweeps in the order they started, each in its plan's (trial id) order."""
+    started = trials.groupby("experiment")["start_time"].transform("min").rename("experiment_start")
+    ordered = label_lines(trials.join(started).sort_values(["experiment_start", "experiment", "trial_id"]))
+    return [label for row, line in zip(ordered["row"], ordered[LINE]) for label in (line_label(str(row), ""), line)]
+
+
+def table_labels(table: Table) -> list[str]:
+    """:func:`trial_labels` of a sweep table: each line's row, then the line, in the plan's order."""
+    return [label for line in table.lines for label in (line_label(line.row, ""), line.label)]
+
+
+def show_span(axes: Axes, values: Sequence[float]) -> None:
+    """A y-range that holds every value and spans at least :data:`MIN_SPAN` points around them."""
+    finite = [value for value in values if math.isfinite(value)]
+    if finite and max(finite) - min(finite) < MIN_SPAN:
+        middle = (max(finite) + min(finite)) / 2
+        axes.set_ylim(middle - MIN_SPAN / 2, middle + MIN_SPAN / 2)
+
+
+def legend_below(figure: Figure, entries: int) -> None:
+    """The figure's legend under its axes, inside the figure (its layout must be constrained)."""
+    if entries:
+        figure.legend(loc="outside lower center", ncols=min(entries, 3), fontsize=LEGEND_FONTSIZE)
 
 
 def title(table: Table) -> str:
@@ -64,7 +123,8 @@ def heatmap(table: Table, path: Path) -> Path:
     """Our mean per cell of a two-knob grid; the paper's cells outlined, its figure beneath ours; cells
     filled from their mirror (symmetric axes) marked "(mirror)" with a dotted outline."""
     means = np.array([[line.cells[c].mean for c in table.columns] for line in table.lines], dtype=float)
-    figure, axes = plt.subplots(figsize=(1.3 * len(table.columns) + 2.5, 0.5 * len(table.lines) + 1.8))
+    figure, axes = plt.subplots(figsize=(1.3 * len(table.columns) + 2.5, 0.5 * len(table.lines) + 1.8),
+                                layout="constrained")
     image = axes.imshow(np.ma.masked_invalid(means), cmap="viridis", aspect="auto")
     axes.set_xticks(range(len(table.columns)), table.columns)
     axes.set_yticks(range(len(table.lines)), [line.label for line in table.lines])
@@ -85,31 +145,72 @@ def heatmap(table: Table, path: Path) -> Path:
     return save(figure, path)
 
 
-def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: Path) -> Path:
-    """STS-B dev Spearman over the steps of every trial of ``experiment`` (from MLflow's history; a reused
-    trial's from the run that trained it, its own run holding the final report only): one colour per line
-    (row and grid point), one line style per seed."""
-    client = read_client(tracking_uri)
-    runs = label_lines(trials[trials["experiment"] == experiment].sort_values(["row", "axes", "seed", "run_id"]))
-    labels = list(dict.fromkeys(runs[LINE]))
+def seeds_text(runs: pd.DataFrame) -> str:
+    """"seed 1", "seeds 1, 2, 3" or "seed-free", with the runs that did not finish (", 1 FAILED")."""
     seeds = sorted(set(runs["seed"]))
-    colours = plt.get_cmap("tab20" if len(labels) > 10 else "tab10")
-    styles = ["-", "--", ":", "-."]
-    figure, axes = plt.subplots(figsize=(9, 4.8))
+    unfinished = runs.loc[runs["status"] != FINISHED, "status"].value_counts()
+    which = "seed-free" if is_seed_free(runs) else f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+    return which + "".join(f", {count} {status}" for status, count in unfinished.items())
+
+
+def seed_histories(client: MlflowClient, runs: pd.DataFrame) -> pd.DataFrame:
+    """Step x run: the STS-B dev score of each run over its steps (a reused run's from the run that
+    trained it, its own run holding the final report only); empty where none logged any."""
+    histories = {}
     for _, run in runs.iterrows():
         trained_by = run.get("reused_from") or run["run_id"]
-        history = sorted(client.get_metric_history(trained_by, Metric.DEV), key=lambda m: m.step)
+        history = client.get_metric_history(trained_by, Metric.DEV)
         if history:
-            status = "" if run["status"] == "FINISHED" else f", {run['status']}"
-            axes.plot([m.step for m in history], [m.value for m in history], marker=".",
-                      color=colours(labels.index(run[LINE]) % colours.N),
-                      linestyle=styles[seeds.index(run["seed"]) % len(styles)],
-                      label=f"{run[LINE]} (seed {run['seed']}{status})")
+            histories[run["run_id"]] = pd.Series({m.step: m.value for m in history}, dtype=float)
+    return pd.DataFrame(histories).sort_index()
+
+
+def draw_trained(axes: Axes, histories: pd.DataFrame, label: str, colour: str) -> list[float]:
+    """A line's mean over its seeds at each step, the seeds' min-max shaded; every seed's scores."""
+    mean = histories.mean(axis=1)
+    axes.plot(mean.index, mean.to_numpy(), marker=".", color=colour, label=label)
+    if histories.shape[1] > 1:
+        axes.fill_between(histories.index, histories.min(axis=1), histories.max(axis=1), color=colour, alpha=0.2,
+                          linewidth=0)
+    return histories.stack().tolist()
+
+
+def draw_untuned(axes: Axes, runs: pd.DataFrame, label: str, colour: str) -> list[float]:
+    """An untuned row, which has no steps, as a dashed reference line at its dev score (mean over its
+    seeds, their min-max shaded); every seed's score."""
+    scores = runs[Metric.BEST_DEV].dropna().astype(float)
+    if scores.empty:
+        return []
+    axes.axhline(scores.mean(), color=colour, linestyle="--", label=f"{label}: {scores.mean():.2f}")
+    if scores.max() > scores.min():
+        axes.axhspan(scores.min(), scores.max(), color=colour, alpha=0.15, linewidth=0)
+    return scores.tolist()
+
+
+def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: Path,
+               colours: Mapping[str, str] | None = None) -> Path:
+    """STS-B dev Spearman over the steps of every line (row and grid point) of ``experiment``, from
+    MLflow's history: the mean over its seeds, their min-max shaded; untuned rows (method ``none``) as
+    dashed reference lines at their score. ``colours`` (label -> colour) is shared by every figure of a
+    report; by default :func:`row_colours` of all of ``trials``, so that figures drawn from one frame agree."""
+    colours = colours or row_colours(trial_labels(trials))
+    client = read_client(tracking_uri)
+    runs = label_lines(trials[trials["experiment"] == experiment].sort_values(["trial_id", "run_id"]))  # plan order
+    figure, axes = plt.subplots(figsize=(9, 5.4), layout="constrained")
+    scores: list[float] = []
+    for label, line in runs.groupby(LINE, sort=False):
+        text = f"{label} ({seeds_text(line)})"
+        if (line["method"] == UNTUNED.name).all():
+            scores += draw_untuned(axes, line, text, colours[label])
+        elif not (histories := seed_histories(client, line)).empty:
+            scores += draw_trained(axes, histories, text, colours[label])
+    show_span(axes, scores)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("step")
     axes.set_ylabel("STS-B dev Spearman x 100")
-    axes.set_title(f"{experiment}: dev score per trial", fontsize=9)
-    if axes.lines:
-        axes.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 if len(axes.lines) <= 24 else 2)
+    axes.set_title(f"{experiment}: STS-B dev score per line\n(solid: mean over seeds, shaded: their min-max; "
+                   "dashed: untuned, no training)", fontsize=9)
+    legend_below(figure, len(axes.get_legend_handles_labels()[1]))
     return save(figure, path)
 
 
@@ -123,7 +224,7 @@ def importance_bars(result: Importance, heading: str, path: Path) -> Path:
     """One horizontal bar per effect, its share of the metric's variance; the seed noise in grey, effects
     above it (F test significant) in blue, the others in orange, each with its F and p."""
     effects = list(reversed(result.effects))  # the first effect on top
-    figure, axes = plt.subplots(figsize=(7, 0.45 * len(effects) + 1.6))
+    figure, axes = plt.subplots(figsize=(7, 0.45 * len(effects) + 1.6), layout="constrained")
     colours = [NOISE_COLOUR if e.name == SEED_NOISE else ABOVE_COLOUR if is_significant(e.p) else BELOW_COLOUR
                for e in effects]
     shares = [0.0 if math.isnan(e.share) else 100 * e.share for e in effects]
@@ -172,33 +273,41 @@ def grid_table(table: Table, column: str = "Avg") -> Table | None:
                  across=knobs[1])
 
 
-def row_curves(table: Table, path: Path, column: str = "Avg") -> Path:
-    """A one-knob sweep's grid: a curve per row, mean ± std over seeds at each value of the knob."""
+def row_curves(table: Table, path: Path, column: str = "Avg", colours: Mapping[str, str] | None = None) -> Path:
+    """A one-knob sweep's grid: a curve per row, mean ± std over seeds at each value of the knob, in the
+    row's colour (``colours``, shared by the report's figures; by default :func:`row_colours` of the table)."""
+    colours = colours or row_colours(table_labels(table))
     knob = grid_knobs(table)[0]
     rows = grid_cells(table, column)
     values = list(dict.fromkeys(point for points in rows.values() for point in points))
-    figure, plot = plt.subplots(figsize=(6.5, 4))
+    figure, plot = plt.subplots(figsize=(6.5, 4.5), layout="constrained")
+    scores: list[float] = []
     for row, points in rows.items():
         cells = [points.get(value, Cell(())) for value in values]
         seed_free = any(cell.n for cell in cells) and all(cell.seed_free for cell in cells if cell.n)
         plot.errorbar(range(len(values)), [cell.mean for cell in cells],
                       yerr=[0.0 if math.isnan(cell.std) else cell.std for cell in cells], marker="o", capsize=3,
-                      label=(row or "all trials") + (" (seed-free)" if seed_free else ""))
+                      color=colours[line_label(row, "")],
+                      label=line_label(row, "") + (" (seed-free)" if seed_free else ""))
+        scores += [value for cell in cells for value in cell.values]
+    show_span(plot, scores)
     plot.set_xticks(range(len(values)), [value[0] for value in values], rotation=45)
     plot.set_xlabel(knob)
     plot.set_ylabel(f"{table.formats[column].metric} (mean ± std over seeds)")
-    plot.legend(fontsize=7)
     plot.set_title(f"{table.name}: {table.formats[column].metric} over its grid", fontsize=9)
+    legend_below(figure, len(rows))
     return save(figure, path)
 
 
-def sweep_grid_plot(table: Table, path: Path, column: str = "Avg") -> Path | None:
-    """Any sweep's grid (from its table's lines): over one grid knob a curve per row, over two a heatmap
-    of the first row, mirror cells filled and marked; None without a grid (or with more than two knobs)."""
+def sweep_grid_plot(table: Table, path: Path, column: str = "Avg",
+                    colours: Mapping[str, str] | None = None) -> Path | None:
+    """Any sweep's grid (from its table's lines): over one grid knob a curve per row (in its ``colours``),
+    over two a heatmap of the first row, mirror cells filled and marked; None without a grid (or with
+    more than two knobs)."""
     if not any(line.cells[column].n for line in table.lines):
         return None
     knobs = grid_knobs(table)
     if len(knobs) == 1:
-        return row_curves(table, path, column)
+        return row_curves(table, path, column, colours)
     pivot = grid_table(table, column)
     return heatmap(pivot, path) if pivot is not None else None
