@@ -109,17 +109,16 @@ def tracking_server(postgres_uri, tmp_path):
             cwd=tmp_path, stdout=output, stderr=output, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180  # the first start creates MLflow's tables in the database
+        # Until it answers or exits: its first start creates MLflow's tables in the database, as long as a
+        # loaded machine takes (pytest's timeout is the only cap).
         while True:
             assert server.poll() is None, f"the MLflow server exited {server.returncode}:\n{log.read_text()[-3000:]}"
             try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                with urllib.request.urlopen(f"{uri}/health", timeout=60) as answer:
                     if answer.status == 200:
                         break
             except OSError:
-                pass
-            assert time.monotonic() < deadline, f"the MLflow server never answered:\n{log.read_text()[-3000:]}"
-            time.sleep(0.5)
+                time.sleep(0.5)
         yield uri
     finally:
         stop(server)
@@ -156,7 +155,7 @@ def test_four_drivers_on_one_postgres_tracking_server_each_record_their_trials_o
                 [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", tracking_server,
                  "--set", f"learning_rate={rate}"], cwd=tmp_path, env=env, stdout=output, stderr=output))
     try:
-        codes = [driver.wait(timeout=600) for driver in drivers]
+        codes = [driver.wait() for driver in drivers]  # each to its end; pytest's timeout is the only cap
     finally:
         for driver in drivers:
             if driver.poll() is None:

@@ -1,5 +1,6 @@
 """WK pooling and BERT-flow through a real sweep: each row's export loads in sentence-transformers (its code
-carried in the folder) and scores what the trial logged; the best trial's model logged to MLflow loads too."""
+carried in the folder) and scores what the trial logged; with ``log_models``, each row's model logged to MLflow
+loads too and scores the same."""
 
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def test_wk_and_flow_trials_export_and_log_models_that_score_as_logged(tmp_path,
         model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
         scored = evaluate(lambda s: torch.from_numpy(model.encode(list(s), batch_size=64)))
         assert scored == pytest.approx(logged, abs=1e-6)
-    for trial in child_runs(tracking_uri, "baselines"):
-        uri = trial.data.tags.get("sweep.model_uri")
-        if uri:
-            mlflow.set_tracking_uri(tracking_uri)
-            loaded = mlflow.sentence_transformers.load_model(uri)
-            scored = evaluate(lambda s: torch.from_numpy(loaded.encode(list(s), batch_size=64)))
-            assert scored == pytest.approx(logged_test_metrics(tracking_uri, "baselines", trial.data.tags["sweep.row"]),
-                                           abs=1e-6)
+    trials = child_runs(tracking_uri, "baselines")
+    # log_models: each row's kept trial (its only one) has its encoder logged to its run.
+    model_uris = {trial.data.tags["sweep.row"]: trial.data.tags.get("sweep.model_uri") for trial in trials}
+    assert sorted(model_uris) == sorted(row["name"] for row in ROWS) and all(model_uris.values()), model_uris
+    mlflow.set_tracking_uri(tracking_uri)
+    for row, uri in model_uris.items():
+        loaded = mlflow.sentence_transformers.load_model(uri)
+        scored = evaluate(lambda s: torch.from_numpy(loaded.encode(list(s), batch_size=64)))
+        assert scored == pytest.approx(logged_test_metrics(tracking_uri, "baselines", row), abs=1e-6)
