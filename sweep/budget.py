@@ -10,8 +10,8 @@ used, and how many seeds and samples run. It is recorded with the sweep (tag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Sequence
 
 from trainers.knobs import KnobSet
 
@@ -46,6 +46,19 @@ class Budget:
 
     def num_samples(self, num_samples: int) -> int:
         return min(num_samples, self.max_samples)
+
+    def caps(self) -> str:
+        """What it caps, each field of its definition with its value: ``max_steps 30, eval_every 10, ...``."""
+        return ", ".join(f"{field.name} {getattr(self, field.name)}" for field in fields(self) if field.name != "name")
+
+    def seed_cap_line(self, named: Sequence[int] | None) -> str | None:
+        """The line that says which of the seeds named with ``--seeds`` the budget leaves out, or None."""
+        if named is None or len(named) <= self.max_seeds:
+            return None
+        kept = self.seeds(list(named))
+        return (f"--budget {self.name} runs at most {self.max_seeds} seed{'s' * (self.max_seeds > 1)} per row: "
+                f"seed{'s' * (len(kept) > 1)} {', '.join(map(str, kept))} of the {len(named)} named with --seeds "
+                f"({', '.join(map(str, named))}); without --budget all {len(named)} run")
 
 
 BUDGETS = {

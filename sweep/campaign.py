@@ -23,16 +23,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from sweep.budget import BUDGETS
+from sweep.ledger import SpecLedger, load_ledger
 from sweep.options import SweepOptions
-from sweep.reuse import reusable
+from sweep.reuse import Reuse, reusable
 from sweep.spec import Row, SpecError, SweepSpec, Trial, TrialPoint, load_spec, row_method
 from sweep.spec_yaml import read_spec_yaml
 from sweep.trial_key import trial_key
+from trainers.data import NAMED_CORPORA
 from trainers.run_schema import DEFAULT_TRACKING_URI
 
 SEARCH_SPACES = Path(__file__).resolve().parent.parent / "search_spaces"
@@ -48,6 +51,14 @@ class Member:
     path: Path
     spec: SweepSpec | None = None
     problem: str | None = None
+    layout: SweepSpec | None = None
+    """A spec that cannot run here, loaded without asking this machine: its models and files (None when it
+    is invalid as well)."""
+
+    @property
+    def planned(self) -> SweepSpec | None:
+        """The spec as it would run: loaded, or its layout."""
+        return self.spec or self.layout
 
     @property
     def trained_together(self) -> bool:
@@ -124,13 +135,44 @@ def load_campaign(name: str, budget: str | None = None, address: str | None = No
             first = str(error.problems[0]).removeprefix(f"{path}: ")
             more = f" (and {len(error.problems) - 1} more: `python -m sweep plan {_shown(path)}`)" \
                 if len(error.problems) > 1 else ""
-            members.append(Member(path, problem=first + more))
+            members.append(Member(path, problem=first + more, layout=_layout(path, budget)))
             continue
         if spec.glue is not None:
             members.append(Member(path, problem=f"GLUE fine-tuning: `python -m sweep glue {_shown(path)}`"))
         else:
             members.append(Member(path, spec))
     return Campaign(campaign_name(name), description, source, tuple(members))
+
+
+def _layout(path: Path, budget: str | None) -> SweepSpec | None:
+    try:
+        return load_spec(path, budget=BUDGETS[budget] if budget else None, check_environment=False)
+    except SpecError:
+        return None
+
+
+def spec_models(spec: SweepSpec, ledger: Mapping[str, SpecLedger]) -> str:
+    """The models the spec's trials load (the ``model`` knob, resolved: not the paper's label), and the
+    paper's where the settings ledger says it is another."""
+    ours = list(dict.fromkeys(str(trial.config["model"]) for trial in spec.trials))
+    record = ledger.get(spec.path.name)
+    papers = dict.fromkeys(str(settings["model"].value) for settings in (record.settings.values() if record else ())
+                           if "model" in settings)
+    theirs = [model for model in papers if model not in ours]
+    return ", ".join(ours) + (f" (paper: {', '.join(theirs)})" if theirs else "")
+
+
+def missing_files(spec: SweepSpec) -> list[str]:
+    """The files the spec's trials name that are not here (``bt_file``; a ``train_corpus`` that is no named
+    corpus), each once, with its knob."""
+    missing: dict[str, str] = {}
+    for trial in spec.trials:
+        bt_file, corpus = trial.config.get("bt_file"), trial.config.get("train_corpus")
+        if bt_file and not Path(bt_file).is_file():
+            missing.setdefault(str(bt_file), "bt_file")
+        if corpus and corpus not in NAMED_CORPORA and not Path(corpus).is_file():
+            missing.setdefault(str(corpus), "train_corpus")
+    return [f"{name} ({knob})" for name, knob in missing.items()]
 
 
 def _shown(path: Path) -> str:
@@ -203,18 +245,25 @@ def campaign_spec(campaign: Campaign, shared: Sharing | None = None) -> SweepSpe
     )
 
 
-def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], tuple[int, int]] | None = None) -> list[str]:
+def plan_lines(campaign: Campaign, budget: str | None = None, reused: Callable[[SweepSpec], Reuse] | None = None,
+               estimate: Callable[[SweepSpec], list[str]] | None = None) -> list[str]:
     """What ``sweep paper NAME --plan`` prints: each spec's trials, what it shares with the specs before
-    it, the distinct total, and (``reused``: trials of a spec the store holds, and holds from other training
-    code) what is reused."""
+    it, the model it loads, the distinct total, the files that are missing, what ``budget`` caps, and
+    (``reused``: what the store holds of a spec, other training code's runs included) what is reused.
+    ``estimate``: the lines of ``--estimate`` for a spec (:func:`sweep.estimate.estimate`), asked of the
+    trials to train: the campaign's own sweep without the reused ones, then each spec trained on its own."""
     lines = [f"campaign {campaign.name}: {campaign.description}".rstrip(": ")]
+    lines.append(f"budget {budget}: caps {BUDGETS[budget].caps()}" if budget else
+                 "budget: none (each spec's own steps, evaluation pairs and seeds; --budget smoke caps them)")
     shared = sharing(campaign.members)
     new = shared.new_in()
+    ledger = load_ledger()
     width = max(len(member.path.stem) for member in campaign.members) + 2
-    lines.append(f"{'spec':<{width}}{'trials':>7}{'new':>6}  note")
+    lines.append(f"{'spec':<{width}}{'trials':>7}{'new':>6}  model; note")
     for member in campaign.members:
+        model = spec_models(member.planned, ledger) if member.planned is not None else "-"
         if member.spec is None:
-            lines.append(f"{member.path.stem:<{width}}{'-':>7}{'-':>6}  cannot run here: {member.problem}")
+            lines.append(f"{member.path.stem:<{width}}{'-':>7}{'-':>6}  {model}; cannot run here: {member.problem}")
             continue
         spec = member.spec
         if member.trained_together:
@@ -223,18 +272,37 @@ def plan_lines(campaign: Campaign, reused: Callable[[SweepSpec], tuple[int, int]
         else:
             note = "trained on its own (sampled axes, a searcher, adaptive seeds or a scheduler decide its trials)"
         count = new.get(spec.name, spec.trials_to_run)
-        lines.append(f"{spec.name:<{width}}{spec.trials_to_run:>7}{count:>6}  {note}".rstrip())
+        lines.append(f"{spec.name:<{width}}{spec.trials_to_run:>7}{count:>6}  {model}" + (f"; {note}" if note else ""))
     apart = sum(m.spec.trials_to_run for m in campaign.runnable if not m.trained_together)
     total = sum(m.spec.trials_to_run for m in campaign.runnable)
     lines.append(f"{total} trials in its specs, {shared.distinct() + apart} distinct "
                  f"({total - shared.distinct() - apart} shared between specs)")
-    if reused is not None and shared.keys:
-        taken, other_code = reused(campaign_spec(campaign, shared))
-        lines.append(f"reuse: {taken} of the {shared.distinct()} distinct trials are in the store already; "
-                     f"{shared.distinct() - taken + apart} to train")
-        if other_code:
+    missing = [f"{member.path.stem}: {', '.join(files)}" for member in campaign.members
+               if member.planned is not None and (files := missing_files(member.planned))]
+    if missing:
+        lines.append(f"missing files: {'; '.join(missing)}")
+    together = campaign_spec(campaign, shared) if shared.keys else None
+    if reused is not None and together is not None:
+        found = reused(together).sources
+        taken = {index for index, source in found.items() if not source.other_code}
+        lines.append(f"reuse: {len(taken)} of the {shared.distinct()} distinct trials are in the store already; "
+                     f"{shared.distinct() - len(taken) + apart} to train")
+        if other_code := len(found) - len(taken):
             lines.append(f"  {other_code} of those to train are in the store from other training code "
                          "(their key differs in the code digest only; `--reuse-other-code` takes them)")
+        together = dataclasses.replace(together, trials=tuple(
+            trial for index, trial in enumerate(together.trials) if index not in taken))
+    if estimate is None:
+        lines.append("time: `--plan --estimate` times a few steps of each distinct method and model here and "
+                     "prints the wall time of the trials to train")
+        return lines
+    if together is not None and together.trials:
+        lines += [f"{campaign.sweep_name} (the distinct trials to train): {line}" for line in estimate(together)]
+    for member in campaign.runnable:
+        if not member.trained_together:
+            lines += [f"{member.spec.name} (trained on its own): {line}" for line in estimate(member.spec)]
+    if (together is None or not together.trials) and not apart:
+        lines.append("estimate: nothing to train (every trial is in the store)")
     return lines
 
 
@@ -249,6 +317,7 @@ def run_campaign(options: SweepOptions, campaign: Campaign, verbose: bool = Fals
     from sweep.engine import run
     from sweep.summary import finish_sweep, trial_counts
 
+    started = time.monotonic()  # one clock for every sweep's lines: their stamps only move forward
     for member in campaign.members:
         if member.spec is None:
             print(f"{member.path.stem}: left out, it cannot run here: {member.problem}")
@@ -259,9 +328,10 @@ def run_campaign(options: SweepOptions, campaign: Campaign, verbose: bool = Fals
     again = f"python -m sweep paper {campaign.name}" + (f" --budget {options.budget}" if options.budget else "")
     code = 0
     for step_options, spec in steps:
-        outcome = run(step_options, spec, verbose)
+        outcome = run(step_options, spec, verbose, started)
         finish_sweep(spec, options.tracking_uri)
-        print(f"{spec.name}: {trial_counts(spec, options.tracking_uri)}", flush=True)
+        kept = f"; {outcome.kept} of them kept from an earlier run of {spec.name}" if outcome.kept else ""
+        print(f"{spec.name}: {trial_counts(spec, options.tracking_uri)}{kept}", flush=True)
         if outcome.stopped_by or outcome.stop_reason:
             print(f"stopped: {outcome.stop_reason or outcome.stopped_by.name}; to continue the campaign: {again}")
             return 75 if outcome.stop_reason else 128 + int(outcome.stopped_by)

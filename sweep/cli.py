@@ -19,7 +19,8 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="Override a base knob (repeatable); the value is read as YAML.")
     parser.add_argument("--budget", choices=sorted(BUDGETS),
-                        help="Cap each trial's steps and evaluation pairs, and the seeds and samples that run "
+                        help="Cap each trial's steps and evaluation pairs, and the seeds and samples that run, "
+                             "those named with --seeds too: a warning names the seeds it leaves out "
                              "(no hyperparameter changes; docs/specs.md).")
     parser.add_argument("--seeds", type=_seed_list, help="Replace the spec's seeds, e.g. --seeds 1,2.")
 
@@ -133,6 +134,13 @@ def _options(args: argparse.Namespace):
     )
 
 
+def say_seed_cap(options: SweepOptions) -> None:
+    """A budget caps the seeds that run, those named with ``--seeds`` too (a budget is a cap on what a command
+    costs, whatever else it is given): say which of them it leaves out, once, before the plan or the run."""
+    if options.budget and (line := BUDGETS[options.budget].seed_cap_line(options.seeds)):
+        print(f"warning: {line}", file=sys.stderr)
+
+
 def print_knobs(method_name: str) -> None:
     from trainers.registry import get_method
 
@@ -189,14 +197,9 @@ def _paper(args: argparse.Namespace) -> int:
 
     campaign = load_campaign(args.name, args.budget, args.address)
     if args.plan:
-        for line in plan_lines(campaign, _stored_trials(args.tracking_uri)):
-            print(line)
-        if args.estimate:
-            from sweep.campaign import campaign_spec
-            from sweep.estimate import estimate
-
-            for line in estimate(campaign_spec(campaign), gpus=0):
-                print(line, flush=True)
+        for line in plan_lines(campaign, args.budget, _stored_trials(args.tracking_uri),
+                               _estimate_lines if args.estimate else None):
+            print(line, flush=True)
         return 0
     options = SweepOptions(spec_path="", overrides={}, budget=args.budget, address=args.address,
                            storage=args.storage, tracking_uri=args.tracking_uri,
@@ -204,9 +207,15 @@ def _paper(args: argparse.Namespace) -> int:
     return run_campaign(options, campaign, args.verbose)
 
 
+def _estimate_lines(spec: SweepSpec) -> list[str]:
+    from sweep.estimate import estimate
+
+    return estimate(spec, gpus=0)
+
+
 def _stored_trials(tracking_uri: str):
-    """How many trials of a spec the store at ``tracking_uri`` already holds, and how many more it holds from
-    other training code (None: there is no store)."""
+    """What the store at ``tracking_uri`` holds of a spec's trials, other training code's runs included
+    (None: there is no store)."""
     from results.reader import NoStore, read_client
     from sweep.reuse import plan_reuse
 
@@ -214,11 +223,7 @@ def _stored_trials(tracking_uri: str):
         client = read_client(tracking_uri)
     except NoStore:
         return None
-    def stored(spec) -> tuple[int, int]:
-        found = plan_reuse(spec, client, other_code=True).sources.values()
-        return sum(not source.other_code for source in found), sum(source.other_code for source in found)
-
-    return stored
+    return lambda spec: plan_reuse(spec, client, other_code=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,6 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.spec_environment import environment_problems
 
             options = _options(args)
+            say_seed_cap(options)
             spec = options.load(check_environment=False)
             lacking = environment_problems(spec, options.overrides, options.address)
             if lacking:  # what its rows mean, though they cannot run here
@@ -265,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from sweep.plan import warn
 
             options = _options(args)
+            say_seed_cap(options)
             spec = options.load()
             if spec.glue is not None:
                 raise SpecError([f"{spec.path}: glue: a GLUE fine-tuning spec: run it with "

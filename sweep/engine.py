@@ -252,6 +252,8 @@ class SweepOutcome:
     resume_command: str
     stop_reason: str | None = None
     """Why the sweep stopped when no signal stopped it (its tracking server did not answer)."""
+    kept: int = 0
+    """Trials that had finished in this sweep before this command (a resumed sweep keeps them)."""
 
 
 def resume_command(options: SweepOptions, experiment_dir: str) -> str:
@@ -264,10 +266,13 @@ def resume_command(options: SweepOptions, experiment_dir: str) -> str:
     return shlex.join(words)
 
 
-def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = False) -> SweepOutcome:
+def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = False,
+        started: float | None = None) -> SweepOutcome:
     """Start the sweep, or finish it if its Ray state already exists. ``spec`` is the options' spec
     when the caller has loaded it already (loaded and validated here otherwise, before Ray starts).
-    The console shows the progress view and Ray's output goes to the variant's log, unless ``verbose``."""
+    The console shows the progress view and Ray's output goes to the variant's log, unless ``verbose``;
+    its lines are stamped with the time since ``started`` (``time.monotonic()``; by default now), the
+    start of the command, which may run several sweeps (a campaign)."""
     spec = spec or options.load()
     options = replace(options, tracking_uri=absolute_tracking_uri(options.tracking_uri),
                       address=options.address or os.environ.get("RAY_ADDRESS"))
@@ -277,20 +282,21 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
     log = None if verbose else local_folder(experiment_dir) / LOG_NAME
     with console_and_log(log) as stream:
         console = Console(file=stream, highlight=False, soft_wrap=True)
-        progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log)
+        progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log, started=started)
         if log:
             console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
         start_ray_and_store(options)
         tracker = MLflowTracker(spec, options.tracking_uri, local_folder(experiment_dir) / JOURNAL, progress.note)
-        results, stopped_by = _fit(options, spec, experiment_dir, tracker, progress)
+        results, stopped_by, kept = _fit(options, spec, experiment_dir, tracker, progress)
     return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir),
-                        tracker.stop_reason)
+                        tracker.stop_reason, kept)
 
 
 def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: MLflowTracker,
-         progress: SweepProgress) -> tuple[tune.ResultGrid, signal.Signals | None]:
+         progress: SweepProgress) -> tuple[tune.ResultGrid, signal.Signals | None, int]:
     """Run Tune on a new or restored experiment; keep or delete the encoders (sweep.retention) when it
-    ended by itself, not when a signal stopped it (its trials' resume states are still needed)."""
+    ended by itself, not when a signal stopped it (its trials' resume states are still needed). Also
+    returns how many trials had finished in it before (kept by a restore)."""
     restoring = tune.Tuner.can_restore(experiment_dir)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     finished = tracker.finished_trials()
@@ -308,6 +314,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
     for line in reuse.describe(spec):
         progress.note(line)
     tracker.reused = {index: source.run_tags() for index, source in reuse.sources.items()}
+    progress.reused = {index: source.sweep for index, source in reuse.sources.items()}
     # The trials to train, claimed while this sweep runs: another sweep started with them waits for them.
     awaited = claim_trials(tracker.client, reuse.trained, tracker.parent_run_id, spec.name)
     for index, claim in awaited.items():
@@ -316,7 +323,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                       f"(parent run {claim.owner}); it is reused when it finishes")
     trainable = _trainable(spec, finished, reuse, awaited, options.tracking_uri)
     if restoring:
-        progress.note(f"resuming {spec.name} from {experiment_dir}: finished trials are kept")
+        progress.note(f"resuming {spec.name} from {experiment_dir}: its {len(finished)} finished trials are kept")
         tuner = tune.Tuner.restore(experiment_dir, trainable, resume_unfinished=True, resume_errored=False)
     else:
         write_record(experiment_dir, _record_of(options, spec))
@@ -357,7 +364,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
             release(tracker.client, reuse.trained, tracker.parent_run_id)
     if stop.signal is None and tracker.stop_reason is None:
         finish_models(spec, tracker, options.register)
-    return results, stop.signal
+    return results, stop.signal, len(finished)
 
 
 def resume_options(name: str, storage: str | None = None, address: str | None = None) -> SweepOptions:

@@ -5,8 +5,10 @@ the elapsed time and an estimate of the time left, and a line per running trial 
 total, last and best dev score). Piped to a file it prints a line when a trial starts, ends or fails,
 and a status line every :data:`PIPED_STATUS_S` seconds, so a log of the smoke sweep stays short.
 Either way a failed trial's error is printed with the path of its full traceback, and a trial that
-finished gets one line with its best dev score. Everything Ray prints itself goes to the sweep's log
-(:mod:`sweep.output`).
+finished gets one line with its best dev score. A trial taken from the store (:mod:`sweep.reuse`) trains
+nothing: it gets one line, ``reused``, with its score and the sweep that trained it, and no start. Every
+line is stamped with the time since the command started (one clock for all the sweeps of a campaign), so
+the stamps only move forward. Everything Ray prints itself goes to the sweep's log (:mod:`sweep.output`).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pyarrow.fs
 from ray.tune.experiment import Trial
@@ -24,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sweep.driver_local import DriverLocal
-from sweep.spec import SweepSpec
+from sweep.spec import POINT, SweepSpec
 from trainers.run_schema import Metric
 
 LIVE_REFRESH_S = 1.0
@@ -54,15 +56,19 @@ class Counts:
 
 
 class SweepProgress(DriverLocal):
-    """The console's view of the sweep; ``live`` redraws it in place (a terminal), else it prints lines."""
+    """The console's view of the sweep; ``live`` redraws it in place (a terminal), else it prints lines.
+    ``started``: when the command started (``time.monotonic()``), the zero of every line's stamp."""
 
-    def __init__(self, spec: SweepSpec, console: Console, live: bool, log: Path | None):
+    def __init__(self, spec: SweepSpec, console: Console, live: bool, log: Path | None,
+                 started: float | None = None):
         super().__init__(f"progress:{spec.name}-{spec.spec_hash}")
         self.spec = spec
         self.console = console
         self.live = live
         self.log = log
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
+        self.reused: Mapping[int, str] = {}
+        """Index of a trial in the spec -> the sweep that trained it, for the trials taken from the store."""
         self._trials: Sequence[Trial] = ()
         self._display: Live | None = None
         self._drawn = 0.0
@@ -77,6 +83,10 @@ class SweepProgress(DriverLocal):
         row = params.get("row") or ""
         label = f"{row} [{axes}]" if row and axes else row or axes or self.spec.name
         return f"{label} (seed {params.get('seed', DASH)})"
+
+    def reused_from(self, trial: Trial) -> str | None:
+        """The sweep that trained ``trial``, when it is taken from the store; None when it trains here."""
+        return self.reused.get(trial.config.get(POINT)) if not self.spec.sample else None
 
     def total_steps(self, trial: Trial) -> int | None:
         return self.spec.config_of(trial.config).get("max_steps") or None
@@ -107,7 +117,7 @@ class SweepProgress(DriverLocal):
             result = trial.last_result or {}
             seconds = float(result.get("time_total_s", 0.0))
             step, total = result.get(Metric.STEP), self.total_steps(trial)
-            if trial.status == Trial.TERMINATED:
+            if trial.status == Trial.TERMINATED and self.reused_from(trial) is None:
                 durations.append(seconds)
             elif trial.status == Trial.RUNNING and step and total:
                 durations.append(seconds * total / step)
@@ -169,7 +179,7 @@ class SweepProgress(DriverLocal):
     # ------------------------------------------------------------------ Tune's callback hooks
 
     def setup(self, **info: Any) -> None:
-        self.started, self._drawn = time.monotonic(), time.monotonic()
+        self._drawn = time.monotonic()
         if self.live:
             # Not rich's redirect of sys.stdout and sys.stderr into the view: they belong to the log.
             self._display = Live(self._panel(), console=self.console, auto_refresh=False, transient=True,
@@ -183,14 +193,18 @@ class SweepProgress(DriverLocal):
     def on_trial_start(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
         self._trials = trials
         self._trial_started[trial.trial_id] = time.monotonic()
-        if not self.live:
+        if not self.live and self.reused_from(trial) is None:
             self.note(f"started   {self.trial_name(trial)}")
         self._draw(force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
         result = trial.last_result or {}
-        self.note(f"finished  {self.trial_name(trial)}: best dev {score(result.get(Metric.BEST_DEV))}"
-                  f" in {clock(result.get('time_total_s', 0.0))}")
+        best = score(result.get(Metric.BEST_DEV))
+        if (source := self.reused_from(trial)) is not None:
+            self.note(f"reused    {self.trial_name(trial)}: best dev {best}, trained by sweep {source or '?'}")
+        else:
+            took = clock(result.get("time_total_s", 0.0))
+            self.note(f"finished  {self.trial_name(trial)}: best dev {best} in {took}")
         self._draw(force=True)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:

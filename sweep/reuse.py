@@ -51,6 +51,8 @@ class Reuse:
     misses: Mapping[int, str] = field(default_factory=dict)
     trained: Mapping[int, str] = field(default_factory=dict)
     """Each trial the sweep trains (no source) -> its key, which it claims while it runs (:mod:`sweep.claims`)."""
+    kept: frozenset[int] = frozenset()
+    """Trials that finished in this sweep before (a resumed sweep keeps them): neither reused nor trained."""
 
     def metrics(self) -> dict[int, dict[str, float]]:
         """What each reused trial's trainable reports instead of training."""
@@ -63,7 +65,8 @@ class Reuse:
         sweeps: dict[str, int] = {}
         for source in self.sources.values():
             sweeps[source.sweep] = sweeps.get(source.sweep, 0) + 1
-        lines = [f"reuse: {len(self.sources)} of {len(spec.trials)} trials finished before, taken from the store"
+        lines = [f"reuse: {len(self.sources)} of {len(spec.trials) - len(self.kept)} trials finished before, "
+                 "taken from the store"
                  + (f" ({', '.join(f'{name}: {n}' for name, n in sweeps.items())})" if sweeps else "")
                  + ("; --no-reuse trains them" if self.sources else "")]
         for index, source in sorted(self.sources.items()):
@@ -103,19 +106,26 @@ def source_of(run, other_code: bool = False) -> Source:
 
 
 def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_code: bool = False) -> Reuse:
-    """What each trial of ``spec`` takes from the store (runs under ``parent_run_id``, this sweep's own,
-    are left to its resume); with ``other_code``, also runs whose key differs in the training code only."""
+    """What each trial of ``spec`` takes from the store; with ``other_code``, also runs whose key differs in
+    the training code only. The trials whose key a finished run under ``parent_run_id`` (this sweep's own)
+    has are kept by its resume: they take nothing from the store."""
     if not reusable(spec):
         return Reuse()
-    runs = [run for run in finished_runs(client) if run.data.tags.get(Tag.PARENT_RUN_ID) != parent_run_id]
+    stored = finished_runs(client)
+    own = {run.data.tags[Tag.TRIAL_KEY] for run in stored
+           if parent_run_id is not None and run.data.tags.get(Tag.PARENT_RUN_ID) == parent_run_id}
+    runs = [run for run in stored if run.data.tags.get(Tag.PARENT_RUN_ID) != parent_run_id]
     by_key: dict[str, Any] = {}
     by_key_without_code: dict[str, Any] = {}
     for run in sorted(runs, key=lambda run: run.info.start_time or 0):
         by_key.setdefault(run.data.tags[Tag.TRIAL_KEY], run)  # the earliest: the one that trained
         by_key_without_code.setdefault(run.data.tags.get(Tag.TRIAL_KEY_WITHOUT_CODE), run)
-    sources, misses, trained = {}, {}, {}
+    sources, misses, trained, kept = {}, {}, {}, set()
     for index, trial in enumerate(spec.trials):
         key = trial_key(trial.config)
+        if key.key in own:
+            kept.add(index)
+            continue
         if key.key in by_key:
             sources[index] = source_of(by_key[key.key])
             continue
@@ -125,7 +135,7 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
         trained[index] = key.key
         if reason := _nearest_miss(key, trial, runs):
             misses[index] = reason
-    return Reuse(sources, misses, trained)
+    return Reuse(sources, misses, trained, frozenset(kept))
 
 
 def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:

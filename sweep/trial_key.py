@@ -108,10 +108,39 @@ def code_digest() -> str:
                              for p in sorted(TRAINERS.rglob("*.py"))))
 
 
+GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
+"""Where a GPU that torch could use shows itself (NVIDIA's driver, AMD's ROCm): without any, torch sees none."""
+CPU_BF16_FLAGS = frozenset({"amx_tile", "avx512_bf16"})
+"""The CPU flags (Linux's ``/proc/cpuinfo``) of :func:`trainers.precision.cpu_runs_bf16_fast`'s checks."""
+
+
 @functools.cache
 def _precision(setting: str) -> str:
     if setting in ("fp32", "bf16"):  # the same everywhere; 'auto' and 'tf32' depend on the device
         return setting
+    return _cpu_precision(setting) or _torch_precision(setting)
+
+
+def _cpu_precision(setting: str) -> str | None:
+    """What :func:`trainers.precision.resolve` makes of ``setting`` on a Linux machine without a GPU, read
+    without importing torch (seconds, most of ``sweep plan``'s time with a store); None elsewhere (a GPU
+    driver, no ``/proc/cpuinfo``), where torch is asked."""
+    flags = _cpu_flags()
+    if flags is None or any(Path(path).exists() for path in GPU_DRIVERS) or setting not in ("auto", "tf32"):
+        return None
+    return "bf16" if setting == "auto" and flags & CPU_BF16_FLAGS else "fp32"
+
+
+def _cpu_flags() -> frozenset[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    line = next((line for line in text.splitlines() if line.startswith("flags")), None)
+    return frozenset(line.partition(":")[2].split()) if line is not None else None
+
+
+def _torch_precision(setting: str) -> str:
     import torch
 
     from trainers.precision import resolve
