@@ -64,14 +64,13 @@ class Server:
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", self.store, "--host", "127.0.0.1",
              "--port", str(self.port), "--workers", "1"], cwd=self.folder, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while time.time() < deadline:
+        while self.process.poll() is None:  # until it answers, however long a loaded machine takes
             try:
-                urllib.request.urlopen(f"{self.url}/health", timeout=2)
+                urllib.request.urlopen(f"{self.url}/health", timeout=60)
                 return
             except OSError:
                 time.sleep(0.5)
-        raise AssertionError("mlflow server did not start")
+        raise AssertionError(f"mlflow server exited {self.process.returncode} before it answered")
 
     def stop(self) -> None:
         if self.process is not None:
