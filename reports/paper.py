@@ -334,8 +334,8 @@ LATEX_PREAMBLE = (
 def latex_text(block: str | Command | Link) -> str:
     if isinstance(block, Link):  # hyperref's \url, clickable; it takes the address's # and % as they are
         return f"\\noindent {latex_escape(block.label)}: \\url{{{block.url}}}\\par"
-    if isinstance(block, Command):  # typewriter type has no -- ligature: the command reads as typed
-        return f"\\noindent\\texttt{{{latex_escape(block.text)}}}\\par\\smallskip"
+    if isinstance(block, Command):  # "-{}" keeps T1 typewriter type from joining -- into an en dash
+        return f"\\noindent\\texttt{{{latex_escape(block.text).replace('-', '-{}')}}}\\par\\smallskip"
     return f"\\noindent {latex_escape(block)}\\par\\smallskip"
 
 

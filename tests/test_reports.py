@@ -22,7 +22,7 @@ from reports.paper_tables import MissingResults, build_tables
 from reports.plots import curve
 from reports.table_specs import parse_table_spec
 from results.figures import dev_curves, heatmap
-from results.render import layout, to_latex, to_markdown
+from results.render import layout, legend, to_latex, to_markdown
 from sweep.engine import SweepOptions, run
 
 pytestmark = pytest.mark.slow
@@ -167,12 +167,14 @@ def test_table_cells_are_mean_and_std_over_seeds(sweep):
     assert header == ["row", "STS-B", "Avg", "Delta", "p"]
     simcse = next(i for i, line in enumerate(lines) if line[0] == "simcse")
     mean, std = statistics.mean(avg["simcse"]), statistics.stdev(avg["simcse"])
-    assert lines[simcse][1] == f"{statistics.mean(stsb):.2f} ± {statistics.stdev(stsb):.2f} (2)"
-    assert lines[simcse][2] == f"{mean:.2f} ± {std:.2f} (2)"
+    # Every cell of ours that is not seed-free is over 2 seeds: the legend says so once, the cells do not.
+    assert lines[simcse][1] == f"{statistics.mean(stsb):.2f} ± {statistics.stdev(stsb):.2f}"
+    assert lines[simcse][2] == f"{mean:.2f} ± {std:.2f}"
+    assert "cells: each cell of ours is the mean ± sample std over 2 seeds" in legend(table)
     delta = mean - statistics.mean(avg["untuned"])
-    assert lines[simcse][3] == f"{delta:+.2f} ± {std:.2f} (2)"
+    assert lines[simcse][3] == f"{delta:+.2f} ± {std:.2f}"
     untuned = next(line for line in lines if line[0] == "untuned")
-    assert untuned[2] == f"{statistics.mean(avg['untuned']):.2f} (seed-free)" and len(avg["untuned"]) == 1
+    assert untuned[2] == f"{statistics.mean(avg['untuned']):.2f}†" and len(avg["untuned"]) == 1
     # The paper's line (model m, not 'other'): its figure and our difference from it.
     paper_line = ["paper (ours − paper)", "–", f"50.00 ({mean - 50.0:+.2f})", f"+2.50 ({delta - 2.5:+.2f})"]
     # The delta reference ('untuned') is seed-free, one exact value: a one-sample t-test against it.

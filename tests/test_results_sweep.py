@@ -78,7 +78,7 @@ def test_every_output_gives_each_line_the_same_p_against_a_seed_free_reference(t
         printed = next(line for line in summary.splitlines() if line.startswith(f"| {row} |"))
         assert printed.endswith(f"| {expected[row]:.3f}{' *' if expected[row] < 0.05 else ''} |")
     assert set(results["p_reference"]) == {"untuned"}
-    assert "| untuned | 1 | 0 |" in summary and "(seed-free) | ref |" in summary
+    assert "| untuned | 1 | 0 |" in summary and "† | ref |" in summary
     # The significance line says what was tested.
     note = next(line for line in summary.splitlines() if line.startswith("- p: "))
     assert "of Avg against 'untuned' over seeds" in note

@@ -16,7 +16,7 @@ from ray.tune.search.variant_generator import generate_variants
 
 from reports.paper_tables import MissingResults, build_tables
 from reports.table_specs import load_table_specs
-from results.render import layout
+from results.render import layout, legend
 from sweep.cli import main
 from sweep.engine import param_space
 from sweep.spec import SpecError, load_spec
@@ -142,9 +142,10 @@ def test_a_seed_free_row_shows_as_one_deterministic_run_for_all_seeds():
     _, lines, _ = layout(table)
     avg = table.columns.index("Avg") + 1
     cls = next(line for line in lines if line[0] == "No tuning (CLS)")
-    assert cls[avg] == "30.00 (seed-free)"
+    assert cls[avg] == "30.00†"
     sg = next(line for line in lines if line[0] == "SG")
-    assert sg[avg].endswith("(8)") and "±" in sg[avg]
+    assert "±" in sg[avg] and "(" not in sg[avg]  # every trained cell is over the 8 seeds: the legend says so once
+    assert "cells: each cell of ours is the mean ± sample std over 8 seeds" in legend(table)
 
 
 def test_mirror_cells_of_symmetric_axes_are_filled_and_marked(tmp_path):
