@@ -36,7 +36,7 @@ class Report:
     uri: str
     frame: pd.DataFrame  # the campaign's trials: sweeps "first" and "second"
     grid: pd.DataFrame  # a one-knob grid sweep, "temperatures"
-    untuned: dict[str, list[float]]  # sweep -> the untuned row's dev score of each seed
+    untuned: dict[str, dict[str, list[float]]]  # sweep -> untuned row -> its dev score of each seed
 
 
 def log_histories(client: MlflowClient, experiment: str, histories: list[tuple[float, float]]) -> list[str]:
@@ -59,16 +59,18 @@ def with_runs(frame: pd.DataFrame, row: str, run_ids: list[str], column: str = "
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Report:
-    """Sweep "first": an untuned row (seed-free, one run) and SimCSE over seeds 1-3. Sweep "second": the
-    untuned row run for seeds 1 and 2 (its scores differ), SimCSE reused from "first", and "simcse tau=0.1"."""
+    """Sweep "first": two untuned rows (seed-free, one run each) and SimCSE over seeds 1-3. Sweep "second":
+    the untuned row run for seeds 1 and 2 (its scores differ), SimCSE reused from "first", and "simcse
+    tau=0.1". As in the tour, SimCSE is the third row of one sweep and the second of the other."""
     folder = tmp_path_factory.mktemp("plots")
     uri = f"sqlite:///{folder}/mlflow.db"
     client = MlflowClient(uri)
-    rows = [{"name": "untuned", "set": {"method": "none"}}, {"name": "simcse"}]
-    first_path = write_spec(folder, {"name": "first", "method": "simcse", "seeds": [1, 2, 3], "rows": rows})
-    second_path = write_spec(folder, {"name": "second", "method": "simcse", "seeds": [1, 2, 3],
-                                      "rows": rows + [{"name": "simcse tau=0.1", "set": {"temperature": 0.1}}]})
-    first = trials(first_path, [("untuned", {}, 1, "FINISHED", 60.0)]
+    untuned = {"name": "untuned", "set": {"method": "none"}}
+    first_path = write_spec(folder, {"name": "first", "method": "simcse", "seeds": [1, 2, 3], "rows": [
+        untuned, {"name": "untuned mean", "set": {"method": "none", "pooling": "mean"}}, {"name": "simcse"}]})
+    second_path = write_spec(folder, {"name": "second", "method": "simcse", "seeds": [1, 2, 3], "rows": [
+        untuned, {"name": "simcse"}, {"name": "simcse tau=0.1", "set": {"temperature": 0.1}}]})
+    first = trials(first_path, [("untuned", {}, 1, "FINISHED", 60.0), ("untuned mean", {}, 1, "FINISHED", 62.5)]
                    + [("simcse", {}, seed, "FINISHED", 62.0) for seed in FIRST_SIMCSE], seeds=(1, 2, 3))
     second = trials(second_path, [("untuned", {}, 1, "FINISHED", 59.5), ("untuned", {}, 2, "FINISHED", 60.5)]
                     + [(row, {}, seed, "FINISHED", 62.0) for row in ("simcse", "simcse tau=0.1") for seed in TAU])
@@ -78,18 +80,21 @@ def report(tmp_path_factory) -> Report:
     with_runs(second, "simcse", simcse_runs, "reused_from")  # the runs that trained them hold the history
     with_runs(second, "simcse tau=0.1", log_histories(client, "second", list(TAU.values())))
     frame = pd.concat([first, second], ignore_index=True).fillna({"reused_from": ""})
-    frame.loc[frame["row"] == "untuned", "method"] = "none"
+    frame.loc[frame["row"].str.startswith("untuned"), "method"] = "none"
 
     grid_path = write_spec(folder, {"name": "temperatures", "method": "simcse", "seeds": [1, 2],
                                     "grid": {"temperature": [0.05, 0.1]},
                                     "rows": [{"name": "untuned", "set": {"method": "none"}}, {"name": "simcse"}]})
     grid = trials(grid_path, [("untuned", {"temperature": t}, 1, "FINISHED", 60.0) for t in (0.05, 0.1)]
                   + [("simcse", {"temperature": t}, seed, "FINISHED", 62.0 + seed) for t, seed in GRID], seeds=(1, 2))
-    with_runs(grid, "simcse", log_histories(client, "temperatures", list(GRID.values())))
     grid.loc[grid["row"] == "untuned", "method"] = "none"
-    untuned = {name: frame.loc[(frame["experiment"] == name) & (frame["row"] == "untuned"), Metric.BEST_DEV].tolist()
-               for name in ("first", "second")}
-    return Report(uri, frame, grid, untuned)
+    # A second variant of the sweep (another spec hash, run later) with the SimCSE row alone.
+    variant = trials(grid_path, [("simcse", {"temperature": t}, 1, "FINISHED", 63.0) for t in (0.05, 0.1)])
+    variant = variant.assign(spec_hash="h2", start_time=variant["start_time"] + pd.Timedelta(minutes=5))
+    grid = pd.concat([grid, variant], ignore_index=True)
+    with_runs(grid, "simcse", log_histories(client, "temperatures", list(GRID.values()) + [(62.0, 63.0)] * 2))
+    scores = frame[frame["method"] == "none"].groupby(["experiment", "row"])[Metric.BEST_DEV].agg(list)
+    return Report(uri, frame, grid, {sweep: dict(scores[sweep]) for sweep in ("first", "second")})
 
 
 @pytest.fixture
@@ -144,23 +149,25 @@ def test_a_row_has_one_colour_in_every_figure_of_a_report_and_no_other_row_has_i
     for sweep in ("first", "second"):  # as reports.paper draws a campaign's curves: each from all its trials
         dev_curves(report.frame, report.uri, sweep, tmp_path / f"dev-{sweep}.png")
     colours = colour_of_each_row(drawn)
-    assert set(colours) == {"untuned", "simcse", "simcse tau=0.1"}
+    rows = ["untuned", "untuned mean", "simcse", "simcse tau=0.1"]  # in the order they first ran
+    assert set(colours) == set(rows)
     assert all(len(shades) == 1 for shades in colours.values()), colours
     assert len({shade for shades in colours.values() for shade in shades}) == len(colours), colours
-    # The colours are matplotlib's cycle, in the order the rows first ran.
-    assert [colours[row].pop() for row in ("untuned", "simcse", "simcse tau=0.1")] == cycle()[:3]
+    assert [colours[row].pop() for row in rows] == cycle()[:4]  # matplotlib's cycle
 
 
 def test_untuned_rows_are_reference_lines_at_their_score_with_their_seeds_spread(report, drawn, tmp_path):
-    for sweep, scores in report.untuned.items():
+    for sweep, rows in report.untuned.items():
         dev_curves(report.frame, report.uri, sweep, tmp_path / f"dev-{sweep}.png")
         axes = the_axes(drawn[f"dev-{sweep}.png"])
-        (reference,) = [line for line in axes.get_lines() if row_of(line.get_label()) == "untuned"]
-        mean = sum(scores) / len(scores)
-        assert list(reference.get_xdata()) == [0, 1] and list(reference.get_ydata()) == [mean, mean]  # axhline
-        assert reference.get_linestyle() == "--" and f": {mean:.2f}" in reference.get_label()
-        band = [(patch.get_y(), patch.get_y() + patch.get_height()) for patch in axes.patches]  # axhspan
-        assert band == ([(min(scores), max(scores))] if len(set(scores)) > 1 else [])
+        for row, scores in rows.items():
+            (reference,) = [line for line in axes.get_lines() if row_of(line.get_label()) == row]
+            mean = sum(scores) / len(scores)
+            assert list(reference.get_xdata()) == [0, 1] and list(reference.get_ydata()) == [mean, mean]  # axhline
+            assert reference.get_linestyle() == "--" and f": {mean:.2f}" in reference.get_label()
+        spread = [(min(scores), max(scores)) for scores in rows.values() if len(set(scores)) > 1]
+        assert [(patch.get_y(), patch.get_y() + patch.get_height()) for patch in axes.patches] == spread  # axhspan
+    assert "untuned (seed-free): 70.00" in [line.get_label() for line in the_axes(drawn["dev-first.png"]).get_lines()]
 
 
 def test_steps_are_integers_and_the_y_range_shows_every_seed_over_at_least_the_minimum_span(report, drawn, tmp_path):
@@ -171,7 +178,8 @@ def test_steps_are_integers_and_the_y_range_shows_every_seed_over_at_least_the_m
         assert len(ticks) >= 2 and all(float(tick).is_integer() for tick in ticks), ticks
         low, high = axes.get_ylim()
         seeds = FIRST_SIMCSE if sweep == "first" else {**FIRST_SIMCSE, **{-s: v for s, v in TAU.items()}}
-        values = [value for history in seeds.values() for value in history] + report.untuned[sweep]
+        values = [value for history in seeds.values() for value in history]
+        values += [score for scores in report.untuned[sweep].values() for score in scores]
         assert high - low >= MIN_SPAN and low <= min(values) and max(values) <= high, (low, high, values)
     # Several seeds: their mean, the min-max shaded (first's SimCSE).
     first = the_axes(drawn["dev-first.png"])
@@ -187,7 +195,7 @@ def test_steps_are_integers_and_the_y_range_shows_every_seed_over_at_least_the_m
 def test_legends_are_readable_and_inside_the_figure(report, drawn, tmp_path):
     dev_curves(report.frame, report.uri, "second", tmp_path / "dev.png")
     figure = drawn["dev.png"]
-    (legend,) = figure.legends
+    (legend,) = figure.legends + [axes.get_legend() for axes in figure.axes if axes.get_legend()]
     assert {row_of(text.get_text()) for text in legend.get_texts()} == {"untuned", "simcse", "simcse tau=0.1"}
     assert min(text.get_fontsize() for text in legend.get_texts()) >= 8
     box, inside = legend.get_window_extent(), figure.bbox
@@ -196,16 +204,17 @@ def test_legends_are_readable_and_inside_the_figure(report, drawn, tmp_path):
     assert box.y1 <= axes_box.y0, "the legend hides no curve: it sits below the axes"
 
 
-def test_a_sweeps_dev_curves_and_grid_plot_share_its_rows_colours(report, drawn, tmp_path):
+def test_a_sweeps_dev_curves_and_grid_plots_share_its_rows_colours(report, drawn, tmp_path):
+    """reports.plots --sweep: the dev curves and grid plot of each of its two variants."""
     written = plot_sweep(report.grid, "temperatures", report.uri, tmp_path)
-    assert len(written) == 2
+    assert sorted(path.name for path in written) == sorted(drawn) and len(drawn) == 4
     colours = colour_of_each_row(drawn)
     assert {"untuned [temperature=0.05]", "simcse [temperature=0.1]", "simcse", "untuned"} <= set(colours)
     assert all(len(shades) == 1 for shades in colours.values()), colours
     assert len({shade for shades in colours.values() for shade in shades}) == len(colours), colours
-    grid_plot = next(figure for name, figure in drawn.items() if name.endswith("_grid.png"))
+    grid_plot = drawn["temperatures-h_grid.png"]
     low, high = the_axes(grid_plot).get_ylim()
-    averages = report.grid["test_avg_spearman"]
+    averages = report.grid.loc[report.grid["spec_hash"] == "h", "test_avg_spearman"]
     assert high - low >= MIN_SPAN and low <= averages.min() and averages.max() <= high, (low, high)
 
 
