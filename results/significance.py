@@ -12,7 +12,9 @@ test sets looks like.
 :func:`line_p` is the one rule every output uses (paper tables, any sweep's
 table and its CSV, ``results.parquet``, the end-of-sweep summary): a
 seed-free reference is an exact constant (one-sample t-test against it), and
-a side with fewer than 2 seeds gives no p.
+a side with fewer than 2 seeds gives no p. :func:`reference_label` is the one
+rule for what every line is tested against: the reference row (a sweep spec's
+``reference:``, the row a paper table's Δ is taken from), else the first line.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from results.table import Cell, Table
+from results.table import Cell, Line, Table
 
 ALPHA = 0.05
 TEST_NAME = "Welch's two-sided t-test"
@@ -60,7 +62,11 @@ def welch_p(values: Sequence[float], reference: Sequence[float], reference_exact
 
 
 def line_p(cell: Cell, reference: Cell) -> float:
-    """A line's p-value against its reference line: the seed-free rule decided from the reference cell."""
+    """A line's p-value against its reference line. A seed-free side is an exact constant: a seed-free
+    reference's value is what the line's seeds are tested against, and a seed-free line's value is what the
+    reference's seeds are tested against (the same one-sample t-test)."""
+    if cell.exact and not reference.exact:
+        return welch_p(reference.values, cell.values, reference_exact=True)
     return welch_p(cell.values, reference.values, reference.exact)
 
 
@@ -75,10 +81,15 @@ def p_text(p_value: float) -> str:
     return f"{p_value:.3f}{' *' if is_significant(p_value) else ''}"
 
 
+def _testable(cell: Cell, reference: Cell) -> bool:
+    """Whether a line can be tested against the reference: >= 2 seeds against >= 2 or a seed-free reference,
+    or seed-free against a reference of >= 2 seeds."""
+    return (cell.n >= 2 and (reference.n >= 2 or reference.exact)) or (cell.exact and reference.n >= 2)
+
+
 def _tested(cells: Mapping[str, Cell], reference: str) -> bool:
-    """Whether any line can be tested: a reference of >= 2 seeds or seed-free, and another line of >= 2."""
-    base = cells[reference]
-    return (base.n >= 2 or base.exact) and any(cell.n >= 2 for label, cell in cells.items() if label != reference)
+    """Whether any line can be tested against the reference (:func:`_testable`)."""
+    return any(_testable(cell, cells[reference]) for label, cell in cells.items() if label != reference)
 
 
 def _seeds(label: str, cell: Cell) -> str:
@@ -91,7 +102,12 @@ def note(column: str, reference: str, cells: Mapping[str, Cell]) -> str:
     if _tested(cells, reference):
         exact = (f"; {reference!r} is seed-free (one run stands for every seed), so each line is tested against "
                  f"its exact value with a one-sample t-test") if cells[reference].exact else ""
-        short = [_seeds(label, cell) for label, cell in cells.items() if label != reference and cell.n < 2]
+        seed_free = [label for label, cell in cells.items()
+                     if label != reference and cell.exact and _testable(cell, cells[reference])]
+        exact += (f"; seed-free lines ({', '.join(map(repr, seed_free))}) are tested the other way round, the "
+                  f"reference's seeds against their exact value with a one-sample t-test") if seed_free else ""
+        short = [_seeds(label, cell) for label, cell in cells.items()
+                 if label != reference and not _testable(cell, cells[reference])]
         untested = f"; n/a where a line has fewer than 2 seeds ({', '.join(short)})" if short else ""
         return (f"p: {TEST_NAME} of {column} against {reference!r} over seeds, * = significant at "
                 f"{ALPHA:.0%} ({WHY}){exact}{untested}")
@@ -102,11 +118,19 @@ def note(column: str, reference: str, cells: Mapping[str, Cell]) -> str:
             f"(or a seed-free reference); seeds per line: {counts}")
 
 
+def reference_label(lines: Sequence[Line], reference: str | None = None) -> str:
+    """The line every other line is tested against: the first line of the ``reference`` row (by row or
+    label: a sweep spec's ``reference:``, the row a paper table's Δ is taken from) where ``lines`` hold
+    it, else the first line (a spec without a reference, or whose reference row is another spec's)."""
+    named = (line.label for line in lines if reference is not None and reference in (line.row, line.label))
+    return next(named, lines[0].label)
+
+
 def add_significance(table: Table, column: str | None = None, reference: str | None = None) -> None:
-    """Test each line's ``column`` (default: Avg, else the first column) against the ``reference`` line
-    (default: the first) over seeds (:func:`line_p`), and say under the table what was tested."""
+    """Test each line's ``column`` (default: Avg, else the first column) against the ``reference`` row's
+    line (:func:`reference_label`) over seeds (:func:`line_p`), and say under the table what was tested."""
     column = column or ("Avg" if "Avg" in table.columns else table.columns[0])
-    reference = str(reference) if reference is not None else table.lines[0].label
+    reference = reference_label(table.lines, None if reference is None else str(reference))
     cells = {line.label: line.cells[column] for line in table.lines}
     if _tested(cells, reference):
         table.p_reference = reference

@@ -5,7 +5,8 @@ variant's trials back from MLflow (so trials kept from before a resume count)
 and builds the variant's lines once (:func:`results.lines.sweep_table`: a line
 per row x grid point, mirror points of symmetric axes included, seed-free rows
 marked). From those lines come the printed table (seeds finished and failed,
-best dev and test average as mean ± std (n), p against the first line; for
+best dev and test average as mean ± std (n), p against the reference row's line
+(:func:`results.significance.reference_label`); for
 sampled axes the top trials by the spec's metric), the parent run's
 ``summary.md`` and ``summary.csv`` (the renderer of every table) and its grid
 plot; then the next commands with the real names. The parent run also gets
@@ -35,7 +36,7 @@ from sweep.seed_rounds import METRIC as ROUNDS_METRIC
 from sweep.seed_rounds import verdicts
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag, runs_view_url
+from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag, runs_view_tag, runs_view_url
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}
@@ -47,7 +48,7 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
     """The variant's lines with the seeds each finished and the trials that failed; no bold."""
     table = sweep_table(trials, SUMMARY_COLUMNS, f"{spec.name} (spec hash {spec.spec_hash})",
                         Grid(spec.grid, spec.symmetric))
-    table.lead, table.headers = list(COUNTS), dict(HEADERS)
+    table.lead, table.headers = list(COUNTS), summary_headers(table)
     table.formats = {column: replace(form, best=None) for column, form in table.formats.items()}
     reused = trials[(trials["reused_from"] != "") & (trials["status"] == FINISHED)] if "reused_from" in trials else []
     if len(reused):
@@ -64,6 +65,12 @@ def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
     if spec.seed_rounds is not None:
         table.notes += seed_round_notes(trials, spec)
     return table
+
+
+def summary_headers(table: Table) -> dict[str, str]:
+    """:data:`HEADERS`, the p column's naming the line it tests the others against (``p (Avg) vs SimCSE``)."""
+    tested = f"{HEADERS[P_COLUMN]} vs {table.p_reference}" if table.p_reference else HEADERS[P_COLUMN]
+    return {**HEADERS, P_COLUMN: tested}
 
 
 def seed_round_notes(trials: pd.DataFrame, spec: SweepSpec) -> list[str]:
@@ -200,6 +207,7 @@ def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     summary_md = summary_markdown(table, bool(spec.sample))
     try:
         log_to_parent(client, tracking_uri, spec, parent.info.run_id, trials, table, summary_md)
+        client.set_experiment_tag(experiment.experiment_id, *runs_view_tag())  # the view next_steps' URL opens
     except (MlflowException, OSError) as error:  # the trials are recorded; only the parent's extras are lost
         summary_md += f"\nwarning: the summary could not be logged to the parent run: {error}\n"
     variants = client.search_runs([experiment.experiment_id], PARENT_FILTER, max_results=2)

@@ -16,7 +16,7 @@ import pytest
 from sweep.spec import load_spec
 from sweep.store import open_client
 from sweep.tracking import ensure_experiment, ensure_parent_run
-from trainers.run_schema import Role, Tag, runs_view_url
+from trainers.run_schema import Metric, Role, Tag, runs_view_tag, runs_view_url
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces/smoke.yaml"
 
@@ -32,8 +32,8 @@ def test_each_experiment_carries_the_specs_description_and_tags(tmp_path):
     assert experiment.tags["spec.paper"] == "none" and experiment.tags["spec.table"] == "smoke"
     assert experiment.tags[Tag.EXPERIMENT_KIND] == Tag.MODEL_TRAINING
     url = runs_view_url(experiment.experiment_id)
-    assert url.startswith(f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs?")
-    assert "workflowType=machine_learning" in url and "searchFilter=tags.%60sweep.role%60" in url
+    assert url == (f"http://127.0.0.1:5000/#/experiments/{experiment.experiment_id}/runs"
+                   "?workflowType=machine_learning&viewStateShareKey=sweep-trials")
 
 
 def _browser():
@@ -57,14 +57,24 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+TRIALS = {"No tuning CLS | seed 42 | abcde_00000": (0.7012, 0.6512), "SimCSE | seed 42 | abcde_00001": (0.8123, 0.7623),
+          "SimCSE tau=0.1 | seed 42 | abcde_00002": (0.7899, 0.7399)}
+"""The trial runs of the UI's sweep: run name -> (best dev, test avg)."""
+
+
 @pytest.fixture
 def ui_of_a_sweep(tmp_path):
-    """An MLflow UI on a store holding a sweep's experiment, its parent run and one trial run."""
+    """An MLflow UI on a store holding a sweep's experiment, its parent run and three finished trial runs with
+    their metrics, and the runs view the end-of-sweep summary shares on the experiment (sweep.summary)."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = open_client(uri)
     experiment_id, parent_id = ensure_parent_run(client, load_spec(SMOKE))
-    client.create_run(experiment_id, run_name="SimCSE | seed 42 | abcde_00002",
-                      tags={Tag.ROLE: Role.TRIAL, Tag.PARENT_RUN_ID: parent_id})
+    for name, (best_dev, test_avg) in TRIALS.items():
+        run = client.create_run(experiment_id, run_name=name, tags={Tag.ROLE: Role.TRIAL, Tag.PARENT_RUN_ID: parent_id})
+        client.log_metric(run.info.run_id, Metric.BEST_DEV, best_dev)
+        client.log_metric(run.info.run_id, Metric.TEST_AVG, test_avg)
+        client.set_terminated(run.info.run_id)
+    client.set_experiment_tag(experiment_id, *runs_view_tag())  # as finish_sweep does
     port = _free_port()
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
                                "--port", str(port), "--workers", "1"], cwd=tmp_path,
@@ -100,21 +110,24 @@ def _wait_for_url(browser, part: str, timeout_s: float = 60) -> None:
         time.sleep(1)
 
 
-def _expander(browser, timeout_s: float = 60):
-    """The button beside the parent run's row that shows its nested trial runs."""
+def _grid_rows(browser, count: int, timeout_s: float = 120) -> list[list[str]]:
+    """The texts of the runs table's cells, row by row (by the grid's row index) once ``count`` rows show."""
     from selenium.webdriver.common.by import By
 
     deadline = time.time() + timeout_s
     while True:
-        buttons = [b for b in browser.find_elements(By.XPATH, "//*[@role='row']//button")
-                   if b.get_attribute("aria-label") is None]
-        if buttons or time.time() > deadline:
-            return buttons[0]
+        rows: dict[str, list[str]] = {}
+        for row in browser.find_elements(By.CSS_SELECTOR, ".ag-row[row-index]"):  # pinned and scrolled parts
+            rows.setdefault(row.get_attribute("row-index"), []).extend(
+                cell.text for cell in row.find_elements(By.CSS_SELECTOR, "[role='gridcell']"))
+        if len(rows) >= count or time.time() > deadline:
+            return [rows[index] for index in sorted(rows, key=int)]
         time.sleep(1)
 
 
 @pytest.mark.slow
-def test_the_summary_url_opens_the_trials_and_a_click_from_home_needs_the_switch(ui_of_a_sweep):
+def test_the_summary_url_opens_the_trials_as_rows_with_their_metrics_and_a_click_from_home_needs_the_switch(
+        ui_of_a_sweep):
     from selenium.webdriver.common.by import By
 
     host, experiment_id = ui_of_a_sweep
@@ -122,14 +135,18 @@ def test_the_summary_url_opens_the_trials_and_a_click_from_home_needs_the_switch
     try:
         # The summary's URL: the runs view of the experiment, with its description and the trial filter.
         browser.get(runs_view_url(experiment_id, host))
-        text = _page_text(browser, "matching runs")
+        text = _page_text(browser, f"{len(TRIALS)} matching runs")
         assert f"#/experiments/{experiment_id}/runs" in browser.current_url
-        assert "Smoke sweep: untuned all-MiniLM-L6-v2" in text and "matching runs" in text
+        assert "Smoke sweep: untuned all-MiniLM-L6-v2" in text and f"{len(TRIALS)} matching runs" in text
         assert "tags.`sweep.role` = 'trial'" in [e.get_attribute("value")
                                                  for e in browser.find_elements(By.TAG_NAME, "input")]
-        # The trials are nested under the parent run's row; its expander shows them.
-        _expander(browser).click()
-        assert "SimCSE | seed 42 | abcde_00002" in _page_text(browser, "abcde_00002", 30)
+        # Each trial is a row of its own, not nested under the parent run, best dev first; its metrics are columns.
+        assert Metric.BEST_DEV in text and Metric.TEST_AVG in text
+        rows = [[cell for cell in row if cell] for row in _grid_rows(browser, len(TRIALS))]
+        by_dev = sorted(TRIALS.items(), key=lambda trial: -trial[1][0])
+        assert [row[0].splitlines()[-1] for row in rows] == [name for name, _ in by_dev]  # after its colour
+        for row, (_, (best_dev, test_avg)) in zip(rows, by_dev):
+            assert f"{best_dev:.4f}" in row and f"{test_avg:.4f}" in row
 
         # MLflow 3.17 ignores mlflow.experimentKind: from a fresh browser (GenAI, the default), a click on the
         # experiment opens the GenAI overview. If this fails, MLflow honours the tag again: update

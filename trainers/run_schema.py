@@ -362,13 +362,33 @@ class TrialIdentity:
                 Tag.AXES: axes_text(self.axes), Tag.SEEDS: ",".join(map(str, self.seeds))}
 
 
+RUNS_VIEW_KEY = "sweep-trials"
+"""The share key of the trials' runs view: the MLflow UI reads a shared view's state from the experiment's tag
+``mlflow.sharedViewState.<key>`` (:func:`runs_view_tag`) when the URL names it (``viewStateShareKey``)."""
+RUNS_VIEW_COLUMNS = (Metric.BEST_DEV, Metric.TEST_AVG)
+"""The metric columns of the trials' runs view, the summary's best dev and test avg."""
+
+
+def runs_view_tag() -> tuple[str, str]:
+    """The experiment tag (name, JSON value) that holds the trials' runs view, as MLflow's 'Share' writes it:
+    the sweep's trials sorted by best dev, with :data:`RUNS_VIEW_COLUMNS` as columns.
+
+    Sorting by a metric is also what lays the trials out flat: the UI nests child runs under their parent
+    run (collapsed) only while the runs are sorted by start time."""
+    state = {"searchFilter": TRIAL_FILTER, "orderByKey": f"metrics.`{Metric.BEST_DEV}`", "orderByAsc": False,
+             "selectedColumns": [f"metrics.`{metric}`" for metric in RUNS_VIEW_COLUMNS]}
+    return f"mlflow.sharedViewState.{RUNS_VIEW_KEY}", json.dumps(state)
+
+
 def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> str:
-    """The MLflow UI's runs ('Model training') view of an experiment, filtered to the sweep's trials.
+    """The MLflow UI's runs ('Model training') view of an experiment: the sweep's trials as rows with their
+    metrics as columns, the shared view of :func:`runs_view_tag` (which the experiment must carry).
 
     MLflow 3.17's UI chooses an experiment's views by one setting of the browser, the sidebar's
     GenAI / Model training switch (default GenAI, whose traces page stays empty here), and ignores the
     experiment's ``mlflow.experimentKind`` tag; ``workflowType=machine_learning`` in the URL overrides
-    that setting, so this URL opens on the runs whatever the browser chose before.
+    that setting, so this URL opens on the runs whatever the browser chose before. The view's filter and
+    sort are in the shared state, not the URL: a URL with either makes the UI ignore the shared state.
     """
-    query = urlencode({"workflowType": "machine_learning", "searchFilter": TRIAL_FILTER}, quote_via=quote)
+    query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": RUNS_VIEW_KEY}, quote_via=quote)
     return f"{host}/#/experiments/{experiment_id}/runs?{query}"
