@@ -297,10 +297,12 @@ def plan_lines(campaign: Campaign, budget: str | None = None, reused: Callable[[
                      "prints the wall time of the trials to train")
         return lines
     if together is not None and together.trials:
-        lines += [f"{campaign.sweep_name} (the distinct trials to train): {line}" for line in estimate(together)]
+        lines.append(f"time of {campaign.sweep_name}, the {len(together.trials)} distinct trials to train:")
+        lines += [f"  {line}" for line in estimate(together)]
     for member in campaign.runnable:
         if not member.trained_together:
-            lines += [f"{member.spec.name} (trained on its own): {line}" for line in estimate(member.spec)]
+            lines.append(f"time of {member.spec.name}, trained on its own:")
+            lines += [f"  {line}" for line in estimate(member.spec)]
     if (together is None or not together.trials) and not apart:
         lines.append("estimate: nothing to train (every trial is in the store)")
     return lines

@@ -63,7 +63,7 @@ def test_the_campaign_plan_estimates_the_trials_it_would_train(campaign_file):
     # The smoke budget keeps seed 1: the untuned row and SimCSE, 2 trials; the same model's estimate as `sweep plan`.
     assert seen == [2]
     expected = estimate(campaign.runnable[0].spec, measure_fn=lambda config: FAKE, cpus=2, worker_start=1.0)[-1]
-    assert f"paper-pair (the distinct trials to train): {expected}" in lines, lines
+    assert "time of paper-pair, the 2 distinct trials to train:" in lines and f"  {expected}" in lines, lines
 
 
 def test_named_seeds_that_a_budget_caps_are_said_to_be_capped(capsys, tmp_path):
