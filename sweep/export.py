@@ -153,6 +153,7 @@ def model_card(record: FinalRecord, identity: Mapping[str, str]) -> str:
     # WK pooling and a flow are modules the folder carries as code (sweep.export.carry_project_modules).
     custom = config["pooling"] == "wk" or get_method(config["method"]).after_pooling is not None
     remote = ", trust_remote_code=True" if custom else ""
+    point = f"`{identity['axes']}`" if identity["axes"] else "none"
     return f"""---
 library_name: sentence-transformers
 pipeline_tag: sentence-similarity
@@ -165,7 +166,7 @@ The best-dev (STS-B) encoder of one trial of the sweep `{identity['sweep']}`
 (spec `{identity['spec_file']}`, spec hash `{identity['spec_hash']}`, git commit
 `{identity['git_commit']}`, trial `{identity['trial_id']}`).
 
-- method: `{config['method']}`; row: `{identity['row']}`; grid point: `{identity['axes']}`; seed: {identity['seed']}
+- method: `{config['method']}`; row: `{identity['row']}`; grid point: {point}; seed: {identity['seed']}
 - base model: `{config['model']}`{cut}
 - sentence vector: `{config['pooling']}` pooling{layer} (what the scores below used)
 

@@ -89,7 +89,7 @@ def meaning_lines(spec: SweepSpec) -> list[str]:
 def reference_lines(spec: SweepSpec) -> list[str]:
     """The reference row, and each other row's difference from it (knob: reference -> row): what its contract's
     changes name, then, one a line with its source, what follows the method it switches to (:mod:`sweep.contracts`)."""
-    if spec.reference is None:
+    if spec.reference is None or not spec.reference_differences:  # a header with nothing under it says nothing
         return []
     width = max([len(row) for row in spec.reference_differences] + [3]) + 2
     lines = [f"against the reference row {spec.reference.describe()} (knob: reference -> row):"]
