@@ -58,12 +58,12 @@ def curve(table: Table, path: Path) -> Path:
     paper = [(i, line.paper[column]) for i, line in enumerate(table.lines) if column in line.paper]
     if paper:
         axes.plot([i for i, _ in paper], [v for _, v in paper], marker="s", linestyle="--", color=PAPER_COLOUR,
-                  label=f"paper ({table.paper_model})")
+                  label=f"paper ({table.paper_model})" if table.paper_model else "paper")
     show_span(axes, [value for cell in cells for value in cell.values] + [value for _, value in paper])
     axes.set_xticks(list(positions), [line.label for line in table.lines], rotation=45)
     axes.set_xlabel(table.corner)
     axes.set_ylabel(f"{column} Spearman x 100")
-    axes.set_title(title(table), fontsize=8)
+    axes.set_title(title(table), fontsize=8, wrap=True)
     legend_below(figure, 1 + bool(paper))
     return save(figure, path)
 

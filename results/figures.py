@@ -94,9 +94,16 @@ def show_span(axes: Axes, values: Sequence[float]) -> None:
 
 
 def legend_below(figure: Figure, entries: int) -> None:
-    """The figure's legend under its axes, inside the figure (its layout must be constrained)."""
-    if entries:
-        figure.legend(loc="outside lower center", ncols=min(entries, 3), fontsize=LEGEND_FONTSIZE)
+    """The figure's legend under its axes, inside the figure (its layout must be constrained): in as many
+    columns (3 at most) as its width allows, the figure made taller by its rows."""
+    if not entries:
+        return
+    for columns in range(min(entries, 3), 0, -1):
+        legend = figure.legend(loc="outside lower center", ncols=columns, fontsize=LEGEND_FONTSIZE)
+        if columns == 1 or legend.get_window_extent(figure.canvas.get_renderer()).width <= figure.bbox.width:
+            break
+        legend.remove()
+    figure.set_figheight(figure.get_figheight() + math.ceil(entries / columns) * LEGEND_FONTSIZE * 1.5 / 72)
 
 
 def title(table: Table) -> str:
@@ -141,7 +148,7 @@ def heatmap(table: Table, path: Path) -> Path:
             dark = math.isfinite(means[i, j]) and means[i, j] < middle
             axes.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
     figure.colorbar(image, ax=axes, label="Spearman x 100 (ours)")
-    axes.set_title(title(table), fontsize=8)
+    axes.set_title(title(table), fontsize=8, wrap=True)
     return save(figure, path)
 
 
@@ -209,7 +216,7 @@ def dev_curves(trials: pd.DataFrame, tracking_uri: str, experiment: str, path: P
     axes.set_xlabel("step")
     axes.set_ylabel("STS-B dev Spearman x 100")
     axes.set_title(f"{experiment}: STS-B dev score per line\n(solid: mean over seeds, shaded: their min-max; "
-                   "dashed: untuned, no training)", fontsize=9)
+                   "dashed: untuned, no training)", fontsize=9, wrap=True)
     legend_below(figure, len(axes.get_legend_handles_labels()[1]))
     return save(figure, path)
 
@@ -235,7 +242,7 @@ def importance_bars(result: Importance, heading: str, path: Path) -> Path:
     axes.set_yticks(range(len(effects)), [e.name for e in effects], fontsize=8)
     axes.set_xlabel(f"share of the variance of {result.metric} (%)")
     axes.set_xlim(0, max(shares + [1.0]) * 1.45)
-    axes.set_title(f"{heading}\n{result.method}", fontsize=8)
+    axes.set_title(f"{heading}\n{result.method}", fontsize=8, wrap=True)
     return save(figure, path)
 
 
@@ -294,7 +301,7 @@ def row_curves(table: Table, path: Path, column: str = "Avg", colours: Mapping[s
     plot.set_xticks(range(len(values)), [value[0] for value in values], rotation=45)
     plot.set_xlabel(knob)
     plot.set_ylabel(f"{table.formats[column].metric} (mean ± std over seeds)")
-    plot.set_title(f"{table.name}: {table.formats[column].metric} over its grid", fontsize=9)
+    plot.set_title(f"{table.name}: {table.formats[column].metric} over its grid", fontsize=9, wrap=True)
     legend_below(figure, len(rows))
     return save(figure, path)
 

@@ -20,7 +20,7 @@ from mlflow import MlflowClient
 
 import results.figures as figures
 from reports.plots import plot_sweep
-from results.figures import MIN_SPAN, dev_curves, row_colours
+from results.figures import MIN_SPAN, dev_curves, legend_below, row_colours
 from tests.conftest import write_spec
 from tests.test_results import trials
 from trainers.run_schema import Metric
@@ -192,16 +192,33 @@ def test_steps_are_integers_and_the_y_range_shows_every_seed_over_at_least_the_m
     assert (ys.min(), ys.max()) == pytest.approx((min(everything), max(everything)))
 
 
-def test_legends_are_readable_and_inside_the_figure(report, drawn, tmp_path):
-    dev_curves(report.frame, report.uri, "second", tmp_path / "dev.png")
-    figure = drawn["dev.png"]
+def readable_legend_below_the_axes(figure: Figure) -> list[str]:
+    """The legend's texts, once it is checked: 8 pt or more, inside the figure, below the axes."""
     (legend,) = figure.legends + [axes.get_legend() for axes in figure.axes if axes.get_legend()]
-    assert {row_of(text.get_text()) for text in legend.get_texts()} == {"untuned", "simcse", "simcse tau=0.1"}
     assert min(text.get_fontsize() for text in legend.get_texts()) >= 8
     box, inside = legend.get_window_extent(), figure.bbox
     assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, (box, inside)
-    axes_box = the_axes(figure).get_window_extent()
-    assert box.y1 <= axes_box.y0, "the legend hides no curve: it sits below the axes"
+    assert box.y1 <= the_axes(figure).get_window_extent().y0, "the legend hides no curve: it sits below the axes"
+    return [text.get_text() for text in legend.get_texts()]
+
+
+def test_legends_are_readable_and_inside_the_figure(report, drawn, tmp_path):
+    dev_curves(report.frame, report.uri, "second", tmp_path / "dev.png")
+    texts = readable_legend_below_the_axes(drawn["dev.png"])
+    assert {row_of(text) for text in texts} == {"untuned", "simcse", "simcse tau=0.1"}
+    # Many long labels (a grid's lines): in fewer columns, the figure made taller, still inside it.
+    labels = [f"pooling=mean, pooling_layer={layer} (seed-free): -23.91" for layer in range(14)]
+    heights = []
+    for legend in (False, True):
+        figure, axes = plt.subplots(figsize=(9, 5.4), layout="constrained")
+        for layer, label in enumerate(labels):
+            axes.axhline(layer, label=label)
+        if legend:
+            legend_below(figure, len(labels))
+        figures.save(figure, tmp_path / f"legend-{legend}.png")
+        heights.append(axes.get_window_extent().height)
+    assert readable_legend_below_the_axes(figure) == labels
+    assert heights[1] >= 0.9 * heights[0], heights  # the curves keep the room they have without a legend
 
 
 def test_a_sweeps_dev_curves_and_grid_plots_share_its_rows_colours(report, drawn, tmp_path):
