@@ -324,8 +324,9 @@ def to_html_document(report: Report) -> str:
 
 LATEX_PREAMBLE = (
     "\\documentclass[10pt]{article}", "\\usepackage[margin=1.5cm]{geometry}",
-    # Latin Modern in T1: vector fonts with every glyph the escaping uses (no bitmap Type 3 fonts).
-    "\\usepackage[T1]{fontenc}", "\\usepackage{lmodern}", "\\usepackage{textcomp}",
+    # Latin Modern in T1: vector fonts with every glyph the escaping uses (no bitmap Type 3 fonts); where it is not
+    # installed (Debian's lmodern), the PDF is still written, in T1's bitmap fonts.
+    "\\usepackage[T1]{fontenc}", "\\IfFileExists{lmodern.sty}{\\usepackage{lmodern}}{}", "\\usepackage{textcomp}",
     "\\usepackage{booktabs}", "\\usepackage{graphicx}", "\\usepackage{pdflscape}",
     "\\usepackage[hidelinks]{hyperref}",
 )
@@ -410,7 +411,7 @@ def report_command(args: argparse.Namespace) -> int:
         raise UsageError("; ".join(map(str, error.problems))) from None
     print("\n".join(str(path) for path in files))
     if not any(path.suffix == ".pdf" for path in files):
-        print("no PDF: pdflatex is not installed (apt-get install texlive-latex-recommended)", file=sys.stderr)
+        print("no PDF: pdflatex is not installed (apt-get install texlive-latex-recommended lmodern)", file=sys.stderr)
     return 0
 
 

@@ -22,9 +22,17 @@ from sweep.budget import BUDGETS
 from sweep.cli import main
 from tests.conftest import child_runs, spec_file
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    any(shutil.which(tool) is None for tool in ("pdflatex", "pdftotext", "pdffonts", "pdftohtml")),
-    reason="needs pdflatex and poppler-utils (pdftotext, pdffonts, pdftohtml)")]
+
+def pdf_tools() -> bool:
+    """pdflatex with Latin Modern (the report's vector fonts), and poppler's tools to read the PDF back."""
+    if any(shutil.which(tool) is None for tool in ("pdflatex", "kpsewhich", "pdftotext", "pdffonts", "pdftohtml")):
+        return False
+    return bool(subprocess.run(["kpsewhich", "lmodern.sty"], capture_output=True, text=True).stdout.strip())
+
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not pdf_tools(), reason="needs pdflatex, Latin Modern and "
+                                                   "poppler-utils (apt-get install texlive-latex-recommended "
+                                                   "lmodern poppler-utils)")]
 
 EVAL_PAIRS = 20
 """The specs' evaluation subset: fewer pairs than the tiny STS sets hold."""
