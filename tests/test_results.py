@@ -96,7 +96,7 @@ HAND_WRITTEN_MARKDOWN = """### Title_with 50% – x
 - ours: m; budget none
 - p: note
 """ + LEGEND
-HAND_WRITTEN_SUMMARY = """| row [grid point] | seeds finished | failed | best dev | test avg | p (Avg) |
+HAND_WRITTEN_SUMMARY = """| row [grid point] | seeds finished | failed | best dev | test avg | p (Avg) vs a |
 |---|---|---|---|---|---|
 | a | 2 | 0 | 80.50 ± 0.71 | 70.75 ± 1.06 | ref |
 | b | 2 | 0 | 82.25 ± 0.35 | 73.50 ± 0.71 | 0.110 |
