@@ -91,8 +91,10 @@ def test_a_bt_sg_opt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny
 
 @pytest.mark.parametrize("knobs, problem", [
     ({"bt_view": "bt1"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
-                         "`python -m trainers.backtranslate` writes; got ''"),
-    ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV"),
+                         "`python -m trainers.backtranslate` writes; no bt_file is set"),
+    ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
+                                                   "`python -m trainers.backtranslate` writes; 'missing.tsv' does "
+                                                   "not exist"),
     ({"bt_file": "missing.tsv"}, "bt_file: 'missing.tsv' does not exist (it would be ignored: bt_view is 'none' "
                                  "(set bt_view to bt1 or bt2))"),
     ({"bt_view": "bt2", "bt_file": "FILE", "loss": "sg"},

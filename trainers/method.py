@@ -61,8 +61,9 @@ def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[Pr
             problems.append(Problem("train_corpus", problem))
         return problems
     if not config["bt_file"] or not Path(config["bt_file"]).is_file():
+        given = f"{config['bt_file']!r} does not exist" if config["bt_file"] else "no bt_file is set"
         return [Problem("bt_file", f"{reader} needs a TSV ({', '.join(BT_COLUMNS)}) that "
-                                   f"`python -m trainers.backtranslate` writes; got {config['bt_file']!r}")]
+                                   f"`python -m trainers.backtranslate` writes; {given}")]
     return []
 
 
