@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 from mlflow.exceptions import MlflowException
 
-from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, sweep_grid_plot
+from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, row_colours, sweep_grid_plot, trial_labels
 from results.lines import COUNTS, Grid, sweep_table
 from results.reader import absolute_tracking_uri, choose_parent, existing_store_uri, variant_trials
 from results.render import cell_text, markdown_table, note_lines, to_csv
@@ -158,8 +158,9 @@ def log_to_parent(client: SharedStoreClient, tracking_uri: str, spec: SweepSpec,
             client.log_artifact(parent_run_id, str(out / name))
         plots = out / Summary.PLOTS
         plots.mkdir()
-        drawn = [dev_curves(trials, tracking_uri, spec.name, plots / DEV_CURVES.format(spec.name)),
-                 sweep_grid_plot(table, plots / GRID_PLOT.format(spec.name))]
+        colours = row_colours(trial_labels(trials))  # a row's colour the same in both figures
+        drawn = [dev_curves(trials, tracking_uri, spec.name, plots / DEV_CURVES.format(spec.name), colours),
+                 sweep_grid_plot(table, plots / GRID_PLOT.format(spec.name), colours=colours)]
         for path in drawn:
             if path is not None:
                 client.log_artifact(parent_run_id, str(path), Summary.PLOTS)
