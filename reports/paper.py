@@ -345,8 +345,9 @@ def to_latex_document(report: Report) -> str:
            "\\maketitle"]
     for section in report.sections:
         text_only = not any(isinstance(block, (Table, Path)) for block in section.blocks)
-        # A section of text lines is short: a minipage keeps it, heading included, on one page.
-        out += ["\\noindent\\begin{minipage}{\\linewidth}"] if text_only else []
+        # A section of text lines is short: a minipage keeps it, heading included, on one page (ragged right, so
+        # that a long link leaves no stretched gaps).
+        out += ["\\noindent\\begin{minipage}{\\linewidth}\\raggedright"] if text_only else []
         out.append(f"\\section*{{{latex_escape(section.title)}}}")
         for block in section.blocks:
             if isinstance(block, Table):
