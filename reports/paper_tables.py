@@ -251,8 +251,8 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
     paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
     cut = sorted({int(v) for v in runs["model_layers"].dropna() if v}) if "model_layers" in runs.columns else []
     layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
-    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; evaluation subset: {evaluation_subset(runs)}; "
-                          f"paper: {paper_name}")
+    table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
+    table.notes.insert(1, f"evaluation subset: {evaluation_subset(runs)}")
     for name in ("model", "budget", "model_layers"):
         # A grid table over the knob (SCT Figure 2: model, or model_layers offline) mixes it on purpose.
         if name in runs.columns and name not in (spec.index, spec.across) and runs[name].nunique() > 1:

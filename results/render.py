@@ -248,9 +248,9 @@ def to_latex(table: Table) -> str:
     items = "".join(f"\\item {latex_escape(note)}" for note in notes)
     under = [f"\\begin{{itemize}}\\footnotesize\\setlength{{\\itemsep}}{{0pt}}{items}\\end{{itemize}}"] if notes else []
     body = floats + under
-    if landscape:
-        body = ["\\begin{landscape}", *body, "\\end{landscape}"]
-    return "\n".join(["% needs \\usepackage{booktabs} (and \\usepackage{pdflscape} for a wide table)", *body]) + "\n"
+    if landscape:  # turned where the document loads pdflscape; elsewhere it still compiles, in parts
+        body = ["\\ifdefined\\landscape\\begin{landscape}\\fi", *body, "\\ifdefined\\landscape\\end{landscape}\\fi"]
+    return "\n".join(["% needs \\usepackage{booktabs} (and \\usepackage{pdflscape} to turn wide tables)", *body]) + "\n"
 
 
 def to_html(table: Table) -> str:

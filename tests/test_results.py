@@ -46,7 +46,7 @@ def fixed_table() -> Table:
 
 
 # What the hand-written emitters (reports/tables.py before results.render) wrote for fixed_table().
-HAND_WRITTEN_LATEX = (r"""% needs \usepackage{booktabs} (and \usepackage{pdflscape} for a wide table)
+HAND_WRITTEN_LATEX = (r"""% needs \usepackage{booktabs} (and \usepackage{pdflscape} to turn wide tables)
 \begin{table}[ht]
 \centering
 \footnotesize
