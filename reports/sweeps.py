@@ -15,7 +15,7 @@ import pandas as pd
 from reports.table_specs import PROJECT
 from results.lines import Grid, sweep_table
 from results.table import Table
-from sweep.spec import SpecError, load_spec
+from sweep.spec import SpecError, SweepSpec, load_spec
 
 
 class NotCollected(KeyError):
@@ -35,22 +35,32 @@ def sweep_variants(results: pd.DataFrame, name: str) -> list[pd.DataFrame]:
     return [trials[trials["spec_hash"] == spec_hash] for spec_hash in first_start.index]
 
 
-def recorded_grid(trials: pd.DataFrame) -> Grid | None:
-    """The grid of the search space a variant's trials record (relative paths are from the project);
-    None where it is gone or no longer valid."""
+def recorded_spec(trials: pd.DataFrame) -> SweepSpec | None:
+    """The search space a variant's trials record (relative paths are from the project); None where it is
+    gone or no longer valid."""
     path = PROJECT / str(trials["spec_file"].iloc[0]) if "spec_file" in trials else None
     if path is None or not path.is_file():
         return None
     try:
-        spec = load_spec(path, check_environment=False)
+        return load_spec(path, check_environment=False)
     except SpecError:
         return None
-    return Grid(spec.grid, spec.symmetric)
+
+
+def variant_table(trials: pd.DataFrame) -> Table:
+    """A variant's table, its lines laid out by the grid of its recorded spec and tested against that spec's
+    reference row (as the end-of-sweep summary does); where the spec is gone, the lines that ran, in the
+    plan's order, tested against the first."""
+    spec = recorded_spec(trials)
+    if spec is None:
+        return sweep_table(trials)
+    return sweep_table(trials, grid=Grid(spec.grid, spec.symmetric),
+                       reference=spec.reference.row if spec.reference else None)
 
 
 def variant_tables(results: pd.DataFrame, name: str) -> list[tuple[pd.DataFrame, Table]]:
     """(trials, table) of each variant of sweep ``name`` (:class:`NotCollected` when it is not in ``results``)."""
-    return [(trials, sweep_table(trials, grid=recorded_grid(trials))) for trials in sweep_variants(results, name)]
+    return [(trials, variant_table(trials)) for trials in sweep_variants(results, name)]
 
 
 def sweep_tables(results: pd.DataFrame, name: str) -> list[Table]:

@@ -133,11 +133,11 @@ def sweep_lines(trials: pd.DataFrame, formats: Mapping[str, Column], grid: Grid 
 
 
 def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, title: str | None = None,
-                grid: Grid | None = None) -> Table:
+                grid: Grid | None = None, reference: str | None = None) -> Table:
     """Any sweep variant's table: a line per row x grid point (a line per trial for sampled axes, sorted by
     the sweep's metric; mirror lines of symmetric axes where ``grid`` has them), cells mean ± std (n) over
-    the latest FINISHED run of each seed, the best in bold, and each line's Avg tested against the first
-    line's."""
+    the latest FINISHED run of each seed, the best in bold, and each line's Avg tested against the line of the
+    spec's ``reference`` row (:func:`results.significance.reference_label`: else the first line)."""
     trials = label_lines(trials)
     name, spec_hash = str(trials["experiment"].iloc[0]), str(trials["spec_hash"].iloc[0])
     formats = {column: COLUMNS[column] for column in columns}
@@ -148,7 +148,7 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
         left_out = group.loc[~group.index.isin(finished.index), "status"].value_counts().sort_index()
         if len(left_out):
             table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
-    add_significance(table)
+    add_significance(table, reference=reference)
     metric, mode = trials["sweep_metric"].iloc[0], trials["sweep_mode"].iloc[0]
     sampled = list(trials["sampled_point"].iloc[0])
     if sampled:

@@ -47,7 +47,7 @@ TOP_SAMPLED = 5
 def summary_table(trials: pd.DataFrame, spec: SweepSpec) -> Table:
     """The variant's lines with the seeds each finished and the trials that failed; no bold."""
     table = sweep_table(trials, SUMMARY_COLUMNS, f"{spec.name} (spec hash {spec.spec_hash})",
-                        Grid(spec.grid, spec.symmetric))
+                        Grid(spec.grid, spec.symmetric), spec.reference.row if spec.reference else None)
     table.lead, table.headers = list(COUNTS), summary_headers(table)
     table.formats = {column: replace(form, best=None) for column, form in table.formats.items()}
     reused = trials[(trials["reused_from"] != "") & (trials["status"] == FINISHED)] if "reused_from" in trials else []

@@ -65,7 +65,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     assert "| untuned | 1 | 0 |" in first_out and "| simcse | 2 | 0 |" in first_out
     assert "python -m sweep status variants" in first_out
     assert "python -m reports.tables --sweep variants" in first_out
-    assert f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&searchFilter=" in first_out
+    assert (f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey="
+            in first_out)
 
     # Parent run: metrics, best-trial tags and artifacts that match its children.
     first_hash = next(f.split("-", 1)[1] for f in folders
