@@ -107,7 +107,7 @@ def test_a_killed_searched_sweep_resumes_with_its_searcher_and_every_point_keeps
     assert [r.data.tags["sweep.seed"] for r in finished] == ["1"] and held.data.tags["sweep.seed"] == "2"
     assert finished[0].data.params["temperature"] == held.data.params["temperature"]
 
-    resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    resumed = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)  # pytest caps it
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     runs = child_runs(tracking_uri, "searched_killed")
     assert len(runs) == 6 and {run.info.status for run in runs} == {"FINISHED"}
