@@ -332,7 +332,11 @@ def run_campaign(options: SweepOptions, campaign: Campaign, verbose: bool = Fals
     for step_options, spec in steps:
         outcome = run(step_options, spec, verbose, started)
         finish_sweep(spec, options.tracking_uri)
-        kept = f"; {outcome.kept} of them kept from an earlier run of {spec.name}" if outcome.kept else ""
+        kept = ""
+        if outcome.kept:  # the counts are the sweep's whole history; say what this command added to it
+            kept = (f"; all {outcome.kept} from an earlier run of {spec.name}, kept: nothing trained now"
+                    if outcome.kept == len(outcome.results) else
+                    f"; {outcome.kept} of them from an earlier run of {spec.name}, kept")
         print(f"{spec.name}: {trial_counts(spec, options.tracking_uri)}{kept}", flush=True)
         if outcome.stopped_by or outcome.stop_reason:
             print(f"stopped: {outcome.stop_reason or outcome.stopped_by.name}; to continue the campaign: {again}")

@@ -94,6 +94,5 @@ def test_a_campaign_run_again_keeps_its_trials_and_claims_no_reuse(outputs):
     assert not REUSE.findall(again), again  # nothing is taken from the store: every sweep keeps its own
     assert len(re.findall(r"\] resuming \S+ from .*: its 2 finished trials are kept$", again, re.MULTILINE)) == 3
     counts = {name: (int(n), int(r), rest) for name, n, r, _, _, rest in COUNTS.findall(again)}
-    assert counts == {"paper-pair": (2, 2, "; 2 of them kept from an earlier run of paper-pair"),
-                      "a": (2, 2, "; 2 of them kept from an earlier run of a"),
-                      "b": (2, 2, "; 2 of them kept from an earlier run of b")}, again
+    assert counts == {name: (2, 2, f"; all 2 from an earlier run of {name}, kept: nothing trained now")
+                      for name in ("paper-pair", "a", "b")}, again
