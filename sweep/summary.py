@@ -36,7 +36,7 @@ from sweep.seed_rounds import METRIC as ROUNDS_METRIC
 from sweep.seed_rounds import verdicts
 from sweep.spec import SweepSpec
 from sweep.store import SharedStoreClient, open_client
-from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag, runs_view_tag, runs_view_url
+from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Metric, Summary, Tag, runs_view_url
 
 SUMMARY_COLUMNS = ("Dev", "Avg")
 HEADERS = {"Dev": "best dev", "Avg": "test avg", P_COLUMN: "p (Avg)"}
@@ -208,7 +208,6 @@ def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
     summary_md = summary_markdown(table, bool(spec.sample))
     try:
         log_to_parent(client, tracking_uri, spec, parent.info.run_id, trials, table, summary_md)
-        client.set_experiment_tag(experiment.experiment_id, *runs_view_tag())  # the view next_steps' URL opens
     except (MlflowException, OSError) as error:  # the trials are recorded; only the parent's extras are lost
         summary_md += f"\nwarning: the summary could not be logged to the parent run: {error}\n"
     variants = client.search_runs([experiment.experiment_id], PARENT_FILTER, max_results=2)

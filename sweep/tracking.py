@@ -40,6 +40,7 @@ from trainers.run_schema import (
     axes_text,
     children_filter,
     metric_tag,
+    runs_view_tag,
 )
 
 KILLED = RunStatus.to_string(RunStatus.KILLED)
@@ -100,10 +101,11 @@ def experiment_description(spec: SweepSpec) -> str:
 
 
 def experiment_tags(spec: SweepSpec) -> dict[str, str]:
-    """Tags of the spec's experiment: its description (MLflow's note), the spec's own tags, and the kind
-    that earlier MLflow 3 UIs (before the GenAI / Model training switch) open on the runs for."""
+    """Tags of the spec's experiment: its description (MLflow's note), the spec's own tags, the kind
+    that earlier MLflow 3 UIs (before the GenAI / Model training switch) open on the runs for, and the
+    shared view of its trials that the summary's link opens (there from the sweep's start)."""
     return {Tag.EXPERIMENT_KIND: Tag.MODEL_TRAINING, Tag.NOTE: experiment_description(spec),
-            **{Tag.spec(key): value for key, value in spec.tags.items()}}
+            **{Tag.spec(key): value for key, value in spec.tags.items()}, **dict([runs_view_tag()])}
 
 
 def ensure_experiment(client: SharedStoreClient, spec: SweepSpec) -> str:

@@ -13,6 +13,7 @@ from mlflow import MlflowClient
 
 from sweep.cli import main
 from tests.conftest import write_spec
+from trainers.run_schema import runs_view_tag
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +68,8 @@ def test_rerun_with_another_set_is_a_variant_and_nothing_trains_twice(tmp_path, 
     assert "python -m reports.tables --sweep variants" in first_out
     assert (f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning&viewStateShareKey="
             in first_out)
+    view, state = runs_view_tag()
+    assert experiment.tags[view] == state  # the view that URL opens, on the experiment
 
     # Parent run: metrics, best-trial tags and artifacts that match its children.
     first_hash = next(f.split("-", 1)[1] for f in folders
