@@ -75,11 +75,16 @@ def budget_text(trials: pd.DataFrame) -> str:
     return "; ".join(one(name) for name in _recorded(trials, "budget")) or "not recorded"
 
 
+def layers_kept(trials: pd.DataFrame) -> list[int]:
+    """The encoder layers the trials kept where they cut the model (``model_layers``; 0 or unset: all)."""
+    return sorted({int(v) for v in trials["model_layers"].dropna() if v}) if "model_layers" in trials.columns else []
+
+
 def model_text(trials: pd.DataFrame) -> str:
     """The models the trials ran (the bundled one named as such), with the layers kept where cut."""
     def one(model: str) -> str:
         return f"{model} (shipped with the package; nothing downloaded)" if model == BUNDLED_MODEL else model
-    cut = sorted({int(v) for v in trials["model_layers"].dropna() if v}) if "model_layers" in trials.columns else []
+    cut = layers_kept(trials)
     layers = f"; first {', '.join(map(str, cut))} layers" if cut else ""
     return ("; ".join(one(model) for model in _recorded(trials, "model")) or "not recorded") + layers
 
@@ -249,7 +254,7 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
 
     budget = f"; budget {listed('budget')}" if "budget" in runs.columns else ""
     paper_name = f"{spec.paper.paper} {spec.paper.table}, {table.paper_model or 'all models'}" if spec.paper else "none"
-    cut = sorted({int(v) for v in runs["model_layers"].dropna() if v}) if "model_layers" in runs.columns else []
+    cut = layers_kept(runs)
     layers = f" (first {', '.join(map(str, cut))} layers)" if cut else ""
     table.notes.insert(0, f"ours: {listed('model')}{layers}{budget}; paper: {paper_name}")
     table.notes.insert(1, f"evaluation subset: {evaluation_subset(runs)}")
