@@ -112,8 +112,8 @@ def test_a_killed_searched_sweep_resumes_with_its_searcher_and_every_point_keeps
     runs = child_runs(tracking_uri, "searched_killed")
     assert len(runs) == 6 and {run.info.status for run in runs} == {"FINISHED"}
     assert finished[0].info.run_id in {run.info.run_id for run in runs}  # not trained again
-    (resumed,) = [run for run in runs if run.info.run_id == held.info.run_id]  # the held seed, from its checkpoint
-    assert resumed.data.metrics["resumed_from_step"] == HOLD_STEP
+    (held_again,) = [run for run in runs if run.info.run_id == held.info.run_id]  # the held seed, from its checkpoint
+    assert held_again.data.metrics["resumed_from_step"] == HOLD_STEP
     seeds_of: dict[str, list[str]] = {}
     for run in runs:
         seeds_of.setdefault(run.data.params["temperature"], []).append(run.data.tags["sweep.seed"])
