@@ -35,7 +35,7 @@ from sweep.reuse import Reuse, reusable
 from sweep.spec import Row, SpecError, SweepSpec, Trial, TrialPoint, load_spec, row_method
 from sweep.spec_yaml import read_spec_yaml
 from sweep.trial_key import trial_key
-from trainers.data import NAMED_CORPORA
+from trainers.data import is_missing_file
 from trainers.run_schema import DEFAULT_TRACKING_URI
 
 SEARCH_SPACES = Path(__file__).resolve().parent.parent / "search_spaces"
@@ -170,7 +170,7 @@ def missing_files(spec: SweepSpec) -> list[str]:
         bt_file, corpus = trial.config.get("bt_file"), trial.config.get("train_corpus")
         if bt_file and not Path(bt_file).is_file():
             missing.setdefault(str(bt_file), "bt_file")
-        if corpus and corpus not in NAMED_CORPORA and not Path(corpus).is_file():
+        if corpus and is_missing_file(corpus):
             missing.setdefault(str(corpus), "train_corpus")
     return [f"{name} ({knob})" for name, knob in missing.items()]
 

@@ -85,8 +85,9 @@ class SweepProgress(DriverLocal):
         return f"{label} (seed {params.get('seed', DASH)})"
 
     def reused_from(self, trial: Trial) -> str | None:
-        """The sweep that trained ``trial``, when it is taken from the store; None when it trains here."""
-        return self.reused.get(trial.config.get(POINT)) if not self.spec.sample else None
+        """The sweep that trained ``trial``, when it is taken from the store; None when it trains here (and
+        always for a sampled sweep's trials: :func:`sweep.reuse.reusable` takes none of them)."""
+        return self.reused.get(trial.config.get(POINT))
 
     def total_steps(self, trial: Trial) -> int | None:
         return self.spec.config_of(trial.config).get("max_steps") or None

@@ -287,6 +287,11 @@ CORPUS_FILES = {"stsb_sentences": ("stsb-train", "stsb-dev", "stsb-test"), "sts_
 """The local STS files each named STS corpus is made of."""
 
 
+def is_missing_file(corpus: str) -> bool:
+    """Whether ``corpus`` names a text file that is not there (it is no named corpus)."""
+    return corpus not in NAMED_CORPORA and not Path(corpus).is_file()
+
+
 def corpus_problem(corpus: str, sts_source: str = "local") -> str | None:
     """Why ``corpus`` cannot be loaded, checked before a sweep starts (a file corpus is read)."""
     if corpus in CORPUS_FILES:
@@ -295,7 +300,7 @@ def corpus_problem(corpus: str, sts_source: str = "local") -> str | None:
         return "; ".join(sts_problems(CORPUS_FILES[corpus])) or None
     if corpus == "nli_sentences":
         return None if hub_reachable() else "'nli_sentences' needs the Hugging Face hub, which cannot be reached"
-    if not Path(corpus).is_file():
+    if is_missing_file(corpus):
         return f"{corpus!r} is neither a named corpus {list(NAMED_CORPORA)} nor an existing text file"
     try:
         read_text_corpus(corpus)
