@@ -1,0 +1,169 @@
+"""An S3 endpoint on loopback for the storage tests: moto's server (``moto[server]``, the test extra), which
+speaks S3's HTTP protocol, behind a small TCP relay that a test can take down and bring back.
+
+Ray's and pyarrow's S3 filesystems, boto3 and MLflow all reach it through ``AWS_ENDPOINT_URL`` (the
+endpoint override every AWS SDK reads), so the code under test runs unchanged: ``s3://BUCKET/...`` as on a
+real cluster. The relay exists because moto keeps its buckets in memory: stopping the server would lose
+them, while closing the relay's port is what an outage looks like to a client (connections refused) and
+keeps every object for when it comes back.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_listening(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:.0f} s")
+            time.sleep(0.1)
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while chunk := source.recv(65536):
+            sink.sendall(chunk)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@dataclass
+class Relay:
+    """Forwards 127.0.0.1:``port`` to the server's port. ``down()`` closes the listening port and every open
+    connection (a client is refused, as by a dead endpoint); ``up()`` listens again on the same port."""
+
+    target: int
+    port: int = field(default_factory=free_port)
+    _listener: socket.socket | None = None
+    _open: list[socket.socket] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def up(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            connections, self._open = self._open, []
+        if listener is not None:
+            listener.close()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            connection.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed by down()
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._listener is not listener:
+                    client.close()
+                    server.close()
+                    return
+                self._open += [client, server]
+            threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=_pipe, args=(server, client), daemon=True).start()
+
+
+@dataclass
+class S3Endpoint:
+    """A running endpoint: its URL (through the relay), the variables a process needs to use it, and
+    ``create_bucket``."""
+
+    url: str
+    relay: Relay
+
+    @property
+    def env(self) -> dict[str, str]:
+        """What a subprocess (a driver, an MLflow server, a Ray node) needs to reach this endpoint."""
+        return {**CREDENTIALS, "AWS_ENDPOINT_URL": self.url, "MLFLOW_S3_ENDPOINT_URL": self.url}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.url, **_boto_credentials())
+
+    def create_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+    def keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """Every object key under ``prefix`` in ``bucket``."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {"aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "region_name": CREDENTIALS["AWS_DEFAULT_REGION"]}
+
+
+@contextmanager
+def s3_endpoint(set_environ: bool = True) -> Iterator[S3Endpoint]:
+    """Start moto's server and its relay; with ``set_environ`` this process reaches it too (the variables are
+    put back afterwards). Stopped on exit."""
+    server_port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(server_port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    relay = Relay(server_port)
+    saved = {key: os.environ.get(key) for key in (*CREDENTIALS, "AWS_ENDPOINT_URL", "MLFLOW_S3_ENDPOINT_URL")}
+    try:
+        wait_listening(server_port)
+        relay.up()
+        endpoint = S3Endpoint(f"http://127.0.0.1:{relay.port}", relay)
+        if set_environ:
+            os.environ.update(endpoint.env)
+        yield endpoint
+    finally:
+        relay.down()
+        server.terminate()
+        server.wait(timeout=30)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
