@@ -12,6 +12,8 @@ Measured, on a CUDA device:
   shape (random weights from ``BertConfig()``, the bundled uncased tokenizer) and at the bundled MiniLM's, in
   fp32, TF32 and bf16, through :func:`trainers.loop.train` with the objective on the device as a trial runs
   it; peak memory; FLOPs per step (``FlopCounterMode``) and their rate's share of the card's measured one;
+- **compiled**: the SimCSE steps again with ``torch_compile: true`` (the transformer through torch.compile) in
+  TF32 and bf16, the compiling's seconds beside them;
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **legacy** (``--legacy DIR``): the steps of an older ``trainers/`` in ``DIR`` (``--pack`` takes the commit
   before the host's share was cut), in the same call;
@@ -54,6 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 METHODS = ("simcse", "sg", "consert", "sct")
 PRECISIONS = ("fp32", "tf32", "bf16")
 SHARING = (1, 2, 4, 8)
+COMPILED_PRECISIONS = ("tf32", "bf16")
+"""The precisions of the compiled SimCSE steps (``torch_compile: true``) on a GPU; fp32 in the tiny version."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
 
@@ -130,18 +134,27 @@ def typical_examples(config: Mapping[str, Any], batches: int) -> list[Any]:
 
 
 def loop_steps(method: str, model: str, precision: str, steps: int, device: torch.device,
-               at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True) -> dict[str, Any]:
+               at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True,
+               **overrides: Any) -> dict[str, Any]:
     """ms per step of ``steps`` steps through :func:`trainers.loop.train` after the warm-up (the device
-    synchronised at both ends, so queued work is counted), when they finished, the peak memory, and the FLOPs
-    of one more step."""
-    objective, config, examples = objective_of(method, model, precision, steps, device)
+    synchronised at both ends, so queued work is counted), when they finished, the seconds the warm-up took
+    (a compiled step's compiling included), the peak memory, and the FLOPs of one more step; ``overrides`` are
+    knobs (``torch_compile``)."""
+    objective, config, examples = objective_of(method, model, precision, steps, device, **overrides)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    seconds, finished = timed_steps(objective, examples, config, device, WARMUP, at_warmup)
+    started = time.perf_counter()
+    warmed: list[float] = []
+
+    def warmed_up() -> None:
+        warmed.append(time.perf_counter() - started)
+        at_warmup()
+
+    seconds, finished = timed_steps(objective, examples, config, device, WARMUP, warmed_up)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
     flops = step_flops(objective, examples[: config["batch_size"]]) if count_flops else 0.0
-    return {"method": method, "precision": precision, "ms": 1000 * seconds,
-            "finished": finished, "peak_gib": peak, "tflop_per_step": flops / 1e12}
+    return {"method": method, "precision": precision, "ms": 1000 * seconds, "warmup_seconds": warmed[0],
+            "finished": finished, "peak_gib": peak, "tflop_per_step": flops / 1e12, **overrides}
 
 
 def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:
@@ -322,7 +335,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "torch": torch.__version__, "transformers": __import__("transformers").__version__, "tiny": tiny,
-        "commit": args.commit, "steps_timed": steps, "errors": [],
+        "commit": args.commit, "steps_timed": steps, "warmup_steps": WARMUP, "errors": [],
     }
 
     def section(name: str, run: Callable[[], Any]) -> None:
@@ -349,6 +362,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                   for precision in precisions])
         if args.steps_only:
             return results
+        compiled = [p for p in (COMPILED_PRECISIONS if not tiny else ("fp32",)) if p in precisions]
+        section("compiled", lambda: [{"model": name, **loop_steps("simcse", path, precision, steps, device,
+                                                                   count_flops=False, torch_compile=True)}
+                                     for name, path in models.items() for precision in compiled])
         section("bare", lambda: [{"model": name, **bare_simcse(path, precision, steps, device)}
                                  for name, path in models.items() for precision in precisions])
         if args.legacy:

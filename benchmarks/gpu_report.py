@@ -23,6 +23,11 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
 
 
+def warmup(results: dict[str, Any]) -> int:
+    """The untimed steps before the timed ones (5 in figures measured before they were recorded)."""
+    return results.get("warmup_steps", 5)
+
+
 def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
@@ -44,7 +49,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     steps = step_rows(results)
     model = "tiny BERT" if results.get("tiny") else "BERT-base"
     checks: list[tuple[str, str, bool | None]] = []
-    simcse = steps.get(("simcse", model))
+    simcse = {**steps.get(("simcse", model), {}),
+              **{f"{p}, compiled": row for p, row in step_rows(results, "compiled").get(("simcse", model), {}).items()}}
     if simcse:
         precision, row = fastest(simcse)
         checks.append((f"SimCSE step at {model}'s shape <= {STEP_TARGET_MS:.0f} ms",
@@ -92,8 +98,8 @@ def body(results: dict[str, Any]) -> str:
     lines = [
         f"Command: `python -m benchmarks.gpu --json gpu.json --legacy .gpu_carry/legacy`, then `--render gpu.json` "
         f"(docs/gpu.md). Device: {results['device']}; torch {results['torch']}, transformers "
-        f"{results['transformers']}; {results['steps_timed']} steps timed after {5} warm-up steps, the device "
-        "synchronised at both ends."
+        f"{results['transformers']}; {results['steps_timed']} steps timed after {warmup(results)} warm-up steps, "
+        "the device synchronised at both ends."
         + (" **Tiny version** (a 2-layer, 64-wide BERT): code paths only, no figure to quote." if results["tiny"]
            else ""),
         "",
@@ -122,6 +128,18 @@ def body(results: dict[str, Any]) -> str:
         lines += ["", "### Training steps through `trainers.loop.train` (ms per step)", "",
                   *_table(("method", "model", "fp32", "TF32", "bf16", "peak GiB", "TFLOP/step",
                            "TFLOP/s (fastest)", "share of the card's rate"), rows)]
+    compiled = step_rows(results, "compiled")
+    if compiled:
+        rows = []
+        for (method, model), by_precision in compiled.items():
+            for precision, row in by_precision.items():
+                eager = steps.get((method, model), {}).get(precision, {}).get("ms")
+                rows.append((f"{method} {model}", precision, _ms(eager), _ms(row["ms"]),
+                             f"{eager / row['ms']:.2f}x" if eager else "–", f"{row['warmup_seconds']:.0f}",
+                             f"{row['peak_gib']:.1f}"))
+        lines += ["", "### The SimCSE step compiled (`torch_compile: true`), beside the same step eager", "",
+                  *_table(("step", "precision", "eager ms", "compiled ms", "speed-up",
+                           f"seconds of the {warmup(results)} warm-up steps (compiling)", "peak GiB"), rows)]
     bare = step_rows(results, "bare")
     if bare:
         rows = []

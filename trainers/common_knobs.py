@@ -131,6 +131,11 @@ TRAINING_KNOBS = KnobSet(
              "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
              "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",
              choices=PRECISIONS),
+        Knob("torch_compile", bool, False, "Run the encoder's transformer through torch.compile (dynamic shapes: "
+             "one graph for every padded length) in the training steps and the trial's evaluations, as Hugging "
+             "Face's TrainingArguments.torch_compile does: fewer kernel launches and no Python per layer, for a "
+             "GPU whose steps wait on the host (docs/gpu.md). The same arithmetic, but fused kernels round in "
+             "another order, so scores differ in their last digits; compiling takes a minute or so per process."),
     )
 )
 

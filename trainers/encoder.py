@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import copy
 import functools
+import weakref
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -177,6 +178,23 @@ def frequent_token_ids(tokenizer: PreTrainedTokenizerBase, k: int, sts_source: s
     return frequency_ranking(tokenizer, tuple(pair_sentences(FREQUENCY_SET, sts_source)))[:k]
 
 
+def _call_transformer(model: PreTrainedModel, **inputs: Any) -> Any:
+    return model(**inputs)
+
+
+@functools.cache
+def _compiled_call() -> Any:
+    """The transformer's call through torch.compile, made on first use (importing the compiler takes time a
+    process that never compiles should not spend). It compiles once per model class and set of inputs: every
+    instance of a class shares the graph, torch.compile taking modules' parameters as inputs."""
+    return torch.compile(_call_transformer, dynamic=True, options={"fallback_random": True})
+
+_COMPILED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
+"""The transformers whose encoder runs them compiled. Held by object, not by a flag the module carries: a deep
+copy of a compiled encoder (SCT's reference, SG's fixed BERT) is another object and runs eagerly on its own
+weights, and a transformer that is gone leaves nothing behind."""
+
+
 class SentenceEncoder(nn.Module):
     """A transformer plus a pooling rule.
 
@@ -273,9 +291,22 @@ class SentenceEncoder(nn.Module):
         device, from the process's kept token ids (:func:`token_cache`)."""
         return to_device(token_cache(self.tokenizer).features(sentences, max_length), self.device)
 
+    def compile_transformer(self) -> None:
+        """Run the transformer through torch.compile from now on (the ``torch_compile`` knob), from graphs of
+        its own: the graphs an earlier trial of this process compiled are dropped, because torch.compile does not
+        guard every module attribute a graph reads (ConSERT's zeroed dropout rates ran at a SimCSE trial's)."""
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        _COMPILED.add(self.model)
+
     def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
         """All hidden states, index 0 = embedding layer output."""
-        output = self.model(**features, **model_kwargs, output_hidden_states=True, return_dict=True)
+        # A call with a forward hook in it (ConSERT's and SCT's views at the embedding layer) runs eagerly: a
+        # compiled graph does not see a hook that captures each call's own tensors.
+        compiled = self.model in _COMPILED and not any(module._forward_hooks for module in self.model.modules())
+        call = _compiled_call() if compiled else _call_transformer
+        output = call(self.model, **features, **model_kwargs, output_hidden_states=True, return_dict=True)
         return output.hidden_states
 
     def skip_tokens(self, token_ids: Sequence[int]) -> None:

@@ -1,0 +1,64 @@
+"""The ``torch_compile`` knob: a trial whose transformer runs through torch.compile computes what the eager
+trial computes (the same dropout draws, its losses and dev scores equal to float rounding), it does compile,
+and a deep copy of a compiled encoder runs its own weights."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from trainers.encoder import SentenceEncoder
+from trainers.loop import run_trial
+
+
+def _trial(model: str, method: str, compiled: bool) -> tuple[list[float], float]:
+    reports: list[dict] = []
+    final = run_trial({"method": method, "model": model, "max_steps": 6, "eval_every": 3, "batch_size": 8,
+                       "train_limit": 100, "eval_max_pairs": 50, "torch_compile": compiled}, reports.append)
+    return [report["loss"] for report in reports if "loss" in report], final["best_dev_spearman"]
+
+
+@pytest.mark.parametrize("method", ["simcse", "consert"])
+def test_a_compiled_trial_computes_what_the_eager_one_does(tiny_bert, method):
+    """SimCSE's views are two dropout passes (the compiled graph must draw eager's masks: a compiled dropout of
+    its own would give other losses); ConSERT's are forward hooks at the embedding layer (run eagerly)."""
+    from torch._dynamo.utils import counters
+
+    eager_losses, eager_dev = _trial(str(tiny_bert), method, compiled=False)
+    graphs_before = counters["stats"]["unique_graphs"]
+    compiled_losses, compiled_dev = _trial(str(tiny_bert), method, compiled=True)
+    assert counters["stats"]["unique_graphs"] > graphs_before or counters["stats"]["calls_captured"] > 0
+    assert len(compiled_losses) == len(eager_losses) == 2
+    assert compiled_losses == pytest.approx(eager_losses, rel=1e-5)
+    assert compiled_dev == pytest.approx(eager_dev, abs=1e-4)
+
+
+def test_the_knob_compiles_the_transformer(tiny_bert):
+    """The steps of a compiled trial go through torch.compile's frames (a no-op knob captures none)."""
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    _trial(str(tiny_bert), "simcse", compiled=True)
+    assert counters["stats"]["calls_captured"] > 0
+    counters.clear()
+    _trial(str(tiny_bert), "simcse", compiled=False)
+    assert counters["stats"]["calls_captured"] == 0
+
+
+def test_a_copy_of_a_compiled_encoder_runs_its_own_weights(tiny_bert):
+    """SCT's reference and SG's fixed BERT are deep copies made from the trial's encoder: compiled or not, a
+    copy computes with its own weights, never the original's."""
+    encoder = SentenceEncoder.from_pretrained(str(tiny_bert)).eval()
+    encoder.compile_transformer()
+    duplicate = copy.deepcopy(encoder)
+    with torch.no_grad():
+        for parameter in duplicate.model.encoder.parameters():
+            parameter.mul_(0.5)
+    features = encoder.tokenize(["a sentence", "another, longer sentence"], 16)
+    with torch.no_grad():
+        original, copied = encoder(features), duplicate(features)
+        eager = SentenceEncoder(duplicate.model, duplicate.tokenizer)(features)
+    assert torch.allclose(copied, eager, atol=1e-6)
+    assert not torch.allclose(original, copied, atol=1e-3)
