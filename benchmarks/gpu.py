@@ -19,7 +19,8 @@ Measured, on a CUDA device:
   before the host's share was cut), in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
   in each precision with its scores, against sentence-transformers' ``encode`` in fp32 and fp16;
-- **sharing**: 1, 2, 4 and 8 processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
+- **sharing** (and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
+  processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
   ``train_precision: auto``: steps per second of all together.
 
@@ -165,6 +166,7 @@ def profile(method: str, model: str, precision: str, steps: int, device: torch.d
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     recording = profiler(activities=activities)
+    out.parent.mkdir(parents=True, exist_ok=True)
     row = loop_steps(method, model, precision, steps, device, at_warmup=recording.__enter__, count_flops=False)
     recording.__exit__(None, None, None)
     averages = recording.key_averages()
@@ -282,17 +284,18 @@ def sentence_transformers_encode(model: str, sentences: list[str], device: torch
     return rows
 
 
-def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str) -> list[dict[str, Any]]:
+def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str,
+            compiled: bool = False) -> list[dict[str, Any]]:
     """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``: each
-    warms up, waits for the others, then takes ``steps`` steps; all steps over the time from the start to the
-    last one's end."""
+    warms up (compiling, with ``compiled``), waits for the others, then takes ``steps`` steps; all steps over the
+    time from the start to the last one's end."""
     rows = []
     cores = os.cpu_count() or 1
     for n in counts:
         with tempfile.TemporaryDirectory() as folder:
             go = Path(folder) / "go"
             job = {"model": model, "steps": steps, "precision": precision, "go": str(go),
-                   "threads": max(1, cores // n)}
+                   "threads": max(1, cores // n), "torch_compile": compiled}
             workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
                                          json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})],
                                         cwd=ROOT)
@@ -324,7 +327,7 @@ def worker(job: dict[str, Any]) -> None:
             time.sleep(0.001)
 
     result = loop_steps("simcse", job["model"], job["precision"], job["steps"], device, at_warmup=wait_for_go,
-                        count_flops=False)
+                        count_flops=False, torch_compile=job["torch_compile"])
     Path(job["out"]).write_text(json.dumps(result))
 
 
@@ -380,6 +383,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                              "BERT-base": (bert, SHARING[:3])}
         section("sharing", lambda: [{"model": name, **row} for name, (path, counts) in shared.items()
                                     for row in sharing(path, counts, steps if tiny else 60, "auto")])
+        name = "tiny BERT" if tiny else "BERT-base"  # last: the most compiling, the least needed
+        section("sharing_compiled", lambda: [{"model": name, "torch_compile": True, **row}
+                                             for row in sharing(bert, (1, 2) if tiny else (1, 4),
+                                                                steps if tiny else 60, "auto", compiled=True)])
     return results
 
 

@@ -87,10 +87,11 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 
 
 def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """{model: {trials at once: steps per second of all together}}."""
+    """{model (", compiled" where the trials were): {trials at once: steps per second of all together}}."""
     grouped: dict[str, dict[int, float]] = {}
-    for row in results.get("sharing", []):
-        grouped.setdefault(row.get("model", "BERT-base"), {})[row["trials"]] = row["steps_per_second"]
+    for row in results.get("sharing", []) + results.get("sharing_compiled", []):
+        name = row.get("model", "BERT-base") + (", compiled" if row.get("torch_compile") else "")
+        grouped.setdefault(name, {})[row["trials"]] = row["steps_per_second"]
     return grouped
 
 

@@ -63,13 +63,15 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert compiled["torch_compile"] and compiled["method"] == "simcse" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
-    assert all(row["steps_per_second"] > 0 for row in results["sharing"])
+    assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
+    assert [row["trials"] for row in results["sharing_compiled"]] == [1, 2]
     page = tmp_path / "results.md"
     gpu.main(["--render", str(figures), "--results", str(page)])
     text = page.read_text()
     assert "## GPU: training steps" in text and "Machine: CPU;" in text and "### Targets (issue 39)" in text
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 |" in text
+    assert "| tiny BERT, compiled | 2 |" in text
 
 
 def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
