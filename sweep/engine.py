@@ -17,7 +17,7 @@ kept, unfinished ones continue from their checkpoints.
 
 The driver's console shows :mod:`sweep.progress`; Ray's own output goes to the
 variant's ``sweep.log`` (:mod:`sweep.output`), all of it with ``--verbose``.
-``--address`` and ``--tracking-uri`` are checked (:mod:`sweep.preflight`)
+``--address``, ``--tracking-uri`` and ``--storage`` are checked (:mod:`sweep.preflight`)
 before MLflow is written to. Ctrl-C or SIGTERM stops the sweep
 so that a resume continues it (:mod:`sweep.interrupt`).
 """
@@ -60,7 +60,7 @@ from sweep.interrupt import StopOnSignal  # noqa: E402
 from sweep.options import SweepOptions, storage_root  # noqa: E402
 from sweep.output import LOG_NAME, console_and_log  # noqa: E402
 from sweep.pending_writes import JOURNAL  # noqa: E402
-from sweep.preflight import check_ray_address, check_tracking_uri  # noqa: E402
+from sweep.preflight import check_ray_address, check_storage, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
 from sweep.reuse import Reuse, plan_reuse  # noqa: E402
@@ -278,6 +278,7 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
                       address=options.address or os.environ.get("RAY_ADDRESS"))
     check_tracking_uri(options.tracking_uri)
     check_ray_address(options.address)
+    check_storage(storage_root(options.storage))
     experiment_dir = variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)
     log = None if verbose else local_folder(experiment_dir) / LOG_NAME
     with console_and_log(log) as stream:
@@ -299,6 +300,9 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
     returns how many trials had finished in it before (kept by a restore)."""
     restoring = tune.Tuner.can_restore(experiment_dir)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
+    # Where the trials' checkpoints and the sweep's record are (a bucket on a cluster): what a person needs,
+    # beside the options, to resume the sweep or find its checkpoints from the run alone.
+    tracker.client.set_tag(tracker.parent_run_id, Tag.STORAGE, experiment_dir)
     finished = tracker.finished_trials()
     if not restoring:
         if finished:
@@ -368,7 +372,9 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
 
 
 def resume_options(name: str, storage: str | None = None, address: str | None = None) -> SweepOptions:
-    """The options sweep ``name`` (NAME, or NAME-HASH among several variants) last ran with."""
+    """The options sweep ``name`` (NAME, or NAME-HASH among several variants) last ran with. The storage is
+    checked first: a bucket that is not there is said as such, not as a sweep that is not in it."""
+    check_storage(storage_root(storage))
     record = choose_variant(storage_root(storage), name).record
     if record.get("campaign"):
         budget = f" --budget {record['budget']}" if record.get("budget") else ""

@@ -1,7 +1,8 @@
-"""``--address`` and ``--tracking-uri`` checked before a sweep writes anything.
+"""``--address``, ``--tracking-uri`` and ``--storage`` checked before a sweep writes anything.
 
 Without these checks a wrong address is found out late and badly: the tracker has already created the
-experiment and the parent run, and ``ray.init`` waits minutes for a cluster that is not there. Each
+experiment and the parent run, and ``ray.init`` waits minutes for a cluster that is not there; a bucket that
+is not there, or credentials it refuses, fail the first trial's first checkpoint, minutes in. Each
 check waits at most ``SWEEP_CHECK_TIMEOUT_S`` seconds (30 unless set) and reads nothing but what it
 checks; a failure is a :class:`~sweep.variants.UsageError` (one line, exit 2).
 """
@@ -17,7 +18,7 @@ import urllib.request
 from urllib.parse import urlsplit
 
 from results.reader import file_store_problem, sqlite_path
-from sweep.variants import UsageError
+from sweep.variants import UsageError, filesystem
 
 TIMEOUT_ENV = "SWEEP_CHECK_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 30.0
@@ -46,6 +47,73 @@ def check_ray_address(address: str | None) -> None:
     except OSError as error:
         reason = "no answer" if isinstance(error, TimeoutError) else (error.strerror or str(error))
         raise UsageError(f"--address {address}: no Ray cluster reachable within {timeout:g} s ({reason})") from None
+
+
+ENDPOINT_ENVS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+"""Where an S3 client (pyarrow's, Ray's, boto3's) sends its requests when set, the first found first: a
+non-AWS endpoint (MinIO, Ceph, moto); AWS's own otherwise."""
+
+
+def check_storage(root: str) -> None:
+    """A storage URI (``s3://BUCKET/PREFIX``, ``gs://...``) must name a bucket that exists and that the
+    credentials in the environment may read, at an endpoint that answers. Opened with pyarrow, as Ray and
+    :mod:`sweep.variants` open it, so what passes here is what they will reach. A local path (or
+    ``file://``) needs no check: Ray creates its folder."""
+    if "://" not in root or urlsplit(root).scheme == "file":
+        return
+    bucket = urlsplit(root).netloc
+    where = f" at {endpoint}" if (endpoint := _endpoint(root)) else ""
+    outcome: list[BaseException | bool] = []
+
+    def look() -> None:
+        import pyarrow.fs
+
+        try:
+            fs, _ = filesystem(root)
+            outcome.append(fs.get_file_info(bucket).type != pyarrow.fs.FileType.NotFound)
+        except Exception as error:  # pyarrow raises OSError (refusals) or ValueError (a malformed URI)
+            outcome.append(error)
+
+    timeout = check_timeout()
+    worker = threading.Thread(target=look, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if not outcome:
+        raise UsageError(f"--storage {root}: the storage endpoint{where} did not answer within {timeout:g} s "
+                         f"(expected one that answers; {_endpoint_hint()})")
+    if outcome[0] is False:
+        raise UsageError(f"--storage {root}: there is no bucket {bucket!r}{where} "
+                         f"(expected an existing bucket: create it first, or name another)")
+    if isinstance(outcome[0], BaseException):
+        raise UsageError(f"--storage {root}: {_storage_refusal(outcome[0], bucket, where)}") from None
+
+
+def _endpoint(root: str) -> str | None:
+    """The endpoint an S3 client is pointed at by the environment (None: the provider's own)."""
+    if urlsplit(root).scheme != "s3":
+        return None
+    return next((os.environ[name] for name in ENDPOINT_ENVS if os.environ.get(name)), None)
+
+
+def _endpoint_hint() -> str:
+    return "AWS_ENDPOINT_URL names a non-AWS endpoint, docs/clusters.md"
+
+
+CREDENTIAL_REFUSALS = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "InvalidAccessKeyId",
+                       "SignatureDoesNotMatch", "AccessDenied")
+"""How the AWS SDK (in pyarrow's words, then S3's) says that an endpoint refused the credentials it was given."""
+
+
+def _storage_refusal(error: BaseException, bucket: str, where: str) -> str:
+    """pyarrow's error, several lines of AWS SDK detail, said as one line that names what was expected."""
+    text = " ".join(str(error).split())
+    if any(word in text for word in CREDENTIAL_REFUSALS):
+        return (f"the endpoint{where} refused these credentials for bucket {bucket!r} (expected "
+                f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, that may read and write it)")
+    if "NETWORK_CONNECTION" in text or "Could not connect" in text or "resolve" in text.lower():
+        detail = text.rsplit("Details: ", 1)[-1] if "Details: " in text else text
+        return f"no storage endpoint answered{where} ({detail}; expected one that answers: {_endpoint_hint()})"
+    return f"the storage refused access to bucket {bucket!r}{where}: {text}"
 
 
 def check_tracking_uri(uri: str) -> None:

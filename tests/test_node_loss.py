@@ -7,6 +7,9 @@ trial holds after its second evaluation (:mod:`tests.fault_helpers`, a hold in t
 node dies at a known step and the test needs no race against a fast trial); once the driver has recorded
 that evaluation's checkpoint, the node is removed without grace (its raylet and the trial's process killed)
 and a new node is added. Ray retries the trial on the new node (``max_failures: 1``) from the checkpoint.
+
+It runs twice: with the storage a folder every node sees (as NFS is), and with a bucket (``s3://``, moto's S3
+server on loopback, :mod:`tests.s3_endpoint`), where the new node reads the checkpoint the lost one stored.
 """
 
 from __future__ import annotations
@@ -14,18 +17,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from contextlib import ExitStack
 
 import pytest
 
 from tests.conftest import wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, gone, held_file, hold_env, release
+from tests.s3_endpoint import s3_endpoint
 
 HOLD_STEP = 2
 MAX_STEPS = 6
 
 
 @pytest.mark.slow
-def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(tmp_path, tiny_bert, use_tiny_sts,
+@pytest.mark.parametrize("shared", ["folder", "bucket"])
+def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(shared, tmp_path, tiny_bert, use_tiny_sts,
                                                                             monkeypatch):
     import ray
     from mlflow import MlflowClient
@@ -39,7 +45,12 @@ def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(tmp_
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     for name, value in hold_env(holds, HOLD_STEP).items():
         monkeypatch.setenv(name, value)
-    uri, storage = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "storage"  # storage: a folder every node sees
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    # The endpoint's variables are in this process's environment while it runs: the driver and the nodes get them.
+    endpoint = ExitStack()
+    if shared == "bucket":
+        endpoint.enter_context(s3_endpoint()).create_bucket("sweeps")
+    storage = "s3://sweeps/sweeps" if shared == "bucket" else str(tmp_path / "storage")  # what every node sees
     path = spec_file(tmp_path, tiny_bert, "node-loss", seeds=[1], max_failures=1,
                      rows=[{"name": "simcse", "set": {"max_steps": MAX_STEPS, "eval_every": 1,
                                                       "checkpoint_every": 1}}])
@@ -79,6 +90,7 @@ def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(tmp_
             driver.kill()
         ray.shutdown()
         cluster.shutdown()
+        endpoint.close()
 
     (after,) = child_runs(uri, "node-loss")  # one MLflow run for the trial, before and after the loss
     assert after.info.run_id == before.info.run_id and after.info.status == "FINISHED"
@@ -88,5 +100,7 @@ def test_a_trial_whose_node_dies_finishes_on_a_new_node_from_its_checkpoint(tmp_
     assert tags["sweep.failures"] == "1"
     assert metrics["resumed_from_step"] == HOLD_STEP  # from the checkpoint of the held step, not from step 0
     assert f"checkpoint_{HOLD_STEP - 1:06d}" in tags["sweep.restored_from"]  # Ray's checkpoints count from 0
+    # Read from the shared storage (Ray names a checkpoint in a bucket by its path there, without the scheme).
+    assert tags["sweep.restored_from"].removeprefix("s3://").startswith(f"{storage.removeprefix('s3://')}/node-loss-")
     assert metrics["steps"] == MAX_STEPS and "test_avg_spearman" in metrics
     assert dev_steps(after.info.run_id) == list(range(1, MAX_STEPS + 1))  # every evaluation step, each once

@@ -69,6 +69,7 @@ class Tag:
     EVALUATION_KEYS = "sweep.evaluation_keys"  # JSON {evaluation key: [its metrics]}: not evaluated again
     # On the parent run.
     OPTIONS = "sweep.options"
+    STORAGE = "sweep.storage"  # the sweep's Ray folder (path or URI): its record and its trials' checkpoints
     FAILED_TRIALS = "sweep.failed_trials"
     BEST_ROW = "sweep.best_row"
     BEST_SEED = "sweep.best_seed"
