@@ -97,8 +97,8 @@ def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
 
 def body(results: dict[str, Any]) -> str:
     lines = [
-        f"Command: `python -m benchmarks.gpu --json gpu.json --legacy .gpu_carry/legacy`, then `--render gpu.json` "
-        f"(docs/gpu.md). Device: {results['device']}; torch {results['torch']}, transformers "
+        "Command: `python -m benchmarks.gpu --json gpu.json`, then `--render gpu.json` (docs/gpu.md; the figures "
+        f"are kept beside this file as `gpu_<card>.json`). Device: {results['device']}; torch {results['torch']}, transformers "
         f"{results['transformers']}; {results['steps_timed']} steps timed after {warmup(results)} warm-up steps, "
         "the device synchronised at both ends."
         + (" **Tiny version** (a 2-layer, 64-wide BERT): code paths only, no figure to quote." if results["tiny"]
@@ -184,5 +184,5 @@ def body(results: dict[str, Any]) -> str:
 
 
 def render(results: dict[str, Any], path: str | None = None) -> None:
-    write_section(HEADING, body(results), Path(path) if path else RESULTS, ran_on=results["device"],
-                  commit=results["commit"])
+    write_section(f"{HEADING}, {results['device']}", body(results), Path(path) if path else RESULTS,
+                  ran_on=results["device"], commit=results["commit"])

@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import copy
 import functools
-import weakref
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -189,11 +188,6 @@ def _compiled_call() -> Any:
     instance of a class shares the graph, torch.compile taking modules' parameters as inputs."""
     return torch.compile(_call_transformer, dynamic=True, options={"fallback_random": True})
 
-_COMPILED: weakref.WeakSet[nn.Module] = weakref.WeakSet()
-"""The transformers whose encoder runs them compiled. Held by object, not by a flag the module carries: a deep
-copy of a compiled encoder (SCT's reference, SG's fixed BERT) is another object and runs eagerly on its own
-weights, and a transformer that is gone leaves nothing behind."""
-
 
 class SentenceEncoder(nn.Module):
     """A transformer plus a pooling rule.
@@ -226,6 +220,9 @@ class SentenceEncoder(nn.Module):
         self.layer = layer
         self.wk = tuple(wk)
         self.skip_token_ids: tuple[int, ...] = ()
+        # Whether the transformer runs through torch.compile (the torch_compile knob). The compiled function
+        # takes the transformer as an argument, so a deep copy (SCT's reference) computes with its own weights.
+        self.compiled = False
         # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow), set by
         # from_config for a method that declares one; its weights are the encoder's (selection, checkpoints).
         self.after_pooling: nn.Module | None = None
@@ -298,13 +295,13 @@ class SentenceEncoder(nn.Module):
         import torch._dynamo
 
         torch._dynamo.reset()
-        _COMPILED.add(self.model)
+        self.compiled = True
 
     def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
         """All hidden states, index 0 = embedding layer output."""
         # A call with a forward hook in it (ConSERT's and SCT's views at the embedding layer) runs eagerly: a
         # compiled graph does not see a hook that captures each call's own tensors.
-        compiled = self.model in _COMPILED and not any(module._forward_hooks for module in self.model.modules())
+        compiled = self.compiled and not any(module._forward_hooks for module in self.model.modules())
         call = _compiled_call() if compiled else _call_transformer
         output = call(self.model, **features, **model_kwargs, output_hidden_states=True, return_dict=True)
         return output.hidden_states
