@@ -30,6 +30,7 @@ from sweep.pending_writes import OUTAGE_BOUND_ENV, Event, PendingWrites, outage_
 from sweep.spec import POINT, SweepSpec
 from sweep.store import SharedStoreClient, open_client
 from sweep.trial_key import trial_key
+from trainers.checkpoint import checkpoint_uri
 from trainers.run_schema import (
     PARENT_FILTER,
     Metric,
@@ -46,14 +47,6 @@ from trainers.run_schema import (
 KILLED = RunStatus.to_string(RunStatus.KILLED)
 FINISHED = RunStatus.to_string(RunStatus.FINISHED)
 PROJECT = Path(__file__).resolve().parent.parent
-
-
-def checkpoint_uri(checkpoint) -> str:
-    """Where a Ray checkpoint lives, as a path (local storage) or a URI that pyarrow opens (s3://, gs://)."""
-    kind = checkpoint.filesystem.type_name
-    if kind == "local":
-        return str(checkpoint.path)
-    return f"{ {'gcs': 'gs'}.get(kind, kind)}://{checkpoint.path}"
 
 
 def git_commit() -> str:

@@ -7,6 +7,8 @@ only, not the driver's MLflow tracker, progress view and reports: a worker start
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -15,8 +17,50 @@ from ray import tune
 
 from sweep.claims import Awaited, wait_for_run
 from sweep.spec import POINT, SweepSpec
-from trainers.checkpoint import TrialSession, checkpoint_index
+from trainers.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
 from trainers.run_schema import Report
+
+STORAGE_OUTAGE_ENV = "SWEEP_STORAGE_OUTAGE_S"
+"""How long a trial tries again to store a checkpoint that the sweep's storage does not take (seconds)."""
+DEFAULT_STORAGE_OUTAGE_S = 600.0
+RETRY_PAUSES_S = (1.0, 2.0, 5.0, 10.0)
+"""The pauses between a checkpoint's tries, the last one repeated."""
+
+
+def storage_outage_bound_s() -> float:
+    return float(os.environ.get(STORAGE_OUTAGE_ENV, DEFAULT_STORAGE_OUTAGE_S))
+
+
+def storage_may_come_back(error: BaseException) -> bool:
+    """Whether ``error``, raised while Ray stored a checkpoint, is storage that did not answer (an object
+    store or network mount gone for a while: pyarrow's S3/GCS errors are OSErrors without an errno), which a
+    later try may get past. A local disk's error carries its errno (ENOSPC, EDQUOT, EROFS): that one fails
+    the trial at once, as docs/checkpoints.md says, and Ray retries it from its last stored checkpoint."""
+    return isinstance(error, OSError) and error.errno is None
+
+
+def store_with_retries(report_once, step: Any, bound_s: float | None = None) -> None:
+    """Call ``report_once`` (``tune.report`` with a checkpoint) until the storage takes it, for up to
+    ``bound_s`` (:data:`STORAGE_OUTAGE_ENV`), then raise its error (the trial fails; Ray retries it from the
+    last checkpoint it stored). A try that fails has reported nothing: Ray persists the checkpoint before it
+    hands the result on, and names each try's checkpoint folder anew, so a half-written folder is left
+    under its own name, never under the last sealed one's, and nothing reads it as whole (its seal,
+    :func:`trainers.checkpoint.incomplete`). The trial holds meanwhile: training on without a checkpoint
+    would leave nothing to resume from, and the final checkpoint (the encoder) must be stored at all."""
+    deadline = time.monotonic() + (storage_outage_bound_s() if bound_s is None else bound_s)
+    for attempt in range(1, sys.maxsize):
+        try:
+            report_once()
+            return
+        except OSError as error:
+            if not storage_may_come_back(error) or time.monotonic() >= deadline:
+                raise
+            pause = RETRY_PAUSES_S[min(attempt, len(RETRY_PAUSES_S)) - 1]
+            said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            print(f"checkpoint of step {step} not stored (try {attempt}): {said}; trying again in {pause:.0f} s "
+                  f"(for up to {STORAGE_OUTAGE_ENV}={storage_outage_bound_s():.0f} s in all)",
+                  file=sys.stderr, flush=True)
+            time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
 
 
 class RaySession(TrialSession):
@@ -31,10 +75,15 @@ class RaySession(TrialSession):
     def __init__(self, worker: Mapping[str, Any]):
         super().__init__()
         self.worker = dict(worker)
+        self._sources: dict[str, str] = {}  # a downloaded copy's folder -> the checkpoint's URI in the storage
 
     def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
-        tune.report({**metrics, **self.worker},
-                    checkpoint=tune.Checkpoint.from_directory(checkpoint) if checkpoint else None)
+        if checkpoint is None:
+            tune.report({**metrics, **self.worker})
+            return
+        store_with_retries(lambda: tune.report({**metrics, **self.worker},
+                                               checkpoint=tune.Checkpoint.from_directory(checkpoint)),
+                           metrics.get("step"))
 
     def checkpoints(self) -> Iterator[Path]:
         """Ray's checkpoint, then the older ones in its folder (the trial's own, or its PBT donor's),
@@ -45,7 +94,11 @@ class RaySession(TrialSession):
         for checkpoint in (latest, *self._older_than(latest)):
             self.worker[Report.RESTORED_FROM] = checkpoint.path
             with checkpoint.as_directory() as directory:
+                self._sources[str(Path(directory))] = checkpoint_uri(checkpoint)
                 yield Path(directory)
+
+    def source(self, directory: Path) -> str:
+        return self._sources.get(str(Path(directory)), str(directory))
 
     @classmethod
     def _older_than(cls, latest: tune.Checkpoint) -> list[tune.Checkpoint]:

@@ -41,9 +41,13 @@ def wait_listening(port: int, timeout: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
+def _pipe(source: socket.socket, sink: socket.socket, watch=None) -> None:
+    """Forward ``source`` to ``sink``; ``watch(chunk)`` (the client's side only) may stop the chunk and all
+    that follows, by returning True."""
     try:
         while chunk := source.recv(65536):
+            if watch is not None and watch(chunk):
+                return
             sink.sendall(chunk)
     except OSError:
         pass
@@ -65,6 +69,24 @@ class Relay:
     _listener: socket.socket | None = None
     _open: list[socket.socket] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _cut_on: bytes | None = None
+    cut: threading.Event = field(default_factory=threading.Event)
+    """Set when ``down_on``'s request came and the relay went down for it."""
+
+    def down_on(self, request_part: bytes) -> None:
+        """Go down (as ``down()``) the moment a client sends bytes holding ``request_part`` (a key's part of a
+        request line, e.g. ``b"checkpoint_000001/training_state.pt"``), before they reach the server: an
+        outage that starts exactly as that object is written. ``cut`` is set then."""
+        self.cut.clear()
+        self._cut_on = request_part
+
+    def _watch(self, chunk: bytes) -> bool:
+        if self._cut_on is None or self._cut_on not in chunk:
+            return False
+        self._cut_on = None
+        self.down()
+        self.cut.set()
+        return True
 
     def up(self) -> None:
         listener = socket.socket()
@@ -104,7 +126,7 @@ class Relay:
                     server.close()
                     return
                 self._open += [client, server]
-            threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=_pipe, args=(client, server, self._watch), daemon=True).start()
             threading.Thread(target=_pipe, args=(server, client), daemon=True).start()
 
 

@@ -53,6 +53,16 @@ def checkpoint_index(name: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+def checkpoint_uri(checkpoint) -> str:
+    """Where a Ray checkpoint (``filesystem``, ``path``) lives, as a path (local storage) or a URI that pyarrow
+    opens (s3://, gs://): what the tracker records, and what a warning about a remote checkpoint names (not
+    the local folder it was downloaded to)."""
+    kind = checkpoint.filesystem.type_name
+    if kind == "local":
+        return str(checkpoint.path)
+    return f"{ {'gcs': 'gs'}.get(kind, kind)}://{checkpoint.path}"
+
+
 @dataclass
 class SelectionState:
     """Model selection on STS-B dev: the best score so far, its step, and its weights (None when they
@@ -163,6 +173,11 @@ class TrialSession:
     def checkpoints(self) -> Iterator[Path]:
         """Checkpoint directories to resume from, newest first (none here)."""
         return iter(())
+
+    def source(self, directory: Path) -> str:
+        """Where checkpoint ``directory`` (one of :meth:`checkpoints`) is kept, for a warning to name: the
+        directory itself here; a session that downloads its checkpoints names the stored one."""
+        return str(directory)
 
 
 class LocalSession(TrialSession):
@@ -330,20 +345,24 @@ def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoi
         directory = Path(directory)
         problem = incomplete(directory)
         if problem:
-            warnings.warn(f"checkpoint {directory} is skipped: {problem}", CheckpointWarning)
+            source = session.source(directory)
+            where = "" if source == str(directory) else f" (downloaded to {directory})"
+            warnings.warn(f"checkpoint {source} is skipped{where}: {problem}", CheckpointWarning)
             continue
         if FinalRecord.exists(directory):
             copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
             shutil.copytree(directory, copy)
             return FinishedCheckpoint(FinalRecord.read(copy), copy)
         if not (directory / TRAINING_STATE).is_file():
-            warnings.warn(f"checkpoint {directory} has no {TRAINING_STATE}; it is skipped", CheckpointWarning)
+            warnings.warn(f"checkpoint {session.source(directory)} has no {TRAINING_STATE}; it is skipped",
+                          CheckpointWarning)
             continue
         try:
             return TrainingState.read(directory)
         except Exception as error:  # any unreadable file: fall back, never crash the sweep
-            warnings.warn(f"checkpoint {directory / TRAINING_STATE} cannot be read ({unreadable(error)}); "
-                          "falling back to an older checkpoint or a fresh start", CheckpointWarning)
+            warnings.warn(f"checkpoint {session.source(directory)}/{TRAINING_STATE} cannot be read "
+                          f"({unreadable(error)}); falling back to an older checkpoint or a fresh start",
+                          CheckpointWarning)
     return None
 
 
