@@ -155,3 +155,30 @@ def test_a_checkpoint_write_cut_by_an_outage_is_stored_again_and_the_sealed_one_
     final = finished.data.tags[Tag.CHECKPOINT]
     assert f"{final[len(f's3://{BUCKET}/'):]}/{CHECKPOINT_SEAL}" in final_keys
     assert not [key for key in final_keys if f"/{checkpoint_folder(CUT)}/" in key]
+
+
+def test_only_storage_that_may_come_back_is_tried_again_and_only_within_the_bound(monkeypatch, capsys):
+    """No Ray, no endpoint: the rule alone. A local disk's error (it carries an errno) fails at once, as ENOSPC
+    does today; an object store's (pyarrow's OSError without one) is tried again until it is taken, and past
+    the bound its error is raised."""
+    import errno
+
+    monkeypatch.setattr(trial_module, "RETRY_PAUSES_S", (0.0,))
+    tries: list[int] = []
+
+    def fails(times: int, error: OSError):
+        def report_once():
+            tries.append(1)
+            if len(tries) <= times:
+                raise error
+        return report_once
+
+    with pytest.raises(OSError, match="No space"):
+        trial_module.store_with_retries(fails(1, OSError(errno.ENOSPC, "No space left on device")), 4, bound_s=60)
+    assert len(tries) == 1
+    tries.clear()
+    trial_module.store_with_retries(fails(3, OSError("AWS Error NETWORK_CONNECTION")), 4, bound_s=60)
+    assert len(tries) == 4 and capsys.readouterr().err.count("checkpoint of step 4 not stored") == 3
+    tries.clear()
+    with pytest.raises(OSError, match="NETWORK_CONNECTION"):
+        trial_module.store_with_retries(fails(10**6, OSError("AWS Error NETWORK_CONNECTION")), 4, bound_s=0.3)
