@@ -88,10 +88,22 @@ class Relay:
         self.cut.set()
         return True
 
-    def up(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+    def up(self, timeout: float = 30.0) -> None:
+        """Listen again on the same port. A connection the relay accepted just before ``down()`` (a client that
+        kept retrying against it) can hold the port for a moment after it is closed: binding is tried again
+        for up to ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                listener.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                listener.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         listener.listen(64)
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
