@@ -98,7 +98,8 @@ def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
 def body(results: dict[str, Any]) -> str:
     lines = [
         "Command: `python -m benchmarks.gpu --json gpu.json`, then `--render gpu.json` (docs/gpu.md; the figures "
-        f"are kept beside this file as `gpu_<card>.json`). Device: {results['device']}; torch {results['torch']}, transformers "
+        f"are kept beside this file as `gpu_<card>.json`). Device: {results['device']}; torch {results['torch']}, "
+        "transformers "
         f"{results['transformers']}; {results['steps_timed']} steps timed after {warmup(results)} warm-up steps, "
         "the device synchronised at both ends."
         + (" **Tiny version** (a 2-layer, 64-wide BERT): code paths only, no figure to quote." if results["tiny"]

@@ -67,7 +67,7 @@ from sweep.reuse import Reuse, plan_reuse  # noqa: E402
 from sweep.spec import POINT, SweepSpec  # noqa: E402
 from sweep.store import open_client  # noqa: E402
 from sweep.tracking import MLflowTracker  # noqa: E402
-from sweep.trial import run_sweep_trial  # noqa: E402
+from sweep.trial import STORAGE_OUTAGE_ENV, run_sweep_trial  # noqa: E402
 from sweep.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
 from trainers.data import STS_DIR_ENV  # noqa: E402
 from trainers.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
@@ -79,7 +79,7 @@ from trainers.wordnet import WORDNET_DIR_ENV  # noqa: E402
 # (on a cluster each must exist at that path on every node, docs/clusters.md), and the models' hub settings.
 FORWARDED_ENV = tuple(dict.fromkeys((
     STS_DIR_ENV, WORDNET_DIR_ENV, FROZEN_OUTPUTS_ENV, *(suite.env for suite in SUITES.values() if suite.env),
-    "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM",
+    "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", STORAGE_OUTAGE_ENV,
 )))
 
 

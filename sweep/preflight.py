@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import urllib.error
 import urllib.request
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from results.reader import file_store_problem, sqlite_path
@@ -26,6 +27,28 @@ DEFAULT_TIMEOUT_S = 30.0
 
 def check_timeout() -> float:
     return float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+
+
+NO_ANSWER = object()
+"""What :func:`within` returns when its call did not return in time."""
+
+
+def within(timeout: float, call: Callable[[], Any]) -> Any:
+    """``call()``'s value, the exception it raised, or :data:`NO_ANSWER` if it has not returned after
+    ``timeout`` seconds (it runs on in a daemon thread: a store or endpoint that hangs cannot hold the
+    driver)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as error:  # the caller says what it means
+            outcome.append(error)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    return outcome[0] if outcome else NO_ANSWER
 
 
 def check_ray_address(address: str | None) -> None:
@@ -63,29 +86,23 @@ def check_storage(root: str) -> None:
         return
     bucket = urlsplit(root).netloc
     where = f" at {endpoint}" if (endpoint := _endpoint(root)) else ""
-    outcome: list[BaseException | bool] = []
 
-    def look() -> None:
+    def bucket_exists() -> bool:
         import pyarrow.fs
 
-        try:
-            fs, _ = filesystem(root)
-            outcome.append(fs.get_file_info(bucket).type != pyarrow.fs.FileType.NotFound)
-        except Exception as error:  # pyarrow raises OSError (refusals) or ValueError (a malformed URI)
-            outcome.append(error)
+        fs, _ = filesystem(root)  # pyarrow raises OSError (refusals) or ValueError (a malformed URI)
+        return fs.get_file_info(bucket).type != pyarrow.fs.FileType.NotFound
 
     timeout = check_timeout()
-    worker = threading.Thread(target=look, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if not outcome:
+    answer = within(timeout, bucket_exists)
+    if answer is NO_ANSWER:
         raise UsageError(f"--storage {root}: the storage endpoint{where} did not answer within {timeout:g} s "
-                         f"(expected one that answers; {_endpoint_hint()})")
-    if outcome[0] is False:
+                         f"(expected one that answers; {ENDPOINT_HINT})")
+    if isinstance(answer, BaseException):
+        raise UsageError(f"--storage {root}: {_storage_refusal(answer, bucket, where)}") from None
+    if not answer:
         raise UsageError(f"--storage {root}: there is no bucket {bucket!r}{where} "
                          f"(expected an existing bucket: create it first, or name another)")
-    if isinstance(outcome[0], BaseException):
-        raise UsageError(f"--storage {root}: {_storage_refusal(outcome[0], bucket, where)}") from None
 
 
 def _endpoint(root: str) -> str | None:
@@ -95,8 +112,7 @@ def _endpoint(root: str) -> str | None:
     return next((os.environ[name] for name in ENDPOINT_ENVS if os.environ.get(name)), None)
 
 
-def _endpoint_hint() -> str:
-    return "AWS_ENDPOINT_URL names a non-AWS endpoint, docs/clusters.md"
+ENDPOINT_HINT = "AWS_ENDPOINT_URL names a non-AWS endpoint, docs/clusters.md"
 
 
 CREDENTIAL_REFUSALS = ("ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "InvalidAccessKeyId",
@@ -112,7 +128,7 @@ def _storage_refusal(error: BaseException, bucket: str, where: str) -> str:
                 f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, that may read and write it)")
     if "NETWORK_CONNECTION" in text or "Could not connect" in text or "resolve" in text.lower():
         detail = text.rsplit("Details: ", 1)[-1] if "Details: " in text else text
-        return f"no storage endpoint answered{where} ({detail}; expected one that answers: {_endpoint_hint()})"
+        return f"no storage endpoint answered{where} ({detail}; expected one that answers: {ENDPOINT_HINT})"
     return f"the storage refused access to bucket {bucket!r}{where}: {text}"
 
 
@@ -162,21 +178,10 @@ def _check_other(uri: str) -> None:
     """Any other store (a database server, Databricks): one search, given the bound to answer in."""
     from mlflow import MlflowClient
 
-    outcome: list[BaseException | None] = []
-
-    def search() -> None:
-        try:
-            MlflowClient(uri).search_experiments(max_results=1)
-            outcome.append(None)
-        except Exception as error:  # whatever the store's driver raises is the reason to show
-            outcome.append(error)
-
     timeout = check_timeout()
-    worker = threading.Thread(target=search, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if not outcome:
+    answer = within(timeout, lambda: MlflowClient(uri).search_experiments(max_results=1))
+    if answer is NO_ANSWER:
         raise UsageError(f"--tracking-uri {uri}: the MLflow store did not answer within {timeout:g} s")
-    if outcome[0] is not None:
-        first_line = str(outcome[0]).strip().splitlines()[0] if str(outcome[0]).strip() else type(outcome[0]).__name__
+    if isinstance(answer, BaseException):  # whatever the store's driver raises is the reason to show
+        first_line = str(answer).strip().splitlines()[0] if str(answer).strip() else type(answer).__name__
         raise UsageError(f"--tracking-uri {uri}: the MLflow store refused: {first_line}")

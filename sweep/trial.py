@@ -92,7 +92,7 @@ class RaySession(TrialSession):
         if latest is None:
             return
         for checkpoint in (latest, *self._older_than(latest)):
-            self.worker[Report.RESTORED_FROM] = checkpoint.path
+            self.worker[Report.RESTORED_FROM] = checkpoint_uri(checkpoint)
             with checkpoint.as_directory() as directory:
                 self._sources[str(Path(directory))] = checkpoint_uri(checkpoint)
                 yield Path(directory)
