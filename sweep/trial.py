@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import ray
 from ray import tune
@@ -21,10 +22,14 @@ from trainers.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
 from trainers.run_schema import Report
 
 STORAGE_OUTAGE_ENV = "SWEEP_STORAGE_OUTAGE_S"
-"""How long a trial tries again to store a checkpoint that the sweep's storage does not take (seconds)."""
+"""How long a trial tries again to store or read a checkpoint that the sweep's storage does not answer for
+(seconds)."""
 DEFAULT_STORAGE_OUTAGE_S = 600.0
 RETRY_PAUSES_S = (1.0, 2.0, 5.0, 10.0)
 """The pauses between a checkpoint's tries, the last one repeated."""
+
+
+T = TypeVar("T")
 
 
 def storage_outage_bound_s() -> float:
@@ -39,28 +44,31 @@ def storage_may_come_back(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno is None
 
 
-def store_with_retries(report_once, step: Any, bound_s: float | None = None) -> None:
-    """Call ``report_once`` (``tune.report`` with a checkpoint) until the storage takes it, for up to
-    ``bound_s`` (:data:`STORAGE_OUTAGE_ENV`), then raise its error (the trial fails; Ray retries it from the
-    last checkpoint it stored). A try that fails has reported nothing: Ray persists the checkpoint before it
-    hands the result on, and names each try's checkpoint folder anew, so a half-written folder is left
-    under its own name, never under the last sealed one's, and nothing reads it as whole (its seal,
-    :func:`trainers.checkpoint.incomplete`). The trial holds meanwhile: training on without a checkpoint
-    would leave nothing to resume from, and the final checkpoint (the encoder) must be stored at all."""
+def with_storage_retries(call: Callable[[], T], failed: str, bound_s: float | None = None) -> T:
+    """``call()`` (a checkpoint stored or read), tried again while the storage does not answer, for up to
+    ``bound_s`` (:data:`STORAGE_OUTAGE_ENV`), each failed try a line ``{failed} (try N): ...`` on stderr (the
+    trial's log); past the bound its error is raised (the trial fails; Ray retries it from the last checkpoint
+    it stored). The trial holds meanwhile: training on without a checkpoint would leave nothing to resume
+    from, the final checkpoint (the encoder) must be stored at all, and a trial Ray retries during the outage
+    must read its checkpoint, not start afresh.
+
+    A store that fails has reported nothing: Ray persists the checkpoint before it hands the result on, and
+    names each try's checkpoint folder anew, so a half-written folder is left under its own name, never under
+    the last sealed one's, and nothing reads it as whole (its seal, :func:`trainers.checkpoint.incomplete`)."""
     deadline = time.monotonic() + (storage_outage_bound_s() if bound_s is None else bound_s)
     for attempt in range(1, sys.maxsize):
         try:
-            report_once()
-            return
+            return call()
         except OSError as error:
             if not storage_may_come_back(error) or time.monotonic() >= deadline:
                 raise
             pause = RETRY_PAUSES_S[min(attempt, len(RETRY_PAUSES_S)) - 1]
             said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            print(f"checkpoint of step {step} not stored (try {attempt}): {said}; trying again in {pause:.0f} s "
+            print(f"{failed} (try {attempt}): {said}; trying again in {pause:.0f} s "
                   f"(for up to {STORAGE_OUTAGE_ENV}={storage_outage_bound_s():.0f} s in all)",
                   file=sys.stderr, flush=True)
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+    raise AssertionError("unreachable")
 
 
 class RaySession(TrialSession):
@@ -81,9 +89,9 @@ class RaySession(TrialSession):
         if checkpoint is None:
             tune.report({**metrics, **self.worker})
             return
-        store_with_retries(lambda: tune.report({**metrics, **self.worker},
-                                               checkpoint=tune.Checkpoint.from_directory(checkpoint)),
-                           metrics.get("step"))
+        with_storage_retries(lambda: tune.report({**metrics, **self.worker},
+                                                 checkpoint=tune.Checkpoint.from_directory(checkpoint)),
+                             f"checkpoint of step {metrics.get('step')} not stored")
 
     def checkpoints(self) -> Iterator[Path]:
         """Ray's checkpoint, then the older ones in its folder (the trial's own, or its PBT donor's),
@@ -91,10 +99,15 @@ class RaySession(TrialSession):
         latest = tune.get_checkpoint()
         if latest is None:
             return
-        for checkpoint in (latest, *self._older_than(latest)):
-            self.worker[Report.RESTORED_FROM] = checkpoint_uri(checkpoint)
-            with checkpoint.as_directory() as directory:
-                self._sources[str(Path(directory))] = checkpoint_uri(checkpoint)
+        older = with_storage_retries(lambda: self._older_than(latest), f"checkpoints beside {checkpoint_uri(latest)} "
+                                     "not listed")
+        for checkpoint in (latest, *older):
+            uri = checkpoint_uri(checkpoint)
+            self.worker[Report.RESTORED_FROM] = uri
+            with ExitStack() as opened:  # a remote checkpoint is downloaded as it is entered
+                directory = with_storage_retries(lambda: opened.enter_context(checkpoint.as_directory()),
+                                                 f"checkpoint {uri} not read")
+                self._sources[str(Path(directory))] = uri
                 yield Path(directory)
 
     def source(self, directory: Path) -> str:

@@ -6,7 +6,7 @@ The outage starts at an event, not at a time: the relay goes down the moment the
 second checkpoint reaches ``training_state.pt`` (``Relay.down_on``), so that checkpoint is left half-written
 in the bucket. It lasts until the trial has tried to store it twice and failed (the trial's own lines), then
 the endpoint answers again. The trial holds meanwhile and stores that checkpoint again under a new folder
-(:func:`sweep.trial.store_with_retries`); the last sealed checkpoint stays the one Ray and MLflow name; the
+(:func:`sweep.trial.with_storage_retries`); the last sealed checkpoint stays the one Ray and MLflow name; the
 half-written one is never read back as whole; the trial ends as an uninterrupted trial does, each evaluation
 step logged once.
 """
@@ -36,7 +36,7 @@ from trainers.checkpoint import (
     incomplete,
     newest_checkpoint,
 )
-from trainers.run_schema import Metric, Tag
+from trainers.run_schema import Metric, Report, Tag
 
 pytestmark = pytest.mark.slow
 
@@ -157,6 +157,9 @@ def test_a_checkpoint_write_cut_by_an_outage_is_stored_again_and_the_sealed_one_
     assert not [key for key in final_keys if f"/{checkpoint_folder(CUT)}/" in key]
 
 
+STORED = "checkpoint of step 4 not stored"
+
+
 def test_only_storage_that_may_come_back_is_tried_again_and_only_within_the_bound(monkeypatch, capsys):
     """No Ray, no endpoint: the rule alone. A local disk's error (it carries an errno) fails at once, as ENOSPC
     does today; an object store's (pyarrow's OSError without one) is tried again until it is taken, and past
@@ -174,11 +177,52 @@ def test_only_storage_that_may_come_back_is_tried_again_and_only_within_the_boun
         return report_once
 
     with pytest.raises(OSError, match="No space"):
-        trial_module.store_with_retries(fails(1, OSError(errno.ENOSPC, "No space left on device")), 4, bound_s=60)
+        trial_module.with_storage_retries(fails(1, OSError(errno.ENOSPC, "No space left on device")), STORED,
+                                          bound_s=60)
     assert len(tries) == 1
     tries.clear()
-    trial_module.store_with_retries(fails(3, OSError("AWS Error NETWORK_CONNECTION")), 4, bound_s=60)
+    trial_module.with_storage_retries(fails(3, OSError("AWS Error NETWORK_CONNECTION")), STORED, bound_s=60)
     assert len(tries) == 4 and capsys.readouterr().err.count("checkpoint of step 4 not stored") == 3
     tries.clear()
     with pytest.raises(OSError, match="NETWORK_CONNECTION"):
-        trial_module.store_with_retries(fails(10**6, OSError("AWS Error NETWORK_CONNECTION")), 4, bound_s=0.3)
+        trial_module.with_storage_retries(fails(10**6, OSError("AWS Error NETWORK_CONNECTION")), STORED, bound_s=0.3)
+
+
+def test_a_trial_retried_while_the_storage_is_down_reads_its_checkpoint_once_it_answers(monkeypatch, capsys,
+                                                                                       tmp_path):
+    """No Ray, no endpoint: a trial that Ray starts again during the outage (one that failed past the bound)
+    waits to list and download its checkpoint, instead of failing again or training afresh; the checkpoint
+    is named by its address in the bucket."""
+    from contextlib import contextmanager
+
+    monkeypatch.setattr(trial_module, "RETRY_PAUSES_S", (0.0,))
+    down = {"listing": 1, "download": 2}  # the failed tries left of each
+
+    def answer(what: str) -> None:
+        if down[what]:
+            down[what] -= 1
+            raise OSError("AWS Error NETWORK_CONNECTION during HeadObject")
+
+    class Bucket:
+        type_name = "s3"
+
+        def get_file_info(self, selector):
+            answer("listing")
+            return []
+
+    class StoredCheckpoint:
+        filesystem, path = Bucket(), f"{BUCKET}/sweeps/held/checkpoint_000002"
+
+        @contextmanager
+        def as_directory(self):
+            answer("download")
+            yield str(tmp_path)
+
+    monkeypatch.setattr(trial_module.tune, "get_checkpoint", lambda: StoredCheckpoint())
+    session = trial_module.RaySession({})
+    assert list(session.checkpoints()) == [tmp_path]
+    assert session.source(tmp_path) == f"s3://{BUCKET}/sweeps/held/checkpoint_000002"
+    assert session.worker[Report.RESTORED_FROM] == f"s3://{BUCKET}/sweeps/held/checkpoint_000002"
+    said = capsys.readouterr().err
+    assert said.count("not listed (try") == 1 and said.count("not read (try") == 2
+
