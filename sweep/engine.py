@@ -62,6 +62,7 @@ from sweep.output import LOG_NAME, console_and_log  # noqa: E402
 from sweep.pending_writes import JOURNAL  # noqa: E402
 from sweep.preflight import check_ray_address, check_storage, check_tracking_uri  # noqa: E402
 from sweep.progress import SweepProgress  # noqa: E402
+from sweep.ray_state import WholeRayState, mend  # noqa: E402
 from sweep.retention import finish_models  # noqa: E402
 from sweep.reuse import Reuse, plan_reuse  # noqa: E402
 from sweep.spec import POINT, SweepSpec  # noqa: E402
@@ -298,6 +299,10 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
     """Run Tune on a new or restored experiment; keep or delete the encoders (sweep.retention) when it
     ended by itself, not when a signal stopped it (its trials' resume states are still needed). Also
     returns how many trials had finished in it before (kept by a restore)."""
+    mended = mend(experiment_dir)
+    if mended:
+        progress.note(f"Ray's state {mended.name} was cut short (its driver was killed while writing it): "
+                      "resuming from its last whole copy")
     restoring = tune.Tuner.can_restore(experiment_dir)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     # Where the trials' checkpoints and the sweep's record are (a bucket on a cluster): what a person needs,
@@ -354,7 +359,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 # replaced. When the sweep ends, the resume states before each trial's final checkpoint
                 # are deleted (sweep.retention).
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=None if "pbt" in (spec.scheduler or {}) else 2),
-                callbacks=[tracker, progress],
+                callbacks=[tracker, progress, WholeRayState(experiment_dir)],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,
             ),

@@ -1,0 +1,49 @@
+"""Ray's experiment state kept whole (:mod:`sweep.ray_state`): a copy of each state Ray finished writing, put
+back when a driver killed during the write left the state cut short (Ray writes it in place on local
+storage, and a restore from the cut file starts the trials again without their configs)."""
+
+from __future__ import annotations
+
+import json
+
+from sweep.ray_state import WHOLE_SUFFIX, WholeRayState, mend, newest_state
+
+
+def test_a_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
+    state = tmp_path / "experiment_state-2026-11-27_00-16-38.json"
+    whole = json.dumps({"trial_data": [["trial", "its checkpoint"]], "runner_data": {}})
+    state.write_text(whole)
+    WholeRayState(str(tmp_path)).get_state()  # as Ray calls it, right after it wrote its state
+    state.write_text(whole[: len(whole) // 2])  # the driver killed during Ray's next write
+
+    assert mend(str(tmp_path)) == state
+    assert state.read_text() == whole
+    assert mend(str(tmp_path)) is None  # a whole state is left alone
+
+
+def test_nothing_is_mended_without_a_whole_copy_or_on_a_uri(tmp_path):
+    (tmp_path / "experiment_state-x.json").write_text("")
+    assert mend(str(tmp_path)) is None and (tmp_path / "experiment_state-x.json").read_text() == ""
+    assert mend("s3://bucket/sweeps/x") is None and mend(str(tmp_path / "none")) is None
+    WholeRayState("s3://bucket/sweeps/x").get_state()  # a URI's state is uploaded whole: nothing to copy
+
+
+def test_ray_calls_it_after_each_save_of_its_state(tmp_path, local_ray):
+    """Through Ray Tune itself: the copy is there, whole, beside the state Ray wrote, of the same trials (Ray's
+    last save at the end may come after the last copy)."""
+    from ray import tune
+
+    def trainable(config):
+        for step in range(3):
+            tune.report({"step": step})
+
+    folder = tmp_path / "experiment"
+    tune.Tuner(trainable, run_config=tune.RunConfig(
+        name="experiment", storage_path=str(tmp_path), callbacks=[WholeRayState(str(folder))], verbose=0,
+    )).fit()
+    state = newest_state(folder)
+    copy = state.with_name(state.name + WHOLE_SUFFIX)
+    def trial_ids(path):
+        return [json.loads(trial[0])["trial_id"] for trial in json.loads(path.read_text())["trial_data"]]
+
+    assert trial_ids(copy) == trial_ids(state) and len(trial_ids(state)) == 1
