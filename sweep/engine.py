@@ -54,6 +54,7 @@ from ray import tune  # noqa: E402
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, Searcher  # noqa: E402
 from rich.console import Console  # noqa: E402
 
+from results.names import first_line  # noqa: E402
 from results.reader import absolute_tracking_uri  # noqa: E402
 from sweep.claims import Awaited, claim_trials, release  # noqa: E402
 from sweep.interrupt import StopOnSignal  # noqa: E402
@@ -205,7 +206,7 @@ def init_ray(address: str | None) -> None:
     try:
         ray.init(address=address or "local", runtime_env={"env_vars": env} if env else None, log_to_driver=True)
     except ConnectionError as error:
-        raise UsageError(f"--address {address}: {str(error).strip().splitlines()[0]}") from None
+        raise UsageError(f"--address {address}: {first_line(error)}") from None
 
 
 def start_ray_and_store(options: SweepOptions) -> None:

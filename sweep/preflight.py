@@ -18,6 +18,7 @@ import urllib.request
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
+from results.names import first_line
 from results.reader import file_store_problem, sqlite_path
 from sweep.variants import UsageError, filesystem
 
@@ -183,5 +184,4 @@ def _check_other(uri: str) -> None:
     if answer is NO_ANSWER:
         raise UsageError(f"--tracking-uri {uri}: the MLflow store did not answer within {timeout:g} s")
     if isinstance(answer, BaseException):  # whatever the store's driver raises is the reason to show
-        first_line = str(answer).strip().splitlines()[0] if str(answer).strip() else type(answer).__name__
-        raise UsageError(f"--tracking-uri {uri}: the MLflow store refused: {first_line}")
+        raise UsageError(f"--tracking-uri {uri}: the MLflow store refused: {first_line(answer)}")

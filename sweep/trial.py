@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 import ray
 from ray import tune
 
+from results.names import first_line
 from sweep.claims import Awaited, wait_for_run
 from sweep.spec import POINT, SweepSpec
 from trainers.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
@@ -56,19 +57,19 @@ def with_storage_retries(call: Callable[[], T], failed: str, bound_s: float | No
     names each try's checkpoint folder anew, so a half-written folder is left under its own name, never under
     the last sealed one's, and nothing reads it as whole (its seal, :func:`trainers.checkpoint.incomplete`)."""
     deadline = time.monotonic() + (storage_outage_bound_s() if bound_s is None else bound_s)
-    for attempt in range(1, sys.maxsize):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return call()
         except OSError as error:
             if not storage_may_come_back(error) or time.monotonic() >= deadline:
                 raise
             pause = RETRY_PAUSES_S[min(attempt, len(RETRY_PAUSES_S)) - 1]
-            said = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            print(f"{failed} (try {attempt}): {said}; trying again in {pause:.0f} s "
+            print(f"{failed} (try {attempt}): {first_line(error)}; trying again in {pause:.0f} s "
                   f"(for up to {STORAGE_OUTAGE_ENV}={storage_outage_bound_s():.0f} s in all)",
                   file=sys.stderr, flush=True)
             time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-    raise AssertionError("unreachable")
 
 
 class RaySession(TrialSession):
