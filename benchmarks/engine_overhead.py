@@ -30,9 +30,9 @@ import yaml
 
 from benchmarks.results_file import write_section
 from benchmarks.timed_calls import timed_calls
-from sweep import engine
-from sweep.engine import SweepOptions, run
-from trainers.loop import run_trial
+from sweep.run import engine
+from sweep.run.engine import SweepOptions, run
+from trainers.training.loop import run_trial
 
 GRID = {"pooling_layer": [3, 4, 5, 6], "pooling": ["cls", "mean"]}
 BASE = {"eval_max_pairs": 200}
@@ -70,7 +70,7 @@ def sweep_seconds(folder: Path, concurrent: int) -> tuple[float, float]:
 def trial_imports_seconds() -> float:
     """Seconds a fresh Python takes to import what a trial runs (torch, transformers, the trainers): paid by
     each new trial process, and by the plain loop's process before its clock starts."""
-    script = "import time; t = time.perf_counter(); import trainers.loop; print(time.perf_counter() - t)"
+    script = "import time; t = time.perf_counter(); import trainers.training.loop; print(time.perf_counter() - t)"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 

@@ -33,8 +33,8 @@ from torch import Tensor
 from benchmarks.results_file import commit_of, write_section
 from benchmarks.sweep_cost import SCT_BUDGET, SCT_ROWS, SPECS, Side, timed_trial
 from benchmarks.timed_calls import timed_calls
-from sweep.spec import load_spec, trial_config
-from trainers import frozen_outputs
+from sweep.spec.sweep_spec import load_spec, trial_config
+from trainers.models import frozen_outputs
 from trainers.objectives.sct_distillation import Teacher
 
 

@@ -10,7 +10,7 @@ Measured, on a CUDA device:
 - **rates**: the card's matrix-product rate (TFLOP/s) in bf16, TF32 and fp32 (one 8192^3 product each);
 - **steps**: ms per training step of SimCSE, SG-OPT, ConSERT and SCT (each method's defaults) at BERT-base's
   shape (random weights from ``BertConfig()``, the bundled uncased tokenizer) and at the bundled MiniLM's, in
-  fp32, TF32 and bf16, through :func:`trainers.loop.train` with the objective on the device as a trial runs
+  fp32, TF32 and bf16, through :func:`trainers.training.loop.train` with the objective on the device as a trial runs
   it; peak memory; FLOPs per step (``FlopCounterMode``) and their rate's share of the card's measured one;
 - **compiled**: the SimCSE steps again with ``torch_compile: true`` (the transformer through torch.compile) in
   TF32 and bf16, the compiling's seconds beside them;
@@ -45,11 +45,11 @@ from typing import Any, Callable, Mapping
 import torch
 
 from benchmarks.step_time import timed_steps
-from trainers.data import TEST_SETS, load_corpus
-from trainers.encoder import SentenceEncoder
-from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+from trainers.data.sources import TEST_SETS, load_corpus
+from trainers.metrics import Metric
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 from trainers.registry import get_method
-from trainers.run_schema import Metric
 
 WARMUP = 5
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,14 +70,14 @@ def synchronize(device: torch.device) -> None:
 
 def precision_context(precision: str, device: torch.device):
     """The training loop's own precision contexts, for the bare loop and the FLOP count."""
-    from trainers import precision as precisions
+    from trainers.training import precision as precisions
 
     return precisions.autocast(precisions.resolve(precision, device), device)
 
 
 def matmuls(precision: str, device: torch.device):
     """The loop's backward-pass context: TF32 products for a TF32 step."""
-    from trainers import precision as precisions
+    from trainers.training import precision as precisions
 
     return precisions.matmuls(precisions.resolve(precision, device))
 
@@ -137,7 +137,7 @@ def typical_examples(config: Mapping[str, Any], batches: int) -> list[Any]:
 def loop_steps(method: str, model: str, precision: str, steps: int, device: torch.device,
                at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True,
                **overrides: Any) -> dict[str, Any]:
-    """ms per step of ``steps`` steps through :func:`trainers.loop.train` after the warm-up (the device
+    """ms per step of ``steps`` steps through :func:`trainers.training.loop.train` after the warm-up (the device
     synchronised at both ends, so queued work is counted), when they finished, the seconds the warm-up took
     (a compiled step's compiling included), the peak memory, and the FLOPs of one more step; ``overrides`` are
     knobs (``torch_compile``)."""
@@ -226,8 +226,8 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device) ->
 def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -> list[dict[str, Any]]:
     """The seven STS test sets encoded and scored: ours in each precision (token ids kept; and tokenised
     afresh), and sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
-    from trainers.loop import encode_fn
     from trainers.suites.sts import STSEvaluator
+    from trainers.training.loop import encode_fn
 
     config = get_method("none").resolve({"model": model, "pooling": "mean", "eval_max_pairs": max_pairs})
     evaluator = STSEvaluator.of_trial(config)

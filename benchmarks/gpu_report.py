@@ -127,7 +127,7 @@ def body(results: dict[str, Any]) -> str:
             rows.append((method, model, *(_ms(by_precision.get(p, {}).get("ms")) for p in precisions),
                          f"{best['peak_gib']:.1f}", f"{flops:.3g}", f"{rate:.3g}",
                          f"{100 * rate / card:.1f}%" if card else "–"))
-        lines += ["", "### Training steps through `trainers.loop.train` (ms per step)", "",
+        lines += ["", "### Training steps through `trainers.training.loop.train` (ms per step)", "",
                   *_table(("method", "model", "fp32", "TF32", "bf16", "peak GiB", "TFLOP/step",
                            "TFLOP/s (fastest)", "share of the card's rate"), rows)]
     compiled = step_rows(results, "compiled")

@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> None:
     body = "\n".join([
         f"Command: `python -m benchmarks.host_share --before {args.before} --repeats {args.repeats} --steps "
         f"{args.steps}` ({time.strftime('%Y-%m-%d')}; a 1-layer, 32-wide random BERT with the bundled tokenizer, "
-        "each method's defaults in fp32, ms per step through `trainers.loop.train`, fastest of the interleaved "
+        "each method's defaults in fp32, ms per step through `trainers.training.loop.train`, fastest of the "
+        "interleaved "
         "repeats).",
         "",
         f"| method | loop at {args.before} (ms) | now (ms) | host time cut (ms) | speed-up |",

@@ -1,10 +1,10 @@
 """How many of the shipped specs' trials are the same trial: the trials a campaign of a paper's specs, or
-specs run one after another on one store, trains once (sweep.reuse).
+specs run one after another on one store, trains once (sweep.run.reuse).
 
     python -m benchmarks.shared_trials
 
 Each trial of each shipped spec (no budget, sampled and PBT specs left out: their trials are drawn as they
-run) is keyed by :func:`sweep.trial_key.trial_key` on this machine; a spec's paper is its ``tags.paper``.
+run) is keyed by :func:`sweep.spec.trial_key.trial_key` on this machine; a spec's paper is its ``tags.paper``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from benchmarks.results_file import write_section
-from sweep.reuse import reusable
-from sweep.spec import load_spec
-from sweep.trial_key import trial_key
+from sweep.run.reuse import reusable
+from sweep.spec.sweep_spec import load_spec
+from sweep.spec.trial_key import trial_key
 
 SPECS = Path(__file__).resolve().parent.parent / "search_spaces"
 

@@ -23,16 +23,16 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.results_file import write_section
-from trainers.augmentations import shuffled_position_ids
-from trainers.data import load_corpus
-from trainers.encoder import SentenceEncoder, masked_max, masked_mean, pick_device
-from trainers.loop import train
+from trainers.data.sources import load_corpus
 from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
 from trainers.losses.self_guided import parameter_distance, sg_opt3_loss
-from trainers.precision import cpu_runs_bf16_fast
-from trainers.pretrained import BUNDLED_MODEL, FAMILIES
+from trainers.models.encoder import SentenceEncoder, masked_max, masked_mean, pick_device
+from trainers.models.pretrained import BUNDLED_MODEL, FAMILIES
 from trainers.registry import get_method
+from trainers.training.loop import train
+from trainers.training.precision import cpu_runs_bf16_fast
+from trainers.views.embedding import shuffled_position_ids
 
 WARMUP = 3
 
@@ -46,7 +46,7 @@ class NoEvaluation:
 
 def timed_steps(objective, examples: list, config: dict, device: torch.device, warmup: int,
                 at_warmup: Callable[[], None] = lambda: None) -> tuple[float, float]:
-    """Train through :func:`trainers.loop.train` and time the steps after the first ``warmup``: (seconds per
+    """Train through :func:`trainers.training.loop.train` and time the steps after the first ``warmup``: (seconds per
     step, the wall clock when the last one finished). The device is synchronised only at the two marks, so the
     timed steps keep their queued work in flight as a trial's do and the marks still count all of it."""
     marks: list[float] = []
@@ -75,7 +75,7 @@ def timed_steps(objective, examples: list, config: dict, device: torch.device, w
 
 def loop_step_seconds(method: str, steps: int, **overrides) -> float:
     """Seconds per step of the shared loop, with the encoder and the objective on the trial's device
-    (``device``, as :func:`trainers.loop.run_trial` puts them). On a GPU, ``python -m benchmarks.gpu`` measures
+    (``device``, as :func:`trainers.training.loop.run_trial` puts them). On a GPU, ``python -m benchmarks.gpu`` measures
     more (precisions, BERT-base's shape, trials sharing the card) with the same :func:`timed_steps`."""
     torch.manual_seed(0)
     config = get_method(method).resolve({"max_steps": steps + WARMUP, "eval_every": 10**6, **overrides})

@@ -11,7 +11,7 @@ batch 128, in float32 and under bf16 autocast (``eval_precision``). The fp32
 sides must give the same correlations (checked); the bf16 scores are shown
 beside them. The sides run in interleaved repeats and each figure is the
 median of its repeats (the machine may be shared). Ours tokenises each
-sentence list once per process (:mod:`trainers.encoder`): its first pass
+sentence list once per process (:mod:`trainers.models.encoder`): its first pass
 tokenises, the later ones find the token ids in memory, as a worker's second
 evaluation and next trial do. Figures go to benchmarks/results.md.
 """
@@ -28,11 +28,11 @@ from typing import Callable
 import torch
 
 from benchmarks.results_file import write_section
-from trainers.data import TEST_SETS, STSSet, load_sts
-from trainers.encoder import SentenceEncoder
-from trainers.precision import autocast, cpu_runs_bf16_fast
-from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+from trainers.data.sources import TEST_SETS, STSSet, load_sts
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 from trainers.suites.sts import STSEvaluator, correlations, cosine_scores
+from trainers.training.precision import autocast, cpu_runs_bf16_fast
 
 MAX_LENGTH = 256
 

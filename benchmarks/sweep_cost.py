@@ -30,11 +30,11 @@ from typing import Any
 import torch
 
 from benchmarks.results_file import write_section
-from sweep.spec import load_spec, trial_config
-from trainers import frozen_outputs
-from trainers.loop import run_trial
+from sweep.spec.sweep_spec import load_spec, trial_config
 from trainers.method import TrialConfig
+from trainers.models import frozen_outputs
 from trainers.registry import get_method
+from trainers.training.loop import run_trial
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "search_spaces"
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
         body += ["", f"`sct_distillation.yaml`, rows {', '.join(SCT_ROWS)} ({n} trials), budget {SCT_BUDGET} "
                  "(batch 128: 4 steps an epoch, 3 epochs), teacher the bundled 6-layer model, student its first 2 "
                  "layers. Both sides read the teacher's vectors from one batched table pass over the corpus "
-                 "(trainers/frozen_outputs.py); sharing saves only the later trials' pass, which at this "
+                 "(trainers/models/frozen_outputs.py); sharing saves only the later trials' pass, which at this "
                  "size is a small part of a trial (the per-text path the table replaced: "
                  "`python -m benchmarks.frozen_outputs`).",
                  "",

@@ -6,7 +6,7 @@ The reference is the authors' numpy code ported line for line (github.com/BinWan
 commit 889e669, ``utils.py``: ``generate_embedding.dissecting``, ``unify_token``, ``unify_sentence``; and
 ``SBERT_WK.py``'s ``batcher``: special tokens added, cut to ``max_seq_length`` 128, padded with id 0 to 128, all
 hidden states of the batch): their repository cannot be installed. Ours is ``pooling: wk``
-(:mod:`trainers.wk_pooling`) through :meth:`SentenceEncoder.encode`. Both use the bundled all-MiniLM-L6-v2 with
+(:mod:`trainers.models.wk_pooling`) through :meth:`SentenceEncoder.encode`. Both use the bundled all-MiniLM-L6-v2 with
 the reference's defaults (window 2, first layer 4) and the same scoring (Spearman x 100 of cosines, STS-B test's
 1,379 pairs). The target: within 0.5 points of the reference. The figures go to benchmarks/results.md.
 """
@@ -23,9 +23,9 @@ from sklearn.metrics.pairwise import cosine_similarity
 from sklearn.preprocessing import normalize
 
 from benchmarks.results_file import write_section
-from trainers.data import load_sts
-from trainers.encoder import SentenceEncoder
-from trainers.pretrained import BUNDLED_MODEL
+from trainers.data.sources import load_sts
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import BUNDLED_MODEL
 from trainers.suites.sts import correlations, cosine_scores
 
 TARGET = 0.5

@@ -16,7 +16,7 @@ LaTeX tables there. ENC (default the bundled model) is one of:
   ``--pooling`` (default mean, as all-MiniLM-L6-v2 was trained; repeat it to pool each ``--encoder`` its own way).
 
 Nothing here needs the network except a hub id as ENC or as ``--mlm-model``; the synonym view needs
-WordNet (:mod:`trainers.wordnet`). A refused command prints one line and exits 2.
+WordNet (:mod:`trainers.data.wordnet`). A refused command prints one line and exits 2.
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ from reports.cli import run_command  # noqa: E402
 from reports.table_specs import PAPER_NUMBERS, load_yaml  # noqa: E402
 from results.figures import save  # noqa: E402
 from results.names import UsageError  # noqa: E402
+from results.record import DEFAULT_TRACKING_URI  # noqa: E402  # noqa: E402
 from results.render import write_table  # noqa: E402
-from trainers.checkpoint import FinalRecord  # noqa: E402
 from trainers.common_knobs import POOLINGS  # noqa: E402
-from trainers.data import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
-from trainers.encoder import SentenceEncoder  # noqa: E402
-from trainers.pretrained import BUNDLED_MODEL, mlm_problem, model_problem  # noqa: E402
-from trainers.run_schema import DEFAULT_TRACKING_URI  # noqa: E402
+from trainers.data.sources import DEV_SET, DataError, STSSet, load_corpus, load_sts_local, read_backtranslations  # noqa: E402
+from trainers.data.wordnet import wordnet_problem  # noqa: E402
+from trainers.models.encoder import SentenceEncoder  # noqa: E402
+from trainers.models.pretrained import BUNDLED_MODEL, mlm_problem, model_problem  # noqa: E402
 from trainers.suites.sts import correlations, cosine_scores  # noqa: E402
-from trainers.wordnet import wordnet_problem  # noqa: E402
+from trainers.training.checkpoint import FinalRecord  # noqa: E402
 
 SWEEP_PREFIX = "sweep:"
 POSITIVE_SCORE, NEGATIVE_SCORE = 5.0, 0.0
@@ -89,7 +89,7 @@ def load_encoder(spec: str, pooling: str, tracking_uri: str) -> Encoder:
 
 def exported_trial(selector: str, tracking_uri: str) -> Encoder:
     """``NAME[:ROW[:SEED]]``: that sweep's best-dev finished trial, exported to a temporary folder."""
-    from sweep.export import chosen_trial, export_trial
+    from sweep.commands.export import chosen_trial, export_trial
     name, row, seed = (selector.split(":") + [None, None])[:3]
     if seed is not None and not seed.isdigit():
         raise UsageError(f"--encoder {SWEEP_PREFIX}{selector}: SEED must be a whole number, got {seed!r}")
@@ -260,16 +260,16 @@ def augmentation_row(encoder: SentenceEncoder, view: str, originals: Sequence[st
 
 
 def view_pairs(view: str, sentences: Sequence[str], args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """(originals, augmentations) of one view, made as SCT's training makes them (trainers.text_augmentations);
+    """(originals, augmentations) of one view, made as SCT's training makes them (trainers.views.text);
     the BT view pairs each sentence of ``--bt-file`` with both of its round trips."""
     generator = torch.Generator().manual_seed(args.seed)
     if view == "synonym":
-        from trainers.text_augmentations import replace_one_synonym
-        from trainers.wordnet import wordnet_synonyms
+        from trainers.data.wordnet import wordnet_synonyms
+        from trainers.views.text import replace_one_synonym
 
         return list(sentences), [replace_one_synonym(s, wordnet_synonyms, generator) for s in sentences]
     if view == "mlm":
-        from trainers.text_augmentations import MaskedLMRewriter
+        from trainers.views.text import MaskedLMRewriter
 
         rewriter = MaskedLMRewriter(args.mlm_model)
         rewritten = [t for start in range(0, len(sentences), 64)
@@ -289,7 +289,7 @@ def view_problem(view: str, args: argparse.Namespace) -> str | None:
     else:
         problem = None if args.bt_file and Path(args.bt_file).is_file() else (
             f"--bt-file: {args.bt_file!r} is not a file (the bt view needs a TSV sentence, bt1, bt2 that "
-            "`python -m trainers.backtranslate` writes)")
+            "`python -m trainers.data.backtranslate` writes)")
     return problem and f"view {view}: {problem}"
 
 

@@ -22,8 +22,8 @@ import pandas as pd
 from reports.cli import run_command
 from results.lines import add_p_values
 from results.reader import read_trials
+from results.record import DEFAULT_TRACKING_URI
 from results.schema import DEFAULT_RESULTS, to_stored
-from trainers.run_schema import DEFAULT_TRACKING_URI
 
 
 def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str] | None = None) -> pd.DataFrame:

@@ -31,9 +31,10 @@ from results.figures import importance_bars
 from results.importance import EVALUATORS, Importance, ImportanceError, caption, effects_frame, importance
 from results.names import UsageError
 from results.reader import KNOB_KINDS, choose_parent, existing_store_uri, read_client, variant_trials
+from results.record import DEFAULT_TRACKING_URI, Summary
 from results.render import write_table
-from sweep.spec import SpecError, load_spec
-from trainers.run_schema import DEFAULT_TRACKING_URI, Metric, Summary
+from sweep.spec.sweep_spec import SpecError, load_spec
+from trainers.metrics import Metric
 
 
 def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:

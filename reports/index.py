@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from reports.table_specs import ENCODER_ANALYSES, HERE, PAPER_NUMBERS, TableSpec, load_table_specs, load_yaml
-from sweep.spec import SpecError, load_spec
+from sweep.spec.sweep_spec import SpecError, load_spec
 
 PAPER_INDEX = HERE / "paper_index.yaml"
 KINDS = ("results", "analysis", "hyperparameters", "data", "diagram")
@@ -97,7 +97,7 @@ def markdown(items: Sequence[Item], here: Callable[[TableSpec], str] | None = No
            "(`reports/paper_index.yaml`) and the table specs by `python -m reports.index --write "
            "docs/reproduction.md`. `python -m reports.tables --index` prints it with a column saying what this "
            "machine lacks for each table. Each caption is generated from the settings ledger "
-           "(`sweep/paper_ledger.yaml`): every setting our rows resolve to that differs from the paper's (or, where "
+           "(`sweep/spec/paper_ledger.yaml`): every setting our rows resolve to that differs from the paper's (or, where "
            "the paper is silent, from the authors' script), with its kind (forced: no hub model or data; budget; "
            "open: a choice the paper leaves open) and reason, and where rows of different methods train at their "
            "own papers' settings; each row's difference from its table's reference row, what follows its method "

@@ -3,7 +3,7 @@
     python -m reports.paper sg-bert [--tracking-uri URI] [--out DIR]
     python -m reports.paper smoke-paper
 
-Reads the trials of the campaign's specs straight from the tracking store (:mod:`sweep.campaign` names the
+Reads the trials of the campaign's specs straight from the tracking store (:mod:`sweep.commands.campaign` names the
 specs). For a paper, each table and figure of its catalogue (``reports/paper_index.yaml``) in order: the
 tables with the paper's numbers, the p-values against each table's reference row, and each caption's
 substitutes; a table with no results yet says so with the command that fills it; analyses and the papers'
@@ -50,17 +50,17 @@ from reports.table_specs import PAPER_NUMBERS, load_yaml
 from results.figures import dev_curves
 from results.names import UsageError
 from results.reader import read_client
+from results.record import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_view_url
 from results.render import latex_escape, to_html, to_latex, to_markdown
 from results.schema import FINISHED
 from results.table import Table
-from sweep.budget import BUDGETS
-from sweep.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
-from sweep.ledger import LEDGER_NAME, declared, deviation_notes, lines_of, load_ledger
-from sweep.regime import regime_warnings
-from sweep.spec import SpecError, SweepSpec, load_spec
-from sweep.spec_yaml import read_spec_yaml
-from trainers.data import DataError
-from trainers.run_schema import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_view_url
+from sweep.commands.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
+from sweep.spec.budget import BUDGETS
+from sweep.spec.ledger import LEDGER_NAME, declared, deviation_notes, lines_of, load_ledger
+from sweep.spec.regime import regime_warnings
+from sweep.spec.source import read_spec_yaml
+from sweep.spec.sweep_spec import SpecError, SweepSpec, load_spec
+from trainers.data.sources import DataError
 
 LIBRARIES = ("torch", "transformers", "sentence-transformers", "ray", "mlflow")
 

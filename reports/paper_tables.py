@@ -24,8 +24,8 @@ from results.lines import cell_of, latest_finished, mirror_point
 from results.schema import FINISHED, IDENTITY
 from results.significance import add_significance
 from results.table import COLUMNS, DASH, DELTA, Cell, Column, Line, Table
-from sweep.budget import BUDGETS
-from trainers.pretrained import BUNDLED_MODEL
+from sweep.spec.budget import BUDGETS
+from trainers.models.pretrained import BUNDLED_MODEL
 
 PAPER_MODELS = {
     "bert-base-uncased": "bert-base",

@@ -43,8 +43,8 @@ from results.figures import (
     trial_labels,
 )
 from results.names import UsageError
+from results.record import DEFAULT_TRACKING_URI
 from results.table import Table
-from trainers.run_schema import DEFAULT_TRACKING_URI
 
 
 def curve(table: Table, path: Path) -> Path:

@@ -15,7 +15,7 @@ import pandas as pd
 from reports.table_specs import PROJECT
 from results.lines import Grid, sweep_table
 from results.table import Table
-from sweep.spec import SpecError, SweepSpec, load_spec
+from sweep.spec.sweep_spec import SpecError, SweepSpec, load_spec
 
 
 class NotCollected(KeyError):

@@ -1,7 +1,7 @@
 """The papers' tables as declared in ``reports/table_specs.yaml``, checked against their search spaces.
 
 A table spec names the search space that fills it, read as the sweep engine
-reads it (:func:`sweep.spec.load_spec`, without the environment checks): its
+reads it (:func:`sweep.spec.sweep_spec.load_spec`, without the environment checks): its
 rows, seeds, grid and symmetric axes. A rows table shows named rows of it (or
 ``{row: NAME, spec: PATH}`` of another search space); a grid table shows its
 one or two grid knobs. ``paper`` says which of ``paper_numbers.yaml``'s tables
@@ -9,7 +9,7 @@ and rows ours are compared with.
 
 A rows table's rows are measured against one reference row: every search space
 it draws from names the same one (``reference:``), and each row's contract was
-checked when its search space loaded (:mod:`sweep.contracts`). Where that
+checked when its search space loaded (:mod:`sweep.spec.contracts`). Where that
 reference stands in for the paper's, the caption says so.
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from results.table import COLUMNS, DELTA
-from sweep.contracts import REGIME_KNOBS, TRAINING_DATA, VIEWS, regime
-from sweep.ledger import LEDGER_NAME, SpecLedger, declared, deviation_notes, lines_of, load_ledger
-from sweep.spec import Reference, SpecError, SweepSpec, load_spec
-from sweep.spec_yaml import read_yaml
+from sweep.spec.contracts import REGIME_KNOBS, TRAINING_DATA, VIEWS, regime
+from sweep.spec.ledger import LEDGER_NAME, SpecLedger, declared, deviation_notes, lines_of, load_ledger
+from sweep.spec.source import read_yaml
+from sweep.spec.sweep_spec import Reference, SpecError, SweepSpec, load_spec
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -80,7 +80,7 @@ class TableSpec:
     each knob's value per row (:func:`regime_note`)."""
     deviations: tuple[str, ...] | None = None
     """What our rows' resolved settings declare different from the paper's, from the settings ledger
-    (:func:`sweep.ledger.deviation_notes`); None where the ledger has no record of the table's specs."""
+    (:func:`sweep.spec.ledger.deviation_notes`); None where the ledger has no record of the table's specs."""
 
     @property
     def caption(self) -> str:
@@ -276,7 +276,7 @@ def table_deviations(table: TableSpec, ledger: Mapping[str, SpecLedger]) -> tupl
 
 def regime_note(table: TableSpec) -> str:
     """Where a rows table's trained rows of different methods train different regimes
-    (:func:`sweep.contracts.regime`): each such knob and its values, with the rows of each (``sweep plan`` names
+    (:func:`sweep.spec.contracts.regime`): each such knob and its values, with the rows of each (``sweep plan`` names
     each value's source)."""
     if table.kind != "rows":
         return ""

@@ -36,11 +36,11 @@ from mlflow import MlflowClient  # noqa: E402
 from results.importance import SEED_NOISE, Importance  # noqa: E402
 from results.lines import LINE, is_seed_free, label_lines, line_label  # noqa: E402
 from results.reader import read_client  # noqa: E402
+from results.record import Metric  # noqa: E402  # noqa: E402
 from results.schema import FINISHED  # noqa: E402
 from results.significance import is_significant, p_text  # noqa: E402
 from results.table import DASH, Cell, Line, Table  # noqa: E402
 from trainers.methods.baseline import METHOD as UNTUNED  # noqa: E402
-from trainers.run_schema import Metric  # noqa: E402
 
 PAPER_COLOUR = "tab:red"
 DEV_CURVES = "{}_dev_curves.png"

@@ -1,7 +1,7 @@
 """The lines of any sweep: one per row and grid point, in the plan's order, with its cells.
 
 A trial's line is its row and its axes (the grid and sampled knobs' values of
-its :class:`~trainers.run_schema.TrialIdentity`), so the seeds of one grid point share a line and a sampled
+its :class:`~results.record.TrialIdentity`), so the seeds of one grid point share a line and a sampled
 trial, whose axes are drawn for it alone, has a line of its own. Lines come in
 the plan's order (rows, then grid points), so the first line is the spec's
 first row at its first grid point: the reference every other line is tested
@@ -24,10 +24,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from results.record import axes_text
 from results.schema import FAILED, FINISHED
 from results.significance import add_significance, line_p
 from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
-from trainers.run_schema import axes_text
 
 LINE = "line"
 SEEDS_FINISHED = "seeds finished"

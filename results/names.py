@@ -1,6 +1,6 @@
 """A sweep variant's name as a user gives it (``NAME`` or ``NAME-HASHPREFIX``), and refusals.
 
-Both the Ray experiment folders (:mod:`sweep.variants`) and the MLflow parent
+Both the Ray experiment folders (:mod:`sweep.spec.variants`) and the MLflow parent
 runs (:mod:`results.reader`) are chosen by such a name. Every command refuses
 bad input with :class:`UsageError`: one line on stderr and exit code 2.
 """

@@ -3,7 +3,7 @@
 ``sweep status``, the end-of-sweep summary and ``reports.collect`` all read
 through here. It never writes: :func:`read_client` refuses a SQLite store that
 does not exist (MLflow would create one). Each trial run becomes one record:
-its typed identity (:class:`~trainers.run_schema.TrialIdentity`, the knobs it
+its typed identity (:class:`~results.record.TrialIdentity`, the knobs it
 ran included), and every metric's last value (docs/results_schema.md). Runs
 recorded before the identity tag are read from their older tags and string
 params (:func:`recorded_identity`).
@@ -20,18 +20,10 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
+from results.record import PARENT_FILTER, TRIAL_FILTER, Tag, TrialIdentity, axes_text, children_filter, parse_metric_tag
 from results.schema import IDENTITY, IDENTITY_DTYPES, STORED_AS_JSON
+from trainers.metrics import SuiteName
 from trainers.registry import METHODS
-from trainers.run_schema import (
-    PARENT_FILTER,
-    TRIAL_FILTER,
-    SuiteName,
-    Tag,
-    TrialIdentity,
-    axes_text,
-    children_filter,
-    parse_metric_tag,
-)
 
 SQLITE = "sqlite:///"
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}

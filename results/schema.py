@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from trainers.run_schema import SuiteName
+from trainers.metrics import SuiteName
 
 DEFAULT_RESULTS = "results.parquet"
 STORED_AS_JSON = ("grid_point", "sampled_point", "seeds", SuiteName.KEY)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainers.run_schema import Glue, Metric, SuiteName
+from trainers.metrics import Glue, Metric, SuiteName
 
 DASH = "–"
 """A cell, figure or value that is missing."""

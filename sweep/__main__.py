@@ -1,5 +1,5 @@
 import sys
 
-from sweep.cli import main
+from sweep.commands.cli import main
 
 sys.exit(main())

@@ -31,7 +31,7 @@ def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidd
                     masked_lm: bool = False) -> Path:
     import torch
 
-    from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+    from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BUNDLED_MODEL))
@@ -61,7 +61,7 @@ def build_tiny_roberta(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, h
     from tokenizers import ByteLevelBPETokenizer
     from transformers import RobertaConfig, RobertaModel, RobertaTokenizer
 
-    from trainers.data import SHIPPED_STS_DIR
+    from trainers.data.sources import SHIPPED_STS_DIR
 
     lines = (SHIPPED_STS_DIR / "stsb-train.tsv").read_text(encoding="utf-8").splitlines()[1:2001]
     bpe = ByteLevelBPETokenizer()
@@ -111,7 +111,7 @@ def tiny_masked_lm(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def tiny_sts_dir(tmp_path_factory) -> Path:
     """A folder of small STS TSVs (first 40 pairs of each shipped file), for fast trials."""
-    from trainers.data import ALL_FILES, SHIPPED_STS_DIR
+    from trainers.data.sources import ALL_FILES, SHIPPED_STS_DIR
 
     folder = tmp_path_factory.mktemp("tiny-sts")
     for name in ALL_FILES:
@@ -149,7 +149,7 @@ def child_runs(uri: str, name: str):
     a driver creates it would otherwise run MLflow's migrations beside the driver's, which kills the driver
     (``table ... already exists``)."""
     from results.reader import sqlite_path
-    from sweep.store import open_client
+    from sweep.tracking.store import open_client
 
     path = sqlite_path(uri)
     if path is not None and not path.exists():
@@ -192,7 +192,7 @@ def build_objective(method: str, model: str, init_seed: int = 0, /, **knobs: Any
     same objective."""
     import torch
 
-    from trainers.encoder import SentenceEncoder
+    from trainers.models.encoder import SentenceEncoder
     from trainers.registry import get_method
 
     declared = get_method(method)

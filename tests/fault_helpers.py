@@ -84,8 +84,8 @@ def _hold_after_report(report):
 
 
 def held_sweep_trial(params, spec, finished, **given) -> None:
-    """The sweep's trainable (:func:`sweep.trial.run_sweep_trial`), with the hold in place in its worker."""
-    import sweep.trial as trial
+    """The sweep's trainable (:func:`sweep.run.trial.run_sweep_trial`), with the hold in place in its worker."""
+    import sweep.run.trial as trial
 
     global _seed_holds
     seed = os.environ.get(HOLD_SEED_ENV)
@@ -97,8 +97,8 @@ def held_sweep_trial(params, spec, finished, **given) -> None:
 
 def drive() -> None:
     """``python -m sweep`` with the held trainable: the driver process of a fault test."""
-    import sweep.engine as engine
-    from sweep.cli import main
+    import sweep.run.engine as engine
+    from sweep.commands.cli import main
 
     engine.run_sweep_trial = held_sweep_trial
     sys.exit(main(sys.argv[1:]))

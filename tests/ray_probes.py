@@ -1,6 +1,6 @@
 """A probe inside the trial workers of a real Ray sweep: what each trial restored and what it reported.
 
-A test swaps the driver's trainable (:func:`sweep.trial.run_sweep_trial`, as :mod:`sweep.engine` names it) for
+A test swaps the driver's trainable (:func:`sweep.run.trial.run_sweep_trial`, as :mod:`sweep.run.engine` names it) for
 :func:`probed_sweep_trial` and adds
 :data:`PROBE_FILE_ENV` to the environment the workers get (:func:`install`). In each worker the probe
 wraps two methods, without changing what they do, and appends one JSON line per event to that file:
@@ -8,7 +8,7 @@ wraps two methods, without changing what they do, and appends one JSON line per 
 - ``restored``: after an objective loaded a checkpoint's trained state, a digest of the encoder weights
   it now holds;
 - ``report``: every report of the trial (step, learning rate, test metrics or not) and the checkpoint it
-  had restored from, as :class:`sweep.trial.RaySession` names it.
+  had restored from, as :class:`sweep.run.trial.RaySession` names it.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 import torch
 
-import sweep.engine as engine
-import sweep.trial as trial
+import sweep.run.engine as engine
+import sweep.run.trial as trial
 
 PROBE_FILE_ENV = "SWEEP_TEST_PROBE_FILE"
 RUN_SWEEP_TRIAL = trial.run_sweep_trial
@@ -48,7 +48,7 @@ def _record(event: dict[str, Any]) -> None:
 
 
 def _wrap_once() -> None:
-    from trainers.objective import Objective
+    from trainers.objectives.base import Objective
 
     if getattr(Objective.load_trained_state, "probed", False):
         return  # a reused worker process

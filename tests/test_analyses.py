@@ -12,9 +12,9 @@ from scipy.stats import spearmanr
 
 from reports import analyses
 from reports.analyses import main
-from trainers.checkpoint import FinalRecord
-from trainers.data import load_sts_local
-from trainers.encoder import SentenceEncoder
+from trainers.data.sources import load_sts_local
+from trainers.models.encoder import SentenceEncoder
+from trainers.training.checkpoint import FinalRecord
 
 
 def levenshtein(a: str, b: str) -> int:
@@ -104,7 +104,7 @@ SYNONYMS = {"man": ["guy"], "woman": ["lady"], "dog": ["hound"]}
 
 def test_augmentation_table_matches_an_independent_count(tiny_bert, tiny_masked_lm, tmp_path, monkeypatch):
     monkeypatch.setattr(analyses, "wordnet_problem", lambda: None)
-    monkeypatch.setattr("trainers.wordnet.wordnet_synonyms", lambda word: SYNONYMS.get(word.lower(), []))
+    monkeypatch.setattr("trainers.data.wordnet.wordnet_synonyms", lambda word: SYNONYMS.get(word.lower(), []))
     bt_file = tmp_path / "bt.tsv"
     bt_rows = [("A man is playing a flute.", "A man plays the flute.", "A man is playing flute."),
                ("A dog runs.", "A dog is running.", "The dog runs.")]
@@ -151,7 +151,7 @@ def test_an_encoder_that_is_not_there_is_refused(tmp_path, capsys):
 
 @pytest.fixture
 def fresh_wordnet(monkeypatch):
-    from trainers import wordnet
+    from trainers.data import wordnet
 
     wordnet.wordnet_reader.cache_clear()
     yield wordnet

@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from trainers.augmentations import (
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import FAMILIES
+from trainers.views.embedding import (
     augmented_hidden_states,
     dropout,
     feature_cutoff,
@@ -11,8 +13,6 @@ from trainers.augmentations import (
     span_cutoff,
     token_cutoff,
 )
-from trainers.encoder import SentenceEncoder
-from trainers.pretrained import FAMILIES
 
 MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.cli import main as sweep_main
-from trainers.data import ALL_FILES
+from sweep.commands.cli import main as sweep_main
+from trainers.data.sources import ALL_FILES
 from trainers.evaluate_model import main as evaluate_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +106,7 @@ def test_a_key_written_twice_is_refused_with_its_line(tmp_path, capsys):
 
 
 def test_table_specs_may_still_override_merged_keys():
-    from sweep.spec_yaml import read_yaml
+    from sweep.spec.source import read_yaml
 
     assert read_yaml("a: &x {k: 1, j: 2}\nb:\n  <<: *x\n  k: 3\n")["b"] == {"k": 3, "j": 2}
 
@@ -152,7 +152,7 @@ def test_sct_queues_a_budget_cannot_fill_are_a_plan_time_warning(capsys):
 
 
 def test_every_shipped_sts_file_passes_the_check():
-    from trainers.data import SHIPPED_STS_DIR, sts_problems
+    from trainers.data.sources import SHIPPED_STS_DIR, sts_problems
 
     assert sts_problems(ALL_FILES, SHIPPED_STS_DIR) == []
 

@@ -80,7 +80,7 @@ def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_
     from safetensors.torch import load_file
 
     from benchmarks import gpu
-    from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+    from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 
     gpu.main(["--pack", str(tmp_path / "carry"), "--before", "HEAD"])
     carried = tmp_path / "carry" / "model"

@@ -14,11 +14,11 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweep.cli import main
+from sweep.commands.cli import main
 from tests.conftest import child_runs, spec_file
 from tests.reference_encoding import reference_cosines, spearman_x100
-from trainers.checkpoint import ENCODER_DIR
-from trainers.data import ALL_FILES, SHIPPED_STS_DIR
+from trainers.data.sources import ALL_FILES, SHIPPED_STS_DIR
+from trainers.training.checkpoint import ENCODER_DIR
 
 pytestmark = pytest.mark.slow
 NAME = "budgeted"

@@ -13,10 +13,10 @@ import yaml
 from mlflow import MlflowClient
 
 from reports.paper import main as report_main
-from sweep.cli import main
+from results.record import Tag
+from sweep.commands.cli import main
 from tests.conftest import child_runs, spec_file
 from tests.test_reuse import final_metrics
-from trainers.run_schema import Tag
 
 pytestmark = pytest.mark.slow
 

@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import trainers.nli as nli
-from trainers.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
-from trainers.loop import run_trial
-from trainers.run_schema import Metric
+import trainers.data.nli_examples as nli
+from trainers.metrics import Metric
+from trainers.training.checkpoint import TRAINING_STATE, CheckpointWarning, LocalSession, TrialSession, seal
+from trainers.training.loop import run_trial
 
 # Not results: how long things took, and how much the shared frozen-output cache (warm in the
 # resumed process) saved.
@@ -180,8 +180,8 @@ def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, 
                                                                        monkeypatch, capsys):
     """`sweep export` (and `sweep evaluate`, through the same reader) of a trial stopped before its end reads
     its training state: a planted one is refused, exit 2, one line, and nothing in it runs."""
-    import sweep.export
-    from sweep.cli import main
+    import sweep.commands.export
+    from sweep.commands.cli import main
 
     with pytest.raises(Interrupted):
         run_trial({**BASE, "model": tiny_bert, "method": "simcse"}, StopAfterCheckpoint(tmp_path / "ray", 2, []))
@@ -191,7 +191,7 @@ def test_export_refuses_a_checkpoint_that_would_run_code_in_one_line(tiny_bert, 
     # The trial as MLflow holds it: its checkpoint tag names the folder in Ray's storage.
     run = SimpleNamespace(data=SimpleNamespace(tags={"sweep.checkpoint": str(checkpoint), "sweep.trial_id": "t_00000"},
                                                params={}, metrics={}))
-    monkeypatch.setattr(sweep.export, "chosen_trial", lambda *args: run)
+    monkeypatch.setattr(sweep.commands.export, "chosen_trial", lambda *args: run)
     capsys.readouterr()
     assert main(["export", "planted", "--out", str(tmp_path / "out"),
                  "--tracking-uri", f"sqlite:///{tmp_path}/m.db"]) == 2
@@ -305,9 +305,9 @@ def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_t
 
     from transformers import AutoModel
 
-    from trainers.encoder import SentenceEncoder
-    from trainers.loop import encode_fn
+    from trainers.models.encoder import SentenceEncoder
     from trainers.suites.sts import STSEvaluator
+    from trainers.training.loop import encode_fn
 
     config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4}
     reports: list[dict] = []

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sweep.engine import FORWARDED_ENV
-from sweep.summary import next_steps
+from sweep.commands.summary import next_steps
+from sweep.run.engine import FORWARDED_ENV
 
 
 def test_every_data_folder_a_trial_reads_is_forwarded_to_its_worker():

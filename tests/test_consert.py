@@ -5,21 +5,21 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
+import trainers.data.nli_examples as nli
 import trainers.methods.consert as consert
-import trainers.nli as nli
-from sweep.spec import SpecError, load_spec
+from sweep.spec.sweep_spec import SpecError, load_spec
 from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
-from trainers.augmentations import augmented_hidden_states
-from trainers.checkpoint import TrialSession
-from trainers.data import evaluation_names, load_sts
-from trainers.encoder import SentenceEncoder, masked_mean
-from trainers.loop import run_trial, train
+from trainers.data.sources import evaluation_names, load_sts
 from trainers.losses.contrastive import info_nce, nt_xent
 from trainers.losses.nli import nli_classification_loss
+from trainers.models.encoder import SentenceEncoder, masked_mean
 from trainers.objectives.consert import ConSERTObjective, NLIObjective
 from trainers.registry import get_method
 from trainers.suites.sts import STSEvaluator
+from trainers.training.checkpoint import TrialSession
+from trainers.training.loop import run_trial, train
+from trainers.views.embedding import augmented_hidden_states
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 NLI = [
@@ -317,7 +317,7 @@ def test_two_stage_trial_reports_both_stages_on_one_step_axis(tiny_bert, use_tin
 
 
 def test_transfer_limit_limits_the_unlabelled_texts_and_leaves_the_nli_pairs_whole(tiny_bert, use_tiny_sts, fake_nli):
-    from trainers.steps import load_examples
+    from trainers.training.steps import load_examples
 
     def examples(**overrides):
         config = config_of(tiny_bert, supervision="joint-unsup", **overrides)

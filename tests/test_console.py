@@ -15,7 +15,7 @@ import re
 import pytest
 import yaml
 
-from sweep.cli import main
+from sweep.commands.cli import main
 from tests.conftest import spec_file
 
 pytestmark = pytest.mark.slow

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import trial_key as keys
-from sweep.budget import BUDGETS
-from sweep.campaign import load_campaign, plan_lines
-from sweep.cli import main
-from sweep.estimate import Timing, estimate
-from sweep.spec import load_spec
+from sweep.commands.campaign import load_campaign, plan_lines
+from sweep.commands.cli import main
+from sweep.commands.estimate import Timing, estimate
+from sweep.spec import trial_key as keys
+from sweep.spec.budget import BUDGETS
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import spec_file
 from tests.test_sweep_run import ROOT
 
@@ -105,7 +105,7 @@ def test_trial_keys_are_the_same_with_and_without_torch(monkeypatch):
 
 @without_gpu
 def test_sweep_plan_computes_trial_keys_without_importing_torch():
-    code = ("import sys; from sweep.spec import load_spec; from sweep.trial_key import trial_key; "
+    code = ("import sys; from sweep.spec.sweep_spec import load_spec; from sweep.spec.trial_key import trial_key; "
             f"spec = load_spec({str(ROOT / 'search_spaces' / 'smoke.yaml')!r}); "
             "[trial_key(t.config) for t in spec.trials]; print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -3,7 +3,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainers.data import (
+from trainers.data.sources import (
     ALL_FILES,
     SHIPPED_STS_DIR,
     DataError,

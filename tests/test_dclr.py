@@ -167,7 +167,7 @@ def test_the_complementary_model_is_any_encoder_folder(tiny_bert, tiny_teacher):
 
 
 def test_defaults_are_the_authors_bert_base_script_and_offline_hub_ids_are_refused(monkeypatch):
-    import trainers.data
+    import trainers.data.sources
 
     method = get_method("dclr")
     config = method.resolve({})
@@ -175,7 +175,7 @@ def test_defaults_are_the_authors_bert_base_script_and_offline_hub_ids_are_refus
             config["temperature"], config["phi"], config["noise_times"], config["noise_steps"],
             config["noise_step_size"], config["noise_std"], config["pooling"]) == (
         128, 3e-5, 32, 3, 0.05, 0.9, 1.0, 4, 1e-3, 1.0, "cls")
-    monkeypatch.setattr(trainers.data, "hub_reachable", lambda: False)
+    monkeypatch.setattr(trainers.data.sources, "hub_reachable", lambda: False)
     problems = [str(p) for p in method.check(method.resolve({"complementary_model": "someone/not-cached"}))]
     assert any(p.startswith("complementary_model: 'someone/not-cached' is not a local folder") for p in problems)
 

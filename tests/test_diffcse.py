@@ -161,9 +161,9 @@ def test_defaults_are_the_authors_bert_base_script():
 
 
 def test_a_generator_that_cannot_edit_is_refused_in_one_line(tiny_bert, tiny_masked_lm, tiny_roberta, monkeypatch):
-    import trainers.data
+    import trainers.data.sources
 
-    monkeypatch.setattr(trainers.data, "hub_reachable", lambda: False)
+    monkeypatch.setattr(trainers.data.sources, "hub_reachable", lambda: False)
     method = get_method("diffcse")
 
     def problems(**knobs) -> list[str]:
@@ -199,11 +199,11 @@ def test_a_sweep_whose_generator_this_machine_lacks_is_refused_before_it_starts(
                                                                               capsys):
     """Offline, a hub id that is not in the cache stops `sweep plan` with exit 2 and one line naming the row
     and the knob, as SCT's mlm view does; a local masked-LM folder is accepted."""
-    import trainers.data
-    from sweep.cli import main
+    import trainers.data.sources
+    from sweep.commands.cli import main
     from tests.conftest import write_spec
 
-    monkeypatch.setattr(trainers.data, "hub_reachable", lambda: False)
+    monkeypatch.setattr(trainers.data.sources, "hub_reachable", lambda: False)
     spec = {"name": "diffcse-offline", "method": "diffcse", "base": {"model": tiny_bert, "max_steps": 2},
             "rows": [{"name": "DiffCSE", "set": {"generator": "someone/not-cached"}}], "seeds": [1]}
     capsys.readouterr()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep import spec_reference
-from sweep.spec_validation import DEFAULTS, TOP_LEVEL_KEYS
+from sweep.spec import reference_doc as spec_reference
+from sweep.spec.validation import DEFAULTS, TOP_LEVEL_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 

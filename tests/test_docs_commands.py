@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sweep.cli import build_parser
-from sweep.cli import main as sweep_main
+from sweep.commands.cli import build_parser
+from sweep.commands.cli import main as sweep_main
 from tests.conftest import wait_for
 from tests.fault_helpers import UNTIL_IT_HAPPENS
 
@@ -119,10 +119,10 @@ def test_the_cluster_pages_commands_run_as_written_against_a_bucket(tmp_path, ti
     import ray
     from ray.cluster_utils import Cluster
 
+    from results.record import Tag
     from tests.conftest import child_runs, spec_file
     from tests.s3_endpoint import free_port, s3_endpoint
     from tests.test_postgres_drivers import stop
-    from trainers.run_schema import Tag
 
     assert [argv[:2] for _, argv in CLUSTER_COMMANDS] == [["sweep", "run"], ["sweep", "resume"]]
     storage = next(word for _, argv in CLUSTER_COMMANDS for word in argv if word.startswith("s3://"))

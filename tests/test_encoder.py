@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from trainers.encoder import SentenceEncoder, pool
 from trainers.knobs import Problem
+from trainers.models.encoder import SentenceEncoder, pool
 
 SENTENCES = ["A man is playing a guitar.", "Dogs run.", "A very much longer sentence with many more tokens in it."]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from sweep import estimate as estimate_module
-from sweep.cli import main
-from sweep.estimate import Timing, estimate, slots, spread_sample, trial_seconds, wall_seconds
-from sweep.spec import SpecError, load_spec
+from sweep.commands import estimate as estimate_module
+from sweep.commands.cli import main
+from sweep.commands.estimate import Timing, estimate, slots, spread_sample, trial_seconds, wall_seconds
+from sweep.spec.sweep_spec import SpecError, load_spec
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
 FAKE = Timing(setup=2.0, table_per_example=0.001, step=0.5, dev=3.0, test=10.0)
@@ -77,7 +77,7 @@ def test_every_shipped_spec_gets_an_estimate(path):
 
 
 def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
-    from sweep.estimate import GPU_SHARING, gpu_sharing_slowdown
+    from sweep.commands.estimate import GPU_SHARING, gpu_sharing_slowdown
 
     small, base = 22e6, 110e6
     assert gpu_sharing_slowdown(1, small) == gpu_sharing_slowdown(1, base) == 1.0
@@ -91,8 +91,8 @@ def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
 
 def test_the_estimate_of_trials_on_a_quarter_gpu_each(tmp_path, monkeypatch):
     """The smoke trials at gpu 0.25 on one GPU: each costed at its measured slowdown, all at once."""
-    from sweep import spec_environment
-    from sweep.estimate import gpu_sharing_slowdown
+    from sweep.commands.estimate import gpu_sharing_slowdown
+    from sweep.spec import environment as spec_environment
 
     monkeypatch.setattr(spec_environment, "local_gpus", lambda: 1)  # the spec's check sees one GPU here
     text = SMOKE.read_text(encoding="utf-8").replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 0.25}")

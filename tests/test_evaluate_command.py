@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from trainers.data import TEST_SETS
+from trainers.data.sources import TEST_SETS
 from trainers.evaluate_model import main
 
 

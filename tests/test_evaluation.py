@@ -3,7 +3,7 @@ import pytest
 import torch
 from scipy import stats
 
-from trainers.data import STSSet
+from trainers.data.sources import STSSet
 from trainers.suites.sts import STSEvaluator, average_metrics, evaluate_sets, set_metrics
 
 rng = np.random.default_rng(0)

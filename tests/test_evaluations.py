@@ -17,8 +17,8 @@ from tests.evaluation_fixtures import (
     reranking_folder,
     senteval_folder,
 )
-from trainers.data import DataError
-from trainers.run_schema import Metric, SuiteName
+from trainers.data.sources import DataError
+from trainers.metrics import Metric, SuiteName
 from trainers.suites import (
     SUITES,
     classifier,

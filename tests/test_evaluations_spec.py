@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sweep.cli import main as sweep_main
-from sweep.spec import load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import write_spec
 from tests.evaluation_fixtures import reranking_folder
-from trainers.loop import run_trial
-from trainers.run_schema import Metric, SuiteName
+from trainers.metrics import Metric, SuiteName
+from trainers.training.loop import run_trial
 
 
 def suites_spec(tmp_path: Path, tiny_bert: str, evaluations=None) -> Path:

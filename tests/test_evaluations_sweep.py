@@ -10,7 +10,7 @@ from reports.collect import collect
 from reports.paper_tables import build_tables
 from reports.table_specs import parse_table_spec
 from results.render import to_markdown
-from sweep.engine import SweepOptions, run
+from sweep.run.engine import SweepOptions, run
 from tests.evaluation_fixtures import reranking_folder
 
 pytestmark = pytest.mark.slow

@@ -11,12 +11,12 @@ import torch
 from mlflow import MlflowClient
 from transformers import AutoModel, AutoTokenizer
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
-from sweep.status import trial_rows
+from sweep.commands.cli import main
+from sweep.commands.status import trial_rows
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file
-from trainers.data import TEST_SETS, evaluation_names, load_sts
-from trainers.encoder import SentenceEncoder
+from trainers.data.sources import TEST_SETS, evaluation_names, load_sts
+from trainers.models.encoder import SentenceEncoder
 from trainers.suites.sts import STSEvaluator
 
 pytestmark = pytest.mark.slow

@@ -19,12 +19,12 @@ import ray
 import torch
 from transformers import AutoModel
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
+from sweep.commands.cli import main
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import build_tiny_bert, child_runs, spec_file
 from tests.reference_encoding import reference_vectors
-from trainers.checkpoint import ENCODER_DIR, FINAL_RECORD
-from trainers.encoder import SentenceEncoder
+from trainers.models.encoder import SentenceEncoder
+from trainers.training.checkpoint import ENCODER_DIR, FINAL_RECORD
 
 pytestmark = pytest.mark.slow
 NAME = "layers"

@@ -11,15 +11,15 @@ import torch
 from transformers import AutoModel
 
 from tests.test_checkpoint import assert_resumes_exactly
-from trainers.checkpoint import LocalSession
-from trainers.data import evaluation_names, load_sts
-from trainers.flow import ActNorm, Coupling, FlowStep, Glow, InvertibleLinear
+from trainers.data.sources import evaluation_names, load_sts
 from trainers.knobs import KnobSet
-from trainers.loop import run_trial
 from trainers.losses.flow import flow_nll_bits
+from trainers.models.glow import ActNorm, Coupling, FlowStep, Glow, InvertibleLinear
 from trainers.objectives.flow import flow_from_config
 from trainers.registry import get_method
 from trainers.suites.sts import STSEvaluator
+from trainers.training.checkpoint import LocalSession
+from trainers.training.loop import run_trial
 
 TRIAL = {"method": "flow", "batch_size": 8, "train_limit": 40, "max_steps": 4, "eval_every": 2,
          "eval_precision": "fp32"}
@@ -137,7 +137,7 @@ def finished_trial(tiny_bert, use_tiny_sts, tmp_path):
 def test_only_the_flow_trains_and_the_export_scores_as_logged(finished_trial, tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.export import load_trial_encoder, save_sentence_transformer
+    from sweep.commands.export import load_trial_encoder, save_sentence_transformer
 
     final, checkpoint = finished_trial
     encoder, record = load_trial_encoder(checkpoint)
@@ -167,7 +167,7 @@ def test_a_resumed_flow_trial_equals_the_uninterrupted_one(tiny_bert, use_tiny_s
 
 
 def test_flow_is_listed_by_sweep_knobs(capsys):
-    from sweep.cli import main
+    from sweep.commands.cli import main
 
     assert main(["knobs", "flow"]) == 0
     listing = capsys.readouterr().out
@@ -188,7 +188,7 @@ NLI = [("A man plays a guitar on stage.", "A man is performing music.", 0),
 
 @pytest.fixture
 def fake_nli(monkeypatch):
-    import trainers.nli as nli
+    import trainers.data.nli_examples as nli
 
     monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
 
@@ -205,7 +205,7 @@ def test_nli_supervision_adds_sberts_nli_stage_at_the_authors_settings(tiny_bert
 
 
 def test_nli_supervision_is_refused_offline_naming_the_knob(tiny_bert, monkeypatch):
-    import trainers.nli as nli
+    import trainers.data.nli_examples as nli
 
     monkeypatch.setattr(nli, "hub_reachable", lambda: False)
     method = get_method("flow")
@@ -219,7 +219,7 @@ def test_the_sbert_nli_loss_is_ce_over_mean_pooled_pairs(tiny_bert):
     L_ce of [u, v, |u - v|] (tests/test_consert.py's slow version); ConSERT's 'sup' is the same objective."""
     from tests.conftest import build_objective
     from tests.test_consert import slow_nli_classification_loss
-    from trainers.encoder import SentenceEncoder, masked_mean
+    from trainers.models.encoder import SentenceEncoder, masked_mean
     from trainers.objectives.nli import SBERTNLIObjective
 
     config = get_method("flow").resolve({"model": tiny_bert, "nli_supervision": True})
@@ -243,7 +243,7 @@ def test_nli_supervision_fine_tunes_the_encoder_that_the_flow_then_fits_frozen(n
     """With nli_supervision the NLI stage trains the encoder at nli_learning_rate (36 pairs at batch 16: 3 steps,
     linear decay), and the flow's stage starts from, and ends with, that encoder; without it the flow's stage
     starts from the pristine encoder."""
-    from sweep.export import load_trial_encoder
+    from sweep.commands.export import load_trial_encoder
     from trainers.objectives.flow import FlowObjective
 
     at_flow_start = []
@@ -296,8 +296,8 @@ def test_a_flow_not_yet_fitted_only_permutes_the_dimensions():
 def test_planning_an_nli_supervised_trial_reads_no_nli(tiny_bert, monkeypatch):
     """`sweep plan` counts a trial's steps from its examples; a stage on labelled NLI (hub only) is not read:
     the steps are max_steps, or unknown."""
-    import trainers.nli as nli
-    from sweep.regime import planned_steps
+    import trainers.data.nli_examples as nli
+    from sweep.spec.regime import planned_steps
 
     def hub_read():
         raise AssertionError("planning read the NLI pairs")

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sweep.export import ExportError, export_trial
-from sweep.spec import SpecError, load_spec
-from sweep.status import exportable
+from sweep.commands.export import ExportError, export_trial
+from sweep.commands.status import exportable
+from sweep.spec.sweep_spec import SpecError, load_spec
 from tests.test_consert import SPECS
 from trainers.common_knobs import MEAN_POOLINGS
-from trainers.encoder import SentenceEncoder, frequency_ranking, frequent_token_ids, pool
 from trainers.knobs import ConfigError
+from trainers.models.encoder import SentenceEncoder, frequency_ranking, frequent_token_ids, pool
 from trainers.registry import get_method
 
 SENTENCES = ["A man is playing a guitar.", "Dogs run.", "The man, the dog and the cat sat on the mat in the sun."]
@@ -121,7 +121,7 @@ def test_export_refuses_a_skipping_trial_before_reading_it(tmp_path):
 
 
 def test_the_end_of_a_sweep_logs_no_model_for_a_skipping_trial(monkeypatch, capsys):
-    from sweep import retention
+    from sweep.run import retention
 
     logged = []
     monkeypatch.setattr(retention, "log_model", lambda uri, chosen, register=None: logged.append(chosen))

@@ -10,12 +10,12 @@ from typing import Callable
 import pytest
 import torch
 
-import trainers.frozen_outputs as frozen_outputs
-from trainers.encoder import SentenceEncoder
+import trainers.models.frozen_outputs as frozen_outputs
+from trainers.metrics import Metric
+from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.sct import SCTObjective
 from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
-from trainers.run_schema import Metric
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
 

@@ -8,14 +8,14 @@ import time
 import pytest
 import torch
 
-from trainers import frozen_outputs
-from trainers.encoder import SentenceEncoder
-from trainers.frozen_outputs import FrozenOutputs, model_key, table_batches, weights_digest
-from trainers.loop import run_trial
+from trainers.metrics import Metric
+from trainers.models import frozen_outputs
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.frozen_outputs import FrozenOutputs, model_key, table_batches, weights_digest
 from trainers.objectives.sct_distillation import Teacher
 from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
-from trainers.run_schema import Metric
+from trainers.training.loop import run_trial
 
 CPU = torch.device("cpu")
 TEXTS = ["A man plays a guitar.", "Two dogs run.", "A man plays a guitar.", "The market fell."]

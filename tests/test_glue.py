@@ -18,15 +18,15 @@ from reports.paper_tables import build_tables
 from reports.table_specs import load_table_specs, parse_table_spec
 from results.reader import recorded_identity
 from results.render import to_markdown
-from sweep.cli import main as sweep_main
-from sweep.spec import POINT, load_spec
-from sweep.tracking import MLflowTracker
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.sweep_spec import POINT, load_spec
+from sweep.tracking.tracker import MLflowTracker
 from tests.conftest import write_spec
-from trainers.data import DataError
-from trainers.glue import fine_tune, scores
-from trainers.glue_data import GLUE_KNOBS, Examples, load_local, parse_glue, split_validation
+from trainers.data.glue_tasks import GLUE_KNOBS, Examples, load_local, parse_glue, split_validation
+from trainers.data.sources import DataError
+from trainers.metrics import Glue
 from trainers.registry import get_method
-from trainers.run_schema import Glue
+from trainers.training.glue import fine_tune, scores
 
 CUES = {1: "good", 0: "bad"}  # the label is the first word: trivially separable
 FILLERS = ["film today", "story here", "day for us", "meal tonight", "book to read", "song on air", "game we saw"]
@@ -187,8 +187,8 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
                                                                             use_tiny_sts, monkeypatch, capsys):
     """Rows are the table's; one starts from an exported sentence-transformers folder (sweep export's
     format), one from a plain Hugging Face folder."""
-    from sweep.export import save_sentence_transformer
-    from trainers.encoder import SentenceEncoder
+    from sweep.commands.export import save_sentence_transformer
+    from trainers.models.encoder import SentenceEncoder
 
     exported = tmp_path / "exported"
     save_sentence_transformer(SentenceEncoder.from_pretrained(tiny_bert, "mean"), exported, 32)
@@ -283,8 +283,8 @@ def test_the_glue_knobs_are_the_loops_declarations_with_run_glues_defaults():
 def test_a_budget_caps_the_fine_tuning_and_the_tables_name_the_glue_command(tmp_path, tiny_bert, use_tiny_sts,
                                                                             monkeypatch, capsys):
     from reports.paper_tables import build_tables_for_cli
-    from sweep.budget import BUDGETS
-    from sweep.spec import load_spec
+    from sweep.spec.budget import BUDGETS
+    from sweep.spec.sweep_spec import load_spec
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
     path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "eval_every": 50})
@@ -313,12 +313,12 @@ def test_sweep_plan_of_a_glue_spec_prints_its_runs_without_torch_nor_ray(tmp_pat
     out = capsys.readouterr().out
     assert "tasks: rte, cola; the first 10% of each validation set selects, the last 90% reports" in out
     assert "2 rows x 3 seeds = 6 runs (every seed runs" in out and "12 fine-tunings" in out
-    assert heavy_modules_after(f"from sweep.cli import main\nassert main(['plan', {str(path)!r}]) == 0") == []
+    assert heavy_modules_after(f"from sweep.commands.cli import main\nassert main(['plan', {str(path)!r}]) == 0") == []
 
 
 def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tracking_uri, tiny_bert, use_tiny_sts,
                                                                monkeypatch, capsys):
-    import trainers.glue as glue
+    import trainers.training.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
     path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": tiny_bert}, {"tasks": ["rte"]})
@@ -340,7 +340,7 @@ def test_a_failing_row_is_marked_failed_and_the_others_finish(tmp_path, tracking
 
 def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_path, tracking_uri, tiny_bert,
                                                                           use_tiny_sts, monkeypatch, capsys):
-    import trainers.glue as glue
+    import trainers.training.glue as glue
 
     monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
     path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["rte"], "max_steps": 1})

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep import spec_environment
-from sweep.cli import main
-from sweep.spec_validation import gpu_problem
+from sweep.commands.cli import main
+from sweep.spec import environment as spec_environment
+from sweep.spec.validation import gpu_problem
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
 

@@ -9,9 +9,9 @@ import pytest
 from mlflow import MlflowClient
 
 from reports import importance
-from sweep.cli import main
+from results.record import PARENT_FILTER, Summary
+from sweep.commands.cli import main
 from tests.conftest import spec_file
-from trainers.run_schema import PARENT_FILTER, Summary
 
 pytestmark = pytest.mark.slow
 NO_OP = "checkpoint_every"

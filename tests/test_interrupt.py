@@ -73,7 +73,7 @@ def test_ctrl_c_kills_the_runs_prints_the_resume_and_the_resume_finishes_the_sam
 
 HANDLER = textwrap.dedent("""
     import signal, sys, time
-    from sweep.interrupt import StopOnSignal
+    from sweep.run.interrupt import StopOnSignal
 
     def tune_stop(number, frame):  # stands for Ray Tune's handler, which Tune installs for SIGUSR1
         print("tune stops", flush=True)

@@ -1,4 +1,4 @@
-"""The settings ledger (sweep/paper_ledger.yaml): every row of every spec that fills a paper's table resolves to
+"""The settings ledger (sweep/spec/paper_ledger.yaml): every row of every spec that fills a paper's table resolves to
 the paper's settings or to a declared deviation; an undeclared difference fails naming the table, the row, the
 knob, both values and the source; captions and plans print the declared deviations."""
 
@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from reports.table_specs import load_table_specs
-from sweep.cli import main as sweep_main
-from sweep.ledger import KINDS, LEDGER, ledger_mismatches, ledger_problems, load_ledger
-from sweep.spec import SpecError, load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.ledger import KINDS, LEDGER, ledger_mismatches, ledger_problems, load_ledger
+from sweep.spec.sweep_spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_RECORDS = load_ledger()
@@ -72,7 +72,7 @@ def test_a_baseline_whose_corpus_changes_without_a_declaration_fails_naming_ever
     assert problems[0] == (
         "table 'sct-table2': sct_baselines.yaml, row 'DCLR', knob train_corpus: ours 'stsb_sentences', the paper's "
         "'wiki1m' (DCLR Section 4.1: SimCSE's 10^6 Wikipedia sentences): undeclared (the ledger declares ours "
-        "'sts_all_sentences'); declare it in sweep/paper_ledger.yaml (forced | budget | open, with its reason) or set "
+        "'sts_all_sentences'); declare it in sweep/spec/paper_ledger.yaml (forced | budget | open, with its reason) or set "
         "the paper's value")
 
 
@@ -158,7 +158,7 @@ def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypa
     monkeypatch.chdir(tmp_path)
     assert sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "weight_decay=0.1"]) == 0
     out = capsys.readouterr().out
-    assert "against the paper (sweep/paper_ledger.yaml; knob: ours, the paper's (kind: reason)):" in out
+    assert "against the paper (sweep/spec/paper_ledger.yaml; knob: ours, the paper's (kind: reason)):" in out
     assert "  model: ours 'bundled:all-MiniLM-L6-v2', paper 'nreimers/BERT-Small-L-4_H-512_A-8' (forced:" in out
     assert ("  --set: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
             "(SCT_main.py: SentenceTransformer.fit's weight_decay 0.01 (the paper is silent))") in out
@@ -179,6 +179,6 @@ def test_the_rendered_table_of_the_report_carries_the_ledgers_deviations(tables)
         warnings.simplefilter("ignore", MissingResults)
         table = build_tables(pd.DataFrame(), ["sct-table2"], tables, load_yaml(PAPER_NUMBERS))[0]
     markdown = to_markdown(table)
-    assert "Deviations from the paper (sweep/paper_ledger.yaml)" in markdown
+    assert "Deviations from the paper (sweep/spec/paper_ledger.yaml)" in markdown
     assert "train_corpus ['SimCSE', 'DCLR', 'DiffCSE']: ours 'sts_all_sentences', paper 'wiki1m'" in markdown
     assert "Deviations from the paper" in to_latex(table)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainers.objective import Objective
+from trainers.objectives.base import Objective
 from trainers.registry import METHODS
 
 HEAVY = ("torch", "transformers", "ray")
@@ -30,7 +30,8 @@ def heavy_modules_after(code: str, cwd: Path | None = None) -> list[str]:
 
 
 def test_registry_and_spec_validation_import_no_torch():
-    code = "import trainers.registry, sweep.spec\nfrom trainers.registry import get_method\nget_method('sct').all_knobs"
+    code = ("import trainers.registry, sweep.spec.sweep_spec\nfrom trainers.registry import get_method\n"
+            "get_method('sct').all_knobs")
     assert heavy_modules_after(code) == []
 
 
@@ -43,7 +44,8 @@ def test_every_method_resolves_and_declares_its_stages_without_torch():
 
 
 def test_a_spec_read_without_environment_checks_imports_no_torch():
-    code = f"from sweep.spec import load_spec\nload_spec({str(SPECS / 'sct_main.yaml')!r}, check_environment=False)"
+    code = (f"from sweep.spec.sweep_spec import load_spec\n"
+            f"load_spec({str(SPECS / 'sct_main.yaml')!r}, check_environment=False)")
     assert heavy_modules_after(code) == []
 
 
@@ -69,18 +71,18 @@ def test_every_declared_stage_names_an_objective():
 
 def test_the_commands_a_person_waits_for_import_no_torch_nor_ray():
     """`sweep --help`, `sweep knobs`, `sweep status`, `reports.tables` (benchmarks/cli_latency.py times them)."""
-    code = ("import sweep.cli, sweep.status, reports.tables\n"
-            "sweep.cli.build_parser()\n"
-            "sweep.cli.print_knobs('sg')")
+    code = ("import sweep.commands.cli, sweep.commands.status, reports.tables\n"
+            "sweep.commands.cli.build_parser()\n"
+            "sweep.commands.cli.print_knobs('sg')")
     assert heavy_modules_after(code) == []
 
 
 def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray(tmp_path):
-    """`sweep plan` reads models' configs and weights' shapes as JSON (trainers.pretrained, sweep.plan):
+    """`sweep plan` reads models' configs and weights' shapes as JSON (trainers.models.pretrained, sweep.commands.plan):
     the whole plan, environment checks and regime warnings included, answers without torch. Specs whose
     data this machine lacks (a hub corpus, a BT file, an evaluation suite's folder) stop at their check."""
     code = ("import contextlib, io, glob\n"
-            "from sweep.cli import main\n"
+            "from sweep.commands.cli import main\n"
             f"for path in sorted(glob.glob({str(SPECS / '*.yaml')!r})):\n"
             "    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
             "        main(['plan', path])\n")
@@ -88,17 +90,18 @@ def test_sweep_plan_of_every_shipped_spec_imports_no_torch_nor_ray(tmp_path):
 
 
 def test_a_trial_worker_imports_neither_mlflow_nor_the_drivers_view():
-    """A Ray worker unpickles the trainable, :func:`sweep.trial.run_sweep_trial`, and imports its module:
+    """A Ray worker unpickles the trainable, :func:`sweep.run.trial.run_sweep_trial`, and imports its module:
     the trainers and Ray Tune, not the driver's MLflow tracker, progress view or reports (MLflow alone
     takes seconds to import)."""
-    probe = ("import sys, sweep.trial\n"
-             "print(sorted(m for m in ('mlflow', 'sweep.engine', 'sweep.tracking', 'reports') if m in sys.modules))")
+    probe = ("import sys, sweep.run.trial\n"
+             "print(sorted(m for m in ('mlflow', 'sweep.run.engine', 'sweep.tracking.tracker', 'reports') "
+             "if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
 
 
 def test_the_run_schema_and_the_checkpoint_layout_import_no_torch():
     """The sweep's driver, exports and reports read names and checkpoint layouts without torch."""
-    code = ("from trainers.run_schema import Tag, Metric\n"
-            "from trainers.checkpoint import FinalRecord, checkpoint_folder, checkpoint_index")
+    code = ("from results.record import Tag, Metric\n"
+            "from trainers.training.checkpoint import FinalRecord, checkpoint_folder, checkpoint_index")
     assert heavy_modules_after(code) == []

@@ -5,15 +5,15 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from trainers.data import load_sts
-from trainers.encoder import SentenceEncoder
+from trainers.data.sources import load_sts
 from trainers.knobs import ConfigError
-from trainers.loop import NonFiniteLossError, run_trial
 from trainers.method import Stage
-from trainers.optimization import batches, optimization_step
+from trainers.models.encoder import SentenceEncoder
 from trainers.registry import get_method
-from trainers.steps import load_examples, total_steps
 from trainers.suites.sts import STSEvaluator
+from trainers.training.loop import NonFiniteLossError, run_trial
+from trainers.training.optimization import batches, optimization_step
+from trainers.training.steps import load_examples, total_steps
 
 
 @pytest.fixture

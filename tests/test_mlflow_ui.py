@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from sweep.spec import load_spec
-from sweep.store import open_client
-from sweep.tracking import ensure_experiment, ensure_parent_run
-from trainers.run_schema import Metric, Role, Tag, runs_view_tag, runs_view_url
+from results.record import Role, Tag, runs_view_tag, runs_view_url
+from sweep.spec.sweep_spec import load_spec
+from sweep.tracking.store import open_client
+from sweep.tracking.tracker import ensure_experiment, ensure_parent_run
+from trainers.metrics import Metric
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces/smoke.yaml"
 
@@ -65,7 +66,7 @@ TRIALS = {"No tuning CLS | seed 42 | abcde_00000": (0.7012, 0.6512), "SimCSE | s
 @pytest.fixture
 def ui_of_a_sweep(tmp_path):
     """An MLflow UI on a store holding a sweep's experiment, its parent run and three finished trial runs with
-    their metrics, and the runs view the end-of-sweep summary shares on the experiment (sweep.summary)."""
+    their metrics, and the runs view the end-of-sweep summary shares on the experiment (sweep.commands.summary)."""
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = open_client(uri)
     experiment_id, parent_id = ensure_parent_run(client, load_spec(SMOKE))

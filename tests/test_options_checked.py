@@ -10,8 +10,8 @@ import time
 import pytest
 import ray
 
-from sweep.cli import main
-from sweep.variants import choose_variant, write_record
+from sweep.commands.cli import main
+from sweep.spec.variants import choose_variant, write_record
 from tests.conftest import spec_file
 
 UNTUNED_ONLY = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}]
@@ -116,9 +116,9 @@ def test_resume_by_name_finds_a_sweep_on_uri_storage(tmp_path, tiny_bert, use_ti
 def test_the_store_opens_while_ray_starts_and_its_error_is_raised(monkeypatch):
     """A new SQLite store takes seconds to create: it is opened in a thread while Ray starts in the main
     thread (where Ray must start), and an error of the store still reaches the caller."""
-    from sweep import engine
-    from sweep.options import SweepOptions
-    from sweep.variants import UsageError
+    from sweep.run import engine
+    from sweep.spec.options import SweepOptions
+    from sweep.spec.variants import UsageError
 
     calls = []
 

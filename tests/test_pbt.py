@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sweep.engine import _scheduler
-from sweep.spec import SpecError, load_spec
+from sweep.run.engine import _scheduler
+from sweep.spec.sweep_spec import SpecError, load_spec
 from tests.conftest import spec_file
 
 

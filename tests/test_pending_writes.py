@@ -1,4 +1,4 @@
-"""The tracking journal (``sweep/pending_writes.py``) on its own: what a sweep reports while its tracking server
+"""The tracking journal (``sweep/tracking/journal.py``) on its own: what a sweep reports while its tracking server
 does not answer is written after it answers again, in order and once, and a driver that stops meanwhile
 leaves it in the journal for the next one."""
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from sweep import pending_writes
-from sweep.pending_writes import PendingWrites
+from sweep.tracking import journal as pending_writes
+from sweep.tracking.journal import PendingWrites
 
 SERVER = "http://127.0.0.1:9"
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sweep.plan import _meta_bytes, encoder_bytes
+from sweep.commands.plan import _meta_bytes, encoder_bytes
 from tests.conftest import build_tiny_bert
 
 

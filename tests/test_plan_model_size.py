@@ -1,5 +1,5 @@
 """`sweep plan` says when a spec's model is GPU-size (mBERT, BERT-base, BERT-large), from the parameter
-count of its config (trainers.pretrained.ModelShape), without torch."""
+count of its config (trainers.models.pretrained.ModelShape), without torch."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import shutil
 import pytest
 import yaml
 
-from sweep.cli import main
-from sweep.plan import GPU_SIZE_PARAMETERS
-from trainers.pretrained import BUNDLED_MODEL, ModelShape, model_config
+from sweep.commands.cli import main
+from sweep.commands.plan import GPU_SIZE_PARAMETERS
+from trainers.models.pretrained import BUNDLED_MODEL, ModelShape, model_config
 
 # Published parameter counts (Hugging Face model cards) and the config fields of each model.
 PUBLISHED = {

@@ -23,7 +23,7 @@ from reports.plots import plot_sweep
 from results.figures import MIN_SPAN, dev_curves, legend_below, row_colours
 from tests.conftest import write_spec
 from tests.test_results import trials
-from trainers.run_schema import Metric
+from trainers.metrics import Metric
 
 STEPS = (20, 40)  # as the tour's smoke runs: matplotlib's own ticks would be 20, 22.5, 25...
 FIRST_SIMCSE = {1: (71.2, 71.1), 2: (71.5, 71.3), 3: (70.9, 71.0)}  # seed -> dev at STEPS, a 0.6-point spread

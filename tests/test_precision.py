@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers import precision
-from trainers.encoder import SentenceEncoder
 from trainers.knobs import ConfigError
-from trainers.loop import run_trial
+from trainers.models.encoder import SentenceEncoder
 from trainers.registry import get_method
+from trainers.training import precision
+from trainers.training.loop import run_trial
 
 CPU = torch.device("cpu")
 
@@ -47,7 +47,7 @@ def test_tf32_allows_tf32_products_inside_its_block_only():
 def test_a_tf32_trial_runs_its_backward_passes_in_tf32_too(tiny_bert, use_tiny_sts, monkeypatch):
     """The products of the gradients are two thirds of a step's: a TF32 trial whose backward pass ran in full
     fp32 was slower than fp32 itself on an H100."""
-    from trainers import loop
+    from trainers.training import loop
 
     monkeypatch.setattr(precision, "has_tf32", lambda device: True)  # this CPU stands in for a TF32 device
     seen = []
@@ -93,7 +93,7 @@ def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_b
 
 
 def test_frozen_outputs_computed_with_tf32_products_are_another_table():
-    from trainers.frozen_outputs import _autocast_state
+    from trainers.models.frozen_outputs import _autocast_state
 
     plain = _autocast_state("cuda")
     with precision.autocast("tf32", torch.device("cuda")):

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from sweep.progress import SweepProgress
-from sweep.spec import load_spec
+from sweep.run.progress import SweepProgress
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import spec_file
 from tests.test_sweep_run import ROOT
 

@@ -9,11 +9,11 @@ and its SICK-R is all 9,927 SemEval-2014 pairs (our train + dev + test).
 import numpy as np
 import pytest
 
-from trainers.data import STSSet, load_sts
-from trainers.encoder import SentenceEncoder
-from trainers.precision import autocast, cpu_runs_bf16_fast
-from trainers.pretrained import BUNDLED_MODEL
+from trainers.data.sources import STSSet, load_sts
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import BUNDLED_MODEL
 from trainers.suites.sts import evaluate_sets
+from trainers.training.precision import autocast, cpu_runs_bf16_fast
 
 # cosine_spearman x 100 from embeddings-benchmark/results,
 # results/sentence-transformers__all-MiniLM-L6-v2/8b3219a92973c328a8e22fadcfa821b5dc75636a/<Task>.json

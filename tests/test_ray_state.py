@@ -1,4 +1,4 @@
-"""Ray's experiment state kept whole (:mod:`sweep.ray_state`): a copy of each state Ray finished writing, put
+"""Ray's experiment state kept whole (:mod:`sweep.run.ray_state`): a copy of each state Ray finished writing, put
 back when a driver killed during the write left the state cut short (Ray writes it in place on local
 storage, and a restore from the cut file starts the trials again without their configs)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from sweep.ray_state import WHOLE_SUFFIX, WholeRayState, mend, newest_state
+from sweep.run.ray_state import WHOLE_SUFFIX, WholeRayState, mend, newest_state
 
 
 def test_a_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):

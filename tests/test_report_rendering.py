@@ -18,8 +18,8 @@ import yaml
 
 from reports.paper import main as report_main
 from results.render import MARKS, SEED_FREE_MARK
-from sweep.budget import BUDGETS
-from sweep.cli import main
+from sweep.commands.cli import main
+from sweep.spec.budget import BUDGETS
 from tests.conftest import child_runs, spec_file
 
 

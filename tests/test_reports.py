@@ -23,7 +23,7 @@ from reports.plots import curve
 from reports.table_specs import parse_table_spec
 from results.figures import dev_curves, heatmap
 from results.render import layout, legend, to_latex, to_markdown
-from sweep.engine import SweepOptions, run
+from sweep.run.engine import SweepOptions, run
 
 pytestmark = pytest.mark.slow
 

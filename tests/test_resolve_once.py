@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
-from trainers.run_schema import TRIAL_FILTER
+from results.record import TRIAL_FILTER
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

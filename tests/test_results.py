@@ -18,12 +18,12 @@ from reports.sweeps import sweep_tables
 from reports.table_specs import parse_table_spec
 from results.figures import grid_table, heatmap_texts, sweep_grid_plot
 from results.reader import identity_columns
+from results.record import TrialIdentity
 from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
-from sweep.spec import load_spec
-from sweep.summary import next_steps, summary_markdown, summary_table
+from sweep.commands.summary import next_steps, summary_markdown, summary_table
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import write_spec
-from trainers.run_schema import TrialIdentity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -247,17 +247,17 @@ def test_layers_only_point_down():
     assert not packages(imports("results")) & {"sweep", "reports"}
     assert "reports" not in packages(imports("sweep"))
     from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
-    allowed = ("sweep.spec", "sweep.export", "sweep.budget", "sweep.regime", "sweep.campaign", "sweep.contracts",
-               "sweep.ledger")
+    allowed = ("sweep.spec", "sweep.commands.export", "sweep.commands.campaign")
     assert from_sweep and all(module.startswith(allowed) for module in from_sweep), from_sweep
 
 
 def test_the_suites_do_not_import_training():
     """Inside trainers, the evaluation suites sit below training: the loop runs them, they never import the
-    loop, its optimisation or GLUE's fine-tuning (the loop and GLUE share trainers.optimization)."""
-    assert not imports("trainers/suites") & {"trainers.loop", "trainers.optimization", "trainers.glue"}
-    glue = ast.parse((ROOT / "trainers/glue.py").read_text(encoding="utf-8"))
-    assert "trainers.loop" not in {node.module for node in ast.walk(glue) if isinstance(node, ast.ImportFrom)}
+    loop, its optimisation or GLUE's fine-tuning (the loop and GLUE share trainers.training.optimization)."""
+    training = {"trainers.training.loop", "trainers.training.optimization", "trainers.training.glue"}
+    assert not imports("trainers/suites") & training
+    glue = ast.parse((ROOT / "trainers/training/glue.py").read_text(encoding="utf-8"))
+    assert "trainers.training.loop" not in {node.module for node in ast.walk(glue) if isinstance(node, ast.ImportFrom)}
 
 
 def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each_line(tmp_path):
@@ -281,7 +281,8 @@ def test_the_significance_line_says_what_was_tested_and_counts_the_seeds_of_each
 
 
 def test_the_metric_tag_reads_back_what_it_wrote_and_old_runs_rank_by_best_dev():
-    from trainers.run_schema import Metric, metric_tag, parse_metric_tag
+    from results.record import metric_tag, parse_metric_tag
+    from trainers.metrics import Metric
 
     for metric, mode in ((Metric.TEST_AVG, "max"), (Metric.LOSS, "min")):
         assert parse_metric_tag(metric_tag(metric, mode)) == (metric, mode)

@@ -21,7 +21,7 @@ from reports.cli import read_results
 from reports.paper_tables import build_tables
 from reports.sweeps import sweep_tables
 from reports.table_specs import parse_table_spec
-from sweep.cli import main
+from sweep.commands.cli import main
 from tests.conftest import write_spec
 
 pytestmark = pytest.mark.slow

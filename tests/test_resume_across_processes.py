@@ -24,10 +24,10 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweep.engine import SweepOptions, run
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.test_sweep_run import ROOT
-from trainers.checkpoint import TRAINING_STATE
+from trainers.training.checkpoint import TRAINING_STATE
 
 pytestmark = pytest.mark.slow
 NAME = "across"

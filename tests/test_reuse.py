@@ -12,11 +12,12 @@ import shutil
 import pytest
 from mlflow import MlflowClient
 
-import sweep.trial_key as trial_key_module
-from sweep.engine import SweepOptions, run
-from sweep.reuse import reuse_lines
+import sweep.spec.trial_key as trial_key_module
+from results.record import Tag
+from sweep.run.engine import SweepOptions, run
+from sweep.run.reuse import reuse_lines
 from tests.conftest import child_runs, spec_file
-from trainers.run_schema import Metric, Tag
+from trainers.metrics import Metric
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def test_a_spec_grown_by_a_seed_trains_only_that_seed(tmp_path, tiny_bert, track
     # A reused trial's encoder exports from its source's checkpoint and loads.
     from sentence_transformers import SentenceTransformer
 
-    from sweep.cli import main
+    from sweep.commands.cli import main
 
     out = tmp_path / "exported"
     assert main(["export", "grown", "--row", "simcse", "--seed", "1", "--out", str(out),
@@ -88,7 +89,7 @@ def test_a_spec_grown_by_a_seed_trains_only_that_seed(tmp_path, tiny_bert, track
 
 def test_what_differs_is_not_reused_and_the_plan_says_which_part(tmp_path, tiny_bert, tracking_uri, first_sweep,
                                                                  tiny_sts_dir, monkeypatch):
-    from sweep.spec import load_spec
+    from sweep.spec.sweep_spec import load_spec
 
     same = load_spec(spec_file(tmp_path, tiny_bert, "same", seeds=[1]))
     assert reuse_lines(same, tracking_uri)[0].startswith("reuse: 2 of 2 trials finished before")
@@ -121,7 +122,7 @@ def test_reuse_other_code_takes_a_run_that_differs_in_the_code_only_and_says_so(
         tmp_path, tiny_bert, tracking_uri, first_sweep, local_ray, monkeypatch):
     monkeypatch.setattr(trial_key_module, "code_digest", lambda: "edited training code")
     path = spec_file(tmp_path, tiny_bert, "other_code", seeds=[1])
-    from sweep.spec import load_spec
+    from sweep.spec.sweep_spec import load_spec
 
     lines = reuse_lines(load_spec(path), tracking_uri, other_code=True)
     assert lines[0].startswith("reuse: 2 of 2") and sum("reused from other training code" in ln for ln in lines) == 2
@@ -129,7 +130,7 @@ def test_reuse_other_code_takes_a_run_that_differs_in_the_code_only_and_says_so(
     runs = by_row_and_seed(tracking_uri, "other_code")
     assert all(r.data.tags[Tag.REUSED_OTHER_CODE] == "true" for r in runs.values())
     assert {r.data.tags[Tag.REUSED_FROM] for r in runs.values()} == {r.info.run_id for r in first_sweep.values()}
-    from sweep.summary import finish_sweep
+    from sweep.commands.summary import finish_sweep
 
     summary = finish_sweep(load_spec(path), tracking_uri)
     assert "reused: 2 of 2 trials were not trained here" in summary

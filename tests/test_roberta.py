@@ -11,19 +11,19 @@ import math
 import pytest
 import torch
 
-import trainers.augmentations as augmentations
+import trainers.views.embedding as augmentations
 from tests.conftest import build_tiny_roberta
 from tests.test_checkpoint import BASE, assert_resumes_exactly
-from trainers.augmentations import augmented_hidden_states, shuffled_position_ids
-from trainers.checkpoint import LocalSession
-from trainers.encoder import SentenceEncoder
-from trainers.frozen_outputs import tokenizer_digest
 from trainers.knobs import Problem
-from trainers.loop import run_trial
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.frozen_outputs import tokenizer_digest
+from trainers.models.pretrained import FAMILIES
 from trainers.objectives.sct import SCTObjective
 from trainers.objectives.sg import SelfGuidedObjective
-from trainers.pretrained import FAMILIES
 from trainers.registry import get_method
+from trainers.training.checkpoint import LocalSession
+from trainers.training.loop import run_trial
+from trainers.views.embedding import augmented_hidden_states, shuffled_position_ids
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell sharply today.", "Hi."]
 MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
@@ -126,7 +126,7 @@ def test_an_unsupported_family_is_refused_before_a_sweep(tmp_path):
     method = get_method("simcse")
     problems = method.environment_problems(method.resolve({"model": str(tmp_path)}))
     assert Problem("model", "model_type 'distilbert' is not a supported encoder family (supported: bert, roberta; "
-                   "a family is described once in trainers.pretrained.FAMILIES)") in problems
+                   "a family is described once in trainers.models.pretrained.FAMILIES)") in problems
 
 
 ONE_STEP = {"batch_size": 4, "train_limit": 8, "max_steps": 1, "eval_every": 1, "learning_rate": 1e-3,
@@ -187,7 +187,7 @@ def test_an_exported_roberta_loads_in_sentence_transformers_with_the_same_vector
                                                                                    use_tiny_sts, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.export import load_trial_encoder, save_sentence_transformer
+    from sweep.commands.export import load_trial_encoder, save_sentence_transformer
 
     config = {**ONE_STEP, "model": tiny_roberta, "method": "simcse", "max_steps": 2, "pooling": pooling}
     run_trial(config, LocalSession(tmp_path / "checkpoints", keep=1))

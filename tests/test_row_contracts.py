@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from reports.table_specs import TableSpecError, load_table_specs
-from sweep.cli import main as sweep_main
-from sweep.contracts import differences, exempt
-from sweep.spec import SpecError, load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.contracts import differences, exempt
+from sweep.spec.sweep_spec import SpecError, load_spec
 from trainers.knobs import ConfigError
+from trainers.metrics import SuiteName
 from trainers.registry import METHODS, get_method
-from trainers.run_schema import SuiteName
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = sorted((ROOT / "search_spaces").glob("*.yaml"))
@@ -32,13 +32,13 @@ def test_every_spec_of_several_rows_names_its_reference_and_each_row_its_changes
 
 
 def own_differences(reference: dict, config: dict) -> set[str]:
-    """This test's own comparison of two resolved configs, not sweep.contracts': every key both hold (``method``
+    """This test's own comparison of two resolved configs, not sweep.spec.contracts': every key both hold (``method``
     included) whose values differ, but the evaluation suites (the table's, not a row's)."""
     return {key for key in set(reference) & set(config) if key != SuiteName.KEY and reference[key] != config[key]}
 
 
 NEVER_A_CHANGE = {"seed", "max_steps", "eval_every", "eval_max_pairs"}
-"""Written out here, not read from sweep.contracts: the seed and the knobs a budget caps."""
+"""Written out here, not read from sweep.spec.contracts: the seed and the knobs a budget caps."""
 
 
 @pytest.mark.parametrize("name", [name for name, table in TABLES.items() if table.kind == "rows"])
@@ -271,7 +271,7 @@ def test_the_per_step_views_row_builds_no_table():
     """'views recomputed every step' runs BERT_F on each step's batch: a table bound of 0 GB builds none."""
     import torch
 
-    from trainers.frozen_outputs import FrozenOutputs
+    from trainers.models.frozen_outputs import FrozenOutputs
 
     spec = load_spec(ROOT / "search_spaces/sg_variants.yaml", check_environment=False)
     per_step = FrozenOutputs.from_config(spec.row_config("views recomputed every step"), {"test": "per-step"})

@@ -19,16 +19,16 @@ import ray
 import torch
 from safetensors.torch import load_file
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
-from sweep.status import trial_rows
+from results.record import ModelState, Tag
+from sweep.commands.cli import main
+from sweep.commands.status import trial_rows
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file
 from tests.s3_endpoint import s3_endpoint
 from tests.test_sweep_evaluate import PEARSON, multilingual_fixture
-from trainers.checkpoint import CHECKPOINT_SEAL, ENCODER_DIR, FINAL_RECORD, checkpoint_index
-from trainers.encoder import SentenceEncoder
-from trainers.run_schema import ModelState, Tag
+from trainers.models.encoder import SentenceEncoder
 from trainers.suites import multilingual_sts
+from trainers.training.checkpoint import CHECKPOINT_SEAL, ENCODER_DIR, FINAL_RECORD, checkpoint_index
 
 pytestmark = pytest.mark.slow
 

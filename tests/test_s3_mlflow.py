@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import ray
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
+from results.record import Tag
+from sweep.commands.cli import main
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file
 from tests.s3_endpoint import free_port, s3_endpoint
-from trainers.run_schema import Tag
 
 pytestmark = pytest.mark.slow
 

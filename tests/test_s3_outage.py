@@ -6,7 +6,7 @@ The outage starts at an event, not at a time: the relay goes down the moment the
 second checkpoint reaches ``training_state.pt`` (``Relay.down_on``), so that checkpoint is left half-written
 in the bucket. It lasts until the trial has tried to store it twice and failed (the trial's own lines), then
 the endpoint answers again. The trial holds meanwhile and stores that checkpoint again under a new folder
-(:func:`sweep.trial.with_storage_retries`); the last sealed checkpoint stays the one Ray and MLflow name; the
+(:func:`sweep.run.trial.with_storage_retries`); the last sealed checkpoint stays the one Ray and MLflow name; the
 half-written one is never read back as whole; the trial ends as an uninterrupted trial does, each evaluation
 step logged once.
 """
@@ -23,11 +23,13 @@ import pyarrow.fs
 import pytest
 from mlflow import MlflowClient
 
-import sweep.trial as trial_module
+import sweep.run.trial as trial_module
+from results.record import Tag
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, held_file, hold_env, release
 from tests.s3_endpoint import s3_endpoint
-from trainers.checkpoint import (
+from trainers.metrics import Metric, Report
+from trainers.training.checkpoint import (
     CHECKPOINT_SEAL,
     TRAINING_STATE,
     CheckpointWarning,
@@ -36,7 +38,6 @@ from trainers.checkpoint import (
     incomplete,
     newest_checkpoint,
 )
-from trainers.run_schema import Metric, Report, Tag
 
 pytestmark = pytest.mark.slow
 

@@ -22,12 +22,12 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweep.cli import main
+from results.record import Tag
+from sweep.commands.cli import main
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, held_file, hold_env, release
 from tests.s3_endpoint import s3_endpoint
-from trainers.checkpoint import CHECKPOINT_SEAL
-from trainers.run_schema import Tag
+from trainers.training.checkpoint import CHECKPOINT_SEAL
 
 BUCKET = "sweeps"
 STORAGE = f"s3://{BUCKET}/sweeps"

@@ -9,8 +9,8 @@ import ray
 import yaml
 from ray import tune
 
-from sweep.engine import param_space, search_algorithm
-from sweep.spec import SweepSpec, load_spec
+from sweep.run.engine import param_space, search_algorithm
+from sweep.spec.sweep_spec import SweepSpec, load_spec
 from tests.conftest import write_spec
 
 SEARCHED = Path(__file__).resolve().parent.parent / "search_spaces" / "simcse_search.yaml"

@@ -4,9 +4,8 @@ import torch.nn.functional as F
 
 from tests.conftest import build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
-from trainers.data import DataError, read_backtranslations
+from trainers.data.sources import DataError, read_backtranslations
 from trainers.knobs import Problem
-from trainers.loop import run_trial
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import (
     hard_cross_entropy,
@@ -17,9 +16,10 @@ from trainers.losses.sct import (
     soft_cross_entropy,
 )
 from trainers.methods.sct import sct_problems
-from trainers.queues import InstanceQueue
+from trainers.models.queues import InstanceQueue
 from trainers.registry import get_method
-from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
+from trainers.training.loop import run_trial
+from trainers.views.text import MaskedLMRewriter, replace_one_synonym
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 
@@ -335,7 +335,7 @@ def test_sct_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
 
 
 def test_backtranslation_file_round_trips_through_the_reader(tmp_path):
-    from trainers.backtranslate import back_translations, write_file
+    from trainers.data.backtranslate import back_translations, write_file
 
     calls = []
 
@@ -447,7 +447,7 @@ def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_b
      ({"mlm_model": "bert-base-uncased"}, "mlm_model: given, but neither view is mlm")],
 )
 def test_distillation_and_rewrite_views_are_validated(overrides, problem, monkeypatch):
-    monkeypatch.setattr("trainers.data.hub_reachable", lambda: False)
+    monkeypatch.setattr("trainers.data.sources.hub_reachable", lambda: False)
     config = get_method("sct").resolve(overrides)
     assert any(str(p).startswith(problem) for p in sct_problems(config)), sct_problems(config)
 

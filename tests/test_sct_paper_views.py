@@ -11,8 +11,8 @@ import pytest
 from reports.paper_tables import _add_delta
 from reports.table_specs import load_table_specs
 from results.table import DELTA, Cell, Line, Table
-from sweep.cli import main as sweep_main
-from sweep.spec import SpecError, load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.sweep_spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 

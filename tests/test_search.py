@@ -1,4 +1,4 @@
-"""Searchers of a spec's sampled axes (sweep.searchers): what validation refuses, the seed mean each searcher
+"""Searchers of a spec's sampled axes (sweep.run.searchers): what validation refuses, the seed mean each searcher
 learns from, its saved state, and TPE finding a known optimum sooner than random search."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from ray import tune
 from ray.tune.search import Searcher
 
-from sweep.cli import main as sweep_main
-from sweep.searchers import SeedMean, searcher
-from sweep.spec import POINT, load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.run.searchers import SeedMean, searcher
+from sweep.spec.sweep_spec import POINT, load_spec
 from tests.conftest import write_spec
 
 

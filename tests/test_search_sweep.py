@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from sweep.cli import main
-from sweep.store import open_client
+from sweep.commands.cli import main
+from sweep.tracking.store import open_client
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, held_file, hold_env, release
 from tests.test_sweep_run import driver, step_history

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from tests.test_checkpoint import comparable
-from trainers.loop import run_trial
 from trainers.losses.contrastive import nt_xent
 from trainers.registry import get_method
+from trainers.training.loop import run_trial
 
 
 @pytest.mark.parametrize("pooling, layer", [("mean", -1), ("cls", 1), ("first_last_avg", -1)])

@@ -1,4 +1,4 @@
-"""Adaptive seeds (sweep.seed_rounds): the rule that adds a seed to a row while its Welch p against the
+"""Adaptive seeds (sweep.run.seed_rounds): the rule that adds a seed to a row while its Welch p against the
 reference row is undecided, the searcher that starts the trials it asks for, and what validation refuses."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from sweep.cli import main as sweep_main
-from sweep.searchers import SeedRoundsSearcher
-from sweep.seed_rounds import METRIC, verdict
-from sweep.spec import POINT, SeedRounds, load_spec
+from sweep.commands.cli import main as sweep_main
+from sweep.run.searchers import SeedRoundsSearcher
+from sweep.run.seed_rounds import METRIC, verdict
+from sweep.spec.sweep_spec import POINT, SeedRounds, load_spec
 from tests.conftest import write_spec
 
 ROUNDS = SeedRounds(first=(1, 2, 3), more=(4, 5), p=0.01, or_above=0.2)

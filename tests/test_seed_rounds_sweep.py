@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from mlflow import MlflowClient
 
-from sweep.cli import main
+from sweep.commands.cli import main
 from tests.conftest import child_runs
 from tests.test_seed_rounds import adaptive_spec
 

@@ -9,9 +9,9 @@ from transformers import AutoModel, AutoTokenizer
 
 from tests.conftest import build_objective
 from tests.test_sg_losses import slow_base, slow_opt1, slow_opt2, slow_opt3
-from trainers.loop import run_trial
 from trainers.objectives.sg import SelfGuidedObjective
 from trainers.registry import get_method
+from trainers.training.loop import run_trial
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
 HEAD_SEED = 0

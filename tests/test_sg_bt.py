@@ -12,9 +12,9 @@ from transformers import AutoModel, AutoTokenizer, BertModel
 from tests.conftest import build_tiny_bert
 from tests.test_sg import BATCH, HEAD_SEED, TEST_DEFAULTS, build, objective_loss
 from tests.test_sg_losses import slow_base, slow_opt_bt
-from trainers.backtranslate import write_file
-from trainers.loop import run_trial
+from trainers.data.backtranslate import write_file
 from trainers.registry import get_method
+from trainers.training.loop import run_trial
 
 ROWS = [(s, f"{s[:-1]} indeed.", f"Well, {s[0].lower()}{s[1:]}") for s in BATCH]
 """(sentence, bt1, bt2): stand-ins for two round trips through a pivot language."""
@@ -22,7 +22,7 @@ ROWS = [(s, f"{s[:-1]} indeed.", f"Well, {s[0].lower()}{s[1:]}") for s in BATCH]
 
 @pytest.fixture
 def bt_file(tmp_path):
-    return str(write_file(ROWS * 3, tmp_path / "bt.tsv"))  # 12 rows, as `python -m trainers.backtranslate` writes
+    return str(write_file(ROWS * 3, tmp_path / "bt.tsv"))  # 12 rows, as `python -m trainers.data.backtranslate` writes
 
 
 def expected_bt_loss(tiny_bert: str, bt_view: str = "bt1", bt_into: str = "fixed") -> float:
@@ -91,9 +91,9 @@ def test_a_bt_sg_opt_trial_trains_on_the_files_rows(tiny_bert, bt_file, use_tiny
 
 @pytest.mark.parametrize("knobs, problem", [
     ({"bt_view": "bt1"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
-                         "`python -m trainers.backtranslate` writes; no bt_file is set"),
+                         "`python -m trainers.data.backtranslate` writes; no bt_file is set"),
     ({"bt_view": "bt1", "bt_file": "missing.tsv"}, "bt_file: bt_view 'bt1' needs a TSV (sentence, bt1, bt2) that "
-                                                   "`python -m trainers.backtranslate` writes; 'missing.tsv' does "
+                                                   "`python -m trainers.data.backtranslate` writes; 'missing.tsv' does "
                                                    "not exist"),
     ({"bt_file": "missing.tsv"}, "bt_file: 'missing.tsv' does not exist (it would be ignored: bt_view is 'none' "
                                  "(set bt_view to bt1 or bt2))"),

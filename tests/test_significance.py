@@ -11,10 +11,10 @@ import pytest
 
 from results.lines import add_p_values, sweep_table
 from results.reader import identity_columns
+from results.record import TrialIdentity
 from results.render import to_csv, to_markdown
 from results.significance import welch_p
 from results.table import COLUMNS, SWEEP_COLUMNS
-from trainers.run_schema import TrialIdentity
 
 
 def trials(scores: dict[str, list[float]], sampled: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:

@@ -12,9 +12,9 @@ from transformers import AutoModel, AutoTokenizer
 
 from tests.conftest import build_objective
 from tests.test_consert import slow_info_nce
-from trainers.loop import run_trial
 from trainers.objectives.simcse import SimCSEObjective
 from trainers.registry import get_method
+from trainers.training.loop import run_trial
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell today.", "A woman is cooking."]
 HEAD_SEED = 0

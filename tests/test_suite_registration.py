@@ -3,7 +3,7 @@
 This file is such a module: ``pair_cosine``, a real (if tiny) suite declared as ``SUITE`` at the top, with
 its loader and its ``evaluate``. The test registers it through the one registration function and runs it
 through the path a spec's ``evaluations: [...]`` takes (validation, the data check at plan time, the
-trial's config, :func:`trainers.loop.run_trial` on the tiny random BERT), and finds its metric in the
+trial's config, :func:`trainers.training.loop.run_trial` on the tiny random BERT), and finds its metric in the
 trial's final report under the name its declaration gives. Nothing else in the project names it.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import write_spec
-from trainers.data import DataError
+from trainers.data.sources import DataError
 from trainers.knobs import Knob, KnobSet
 from trainers.suites import SUITES, Encode, Suite, register
 
@@ -60,10 +60,10 @@ def pair_cosine_spec(folder: Path, tiny_bert: str, evaluations: list) -> Path:
 
 def test_a_suite_registered_by_one_line_runs_where_a_spec_chooses_it(registered, tmp_path, tiny_bert, use_tiny_sts,
                                                                     monkeypatch, capsys):
-    from sweep.cli import main as sweep_main
-    from sweep.spec import load_spec
-    from trainers.loop import run_trial
-    from trainers.run_schema import Metric
+    from sweep.commands.cli import main as sweep_main
+    from sweep.spec.sweep_spec import load_spec
+    from trainers.metrics import Metric
+    from trainers.training.loop import run_trial
 
     declared = registered.metric("pairs", "cosine")  # the name its declaration gives
     assert registered is SUITES["pair_cosine"] and declared == "test_pair_cosine_pairs_cosine"
@@ -86,7 +86,7 @@ def test_a_suite_registered_by_one_line_runs_where_a_spec_chooses_it(registered,
 
 
 def test_an_unknown_suite_stays_unknown_until_registered(tmp_path, tiny_bert, use_tiny_sts, capsys):
-    from sweep.cli import main as sweep_main
+    from sweep.commands.cli import main as sweep_main
 
     assert "pair_cosine" not in SUITES
     assert sweep_main(["plan", str(pair_cosine_spec(tmp_path, tiny_bert, ["sts", "pair_cosine"]))]) == 2

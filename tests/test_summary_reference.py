@@ -7,8 +7,8 @@ import pytest
 from scipy.stats import ttest_1samp, ttest_ind
 
 from reports.sweeps import sweep_tables
-from sweep.spec import load_spec
-from sweep.summary import summary_markdown, summary_table
+from sweep.commands.summary import summary_markdown, summary_table
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import write_spec
 from tests.test_results import trials
 

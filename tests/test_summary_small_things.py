@@ -3,11 +3,11 @@ no empty grid point."""
 
 from __future__ import annotations
 
-from sweep.export import model_card
-from sweep.plan import reference_lines
-from sweep.spec import load_spec
+from sweep.commands.export import model_card
+from sweep.commands.plan import reference_lines
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import write_spec
-from trainers.checkpoint import FinalRecord
+from trainers.training.checkpoint import FinalRecord
 
 ROWS = {"name": "temp", "method": "simcse", "seeds": [1], "reference": "simcse",
         "rows": [{"name": "simcse"}, {"name": "simcse_t", "changes": ["temperature"], "set": {"temperature": 0.1}}]}

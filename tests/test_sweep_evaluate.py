@@ -13,16 +13,17 @@ import ray
 from reports.collect import collect
 from reports.paper_tables import build_tables
 from reports.table_specs import parse_table_spec
+from results.record import Tag
 from results.render import to_markdown
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
-from sweep.status import trial_rows
+from sweep.commands.cli import main
+from sweep.commands.status import trial_rows
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file
 from tests.evaluation_fixtures import multilingual_sts_folder
 from tests.test_light_imports import heavy_modules_after
-from trainers.data import read_sts_tsv
-from trainers.encoder import SentenceEncoder
-from trainers.run_schema import Metric, SuiteName, Tag
+from trainers.data.sources import read_sts_tsv
+from trainers.metrics import Metric, SuiteName
+from trainers.models.encoder import SentenceEncoder
 from trainers.suites import multilingual_sts
 
 ROWS = [{"name": "untuned", "set": {"method": "none", "pooling": "mean"}}, {"name": "simcse", "set": {}}]
@@ -116,7 +117,7 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
 
     # An evaluation with the same key (trial, suite, options, data) is not computed again: on the same run,
     # nor on a run of the same trial in another sweep (reused), which gets the same metrics copied.
-    import sweep.evaluate as evaluate
+    import sweep.commands.evaluate as evaluate
 
     def not_again(run, suite):
         raise AssertionError(f"{run.info.run_id} evaluated again")
@@ -158,7 +159,7 @@ def test_bad_suites_are_refused_without_torch(tmp_path, capsys):
             "--suite senteval.classifer: unknown option; did you mean 'classifier'?")
     refused(capsys, ["evaluate", "x", "--suite", "sts", "--tracking-uri", uri], "--suite: sts is every trial's own")
     refused(capsys, ["evaluate", "x", "--suite", "nli", "--tracking-uri", uri], f"no MLflow store at {uri}")
-    code = ("import contextlib, io\nfrom sweep.cli import main\n"
+    code = ("import contextlib, io\nfrom sweep.commands.cli import main\n"
             "with contextlib.redirect_stderr(io.StringIO()):\n"
             f"    main(['evaluate', 'x', '--suite', 'nli', '--tracking-uri', {uri!r}])\n"
             f"    main(['evaluate', 'x', '--suite', 'sentevl', '--tracking-uri', {uri!r}])")

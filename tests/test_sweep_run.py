@@ -15,9 +15,9 @@ import pytest
 import ray
 from mlflow import MlflowClient
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
-from sweep.status import trial_rows
+from sweep.commands.cli import main
+from sweep.commands.status import trial_rows
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file, wait_for
 
 pytestmark = pytest.mark.slow
@@ -117,7 +117,7 @@ def test_killed_driver_resumes_without_duplicates_and_from_checkpoints(tmp_path,
 
     finished, cut = wait_for(mid_trial, log=tmp_path / "driver.log")
     # Ray writes its experiment state, which names each trial's latest checkpoint, at most every
-    # TUNE_GLOBAL_CHECKPOINT_S (1 s, sweep.engine): the kill waits for a state written after the checkpoint.
+    # TUNE_GLOBAL_CHECKPOINT_S (1 s, sweep.run.engine): the kill waits for a state written after the checkpoint.
     seen = time.time()
     states = tmp_path / "ray"
     wait_for(lambda: any(state.stat().st_mtime > seen for state in states.glob("*/experiment_state-*.json")), 30)
@@ -192,11 +192,11 @@ def test_trials_are_placed_on_both_nodes_of_a_cluster(tmp_path, tiny_bert, use_t
 def test_a_grid_that_ray_ended_short_without_a_signal_exits_1_saying_so(left, monkeypatch, capsys):
     """Trials left at the end with no signal and no store outage: Ray Tune ended the experiment without them
     (the CI once saw a resumed grid end with 3 of its 6 trials). The driver says how many, and exits 1."""
-    from sweep.cli import _summarise
-    from sweep.engine import SweepOutcome
-    from sweep.spec import load_spec
+    from sweep.commands.cli import _summarise
+    from sweep.run.engine import SweepOutcome
+    from sweep.spec.sweep_spec import load_spec
 
-    monkeypatch.setattr("sweep.summary.finish_sweep", lambda spec, uri: "")
+    monkeypatch.setattr("sweep.commands.summary.finish_sweep", lambda spec, uri: "")
     spec = load_spec(ROOT / "search_spaces" / "smoke.yaml")
     outcome = SweepOutcome(results=[], stopped_by=None, trials_left=left, resume_command="python -m sweep resume")
     assert _summarise(outcome, spec, SimpleNamespace(tracking_uri="sqlite:///unused.db")) == (1 if left else 0)

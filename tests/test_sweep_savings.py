@@ -17,10 +17,10 @@ from ray.tune.search.variant_generator import generate_variants
 from reports.paper_tables import MissingResults, build_tables
 from reports.table_specs import load_table_specs
 from results.render import layout, legend
-from sweep.cli import main
-from sweep.engine import param_space
-from sweep.spec import SpecError, load_spec
-from trainers.data import load_corpus
+from sweep.commands.cli import main
+from sweep.run.engine import param_space
+from sweep.spec.sweep_spec import SpecError, load_spec
+from trainers.data.sources import load_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 AUGMENTATIONS = ["none", "shuffle", "token_cutoff", "feature_cutoff", "dropout"]

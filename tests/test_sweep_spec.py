@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.budget import BUDGETS
-from sweep.cli import main
-from sweep.spec import SpecError, load_spec, trial_config
-from sweep.spec_yaml import parse_override
+from sweep.commands.cli import main
+from sweep.spec.budget import BUDGETS
+from sweep.spec.source import parse_override
+from sweep.spec.sweep_spec import SpecError, load_spec, trial_config
 
 SPEC = {
     "name": "unit",

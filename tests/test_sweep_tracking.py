@@ -9,8 +9,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from sweep.spec import load_spec
-from sweep.tracking import MLflowTracker
+from sweep.spec.sweep_spec import load_spec
+from sweep.tracking.tracker import MLflowTracker
 
 SPEC = {
     "name": "tracking",
@@ -23,7 +23,7 @@ SPEC = {
 
 
 def trial(trial_id: str, last_result: dict | None = None, error_file: str | None = None) -> SimpleNamespace:
-    """A Tune trial as the tracker sees it: its config names its trial point (sweep.engine.param_space)."""
+    """A Tune trial as the tracker sees it: its config names its trial point (sweep.run.engine.param_space)."""
     return SimpleNamespace(
         trial_id=trial_id,
         config={"point": 0, "row": "tau = 0.1", "seed": 3, "learning_rate": 1e-5},
@@ -102,8 +102,8 @@ def test_scheduler_stopped_and_failed_trials(tmp_path):
 
 
 def test_without_ray_state_unfinished_runs_are_killed_and_finished_ones_refuse_a_rerun(tmp_path):
-    from sweep.engine import SweepOptions, run
-    from sweep.variants import UsageError
+    from sweep.run.engine import SweepOptions, run
+    from sweep.spec.variants import UsageError
 
     callback, client = tracker(tmp_path)
     orphan = trial("t_orphan")

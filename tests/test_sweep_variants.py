@@ -11,9 +11,9 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from sweep.cli import main
+from results.record import runs_view_tag
+from sweep.commands.cli import main
 from tests.conftest import write_spec
-from trainers.run_schema import runs_view_tag
 
 pytestmark = pytest.mark.slow
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import yaml
 
 from reports.table_specs import load_table_specs
-from sweep.cli import main as sweep_main
-from sweep.spec import load_spec
-from trainers.backtranslate import write_file
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.sweep_spec import load_spec
+from trainers.data.backtranslate import write_file
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "sg_roberta.yaml"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from sweep.cli import main as sweep_main
-from sweep.spec import load_spec
-from trainers.backtranslate import write_file
+from sweep.commands.cli import main as sweep_main
+from sweep.spec.sweep_spec import load_spec
+from trainers.data.backtranslate import write_file
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "sg_bt.yaml"
 

@@ -8,16 +8,16 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from trainers import encoder as encoder_module
-from trainers import loop, optimization
-from trainers.data import load_corpus
-from trainers.encoder import SentenceEncoder
-from trainers.loop import NonFiniteLossError, run_trial
-from trainers.optimization import fused_update, make_optimizer
-from trainers.pretrained import BUNDLED_MODEL, resolve_model_path
+from trainers.data.sources import load_corpus
+from trainers.data.tokens import TokenCache, pad
+from trainers.metrics import Metric
+from trainers.models import encoder as encoder_module
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 from trainers.registry import get_method
-from trainers.run_schema import Metric
-from trainers.tokens import TokenCache, pad
+from trainers.training import loop, optimization
+from trainers.training.loop import NonFiniteLossError, run_trial
+from trainers.training.optimization import fused_update, make_optimizer
 
 TEXTS = [*load_corpus("stsb_sentences")[:300], "", "word " * 400, "Dogs run.", "Dogs run."]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainers.loop import run_trial
+from trainers.training.loop import run_trial
 
 
 def _trial(model: str, method: str, compiled: bool) -> tuple[list[float], float]:

@@ -29,8 +29,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from sweep import pending_writes
-from sweep.pending_writes import PendingWrites, answers
+from sweep.tracking import journal as pending_writes
+from sweep.tracking.journal import PendingWrites, answers
 from tests.conftest import wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, held_file, hold_env, release, release_all
 

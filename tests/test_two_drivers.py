@@ -1,6 +1,6 @@
 """Two drivers, one store: processes that open a new SQLite store at the same moment all succeed, and two
 real sweeps started together in a fresh folder (the default ``sqlite:///mlflow.db``) both finish, training
-the trial they share once (:mod:`sweep.claims`)."""
+the trial they share once (:mod:`sweep.run.claims`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.test_sweep_run import ROOT
 
 OPEN_AND_WRITE = textwrap.dedent("""
     import sys
-    from sweep.store import open_client
+    from sweep.tracking.store import open_client
     print("ready", flush=True)
     sys.stdin.readline()  # every process opens the store at the same moment
     client = open_client(sys.argv[1])
@@ -33,10 +33,10 @@ def test_sweep_status_opens_the_store_under_its_lock(tmp_path):
 
     from filelock import FileLock
 
-    from sweep.spec import load_spec
-    from sweep.status import trial_rows
-    from sweep.store import open_client
-    from sweep.tracking import ensure_parent_run
+    from sweep.commands.status import trial_rows
+    from sweep.spec.sweep_spec import load_spec
+    from sweep.tracking.store import open_client
+    from sweep.tracking.tracker import ensure_parent_run
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     ensure_parent_run(open_client(uri), load_spec(ROOT / "search_spaces/smoke.yaml"))

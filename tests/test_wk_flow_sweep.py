@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sweep.cli import main
-from sweep.engine import SweepOptions, run
+from sweep.commands.cli import main
+from sweep.run.engine import SweepOptions, run
 from tests.conftest import child_runs, spec_file
 from tests.test_export import evaluate, logged_test_metrics
 

@@ -9,10 +9,10 @@ import torch
 
 from benchmarks.wk_reference import dissecting
 from tests.conftest import build_tiny_bert
-from trainers.encoder import SentenceEncoder
 from trainers.knobs import ConfigError
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.wk_pooling import layer_window
 from trainers.registry import get_method
-from trainers.wk_pooling import layer_window
 
 SENTENCES = ["A man plays a guitar on the stage tonight.", "Two dogs run.", "The stock market fell sharply today.",
              "Hi.", "A woman is slicing an onion in the kitchen with a knife."]
@@ -93,7 +93,7 @@ def test_wk_pooling_takes_no_skipped_tokens(tiny_bert):
 def test_an_exported_wk_encoder_loads_in_sentence_transformers_with_the_same_vectors(deep_tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.export import save_sentence_transformer
+    from sweep.commands.export import save_sentence_transformer
 
     encoder = wk_encoder(deep_tiny_bert, wk_window=1, wk_layer_start=2)
     save_sentence_transformer(encoder, tmp_path, max_length=128)

@@ -5,11 +5,11 @@ import pytest
 import torch
 from transformers import AutoModel
 
-import trainers.encoder as encoder_module
-from trainers.data import _read_sts_file
-from trainers.encoder import SentenceEncoder
-from trainers.loop import run_trial
-from trainers.run_schema import Metric
+import trainers.models.encoder as encoder_module
+from trainers.data.sources import _read_sts_file
+from trainers.metrics import Metric
+from trainers.models.encoder import SentenceEncoder
+from trainers.training.loop import run_trial
 
 
 def clear_process_caches() -> None:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
-from sweep.export import load_trial_encoder, save_sentence_transformer
-from trainers.checkpoint import LocalSession
-from trainers.data import TEST_SETS, evaluation_names, load_sts
-from trainers.loop import run_trial
-from trainers.run_schema import Metric
+from sweep.commands.export import load_trial_encoder, save_sentence_transformer
+from trainers.data.sources import TEST_SETS, evaluation_names, load_sts
+from trainers.metrics import Metric
 from trainers.suites.sts import STSEvaluator
+from trainers.training.checkpoint import LocalSession
+from trainers.training.loop import run_trial
 
 
 def assert_export_scores_as_logged(config: dict, folder: Path) -> None:

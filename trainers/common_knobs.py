@@ -15,19 +15,19 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from trainers.knobs import Knob, KnobSet, Problem
-from trainers.pretrained import BUNDLED_MODEL
+from trainers.models.pretrained import BUNDLED_MODEL
 
 POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg", "wk")
-"""Sentence vectors from token vectors (:func:`trainers.encoder.pool`)."""
+"""Sentence vectors from token vectors (:func:`trainers.models.encoder.pool`)."""
 MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
 """The poolings that average token vectors: the ones ``pooling_skip_frequent`` can leave tokens out of."""
 FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
-"""Numeric precisions of encoding and training (:mod:`trainers.precision`)."""
+"""Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
-"""ConSERT's embedding-layer augmentations (:mod:`trainers.augmentations`)."""
+"""ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 
 COMMON_KNOBS = KnobSet(
     (
@@ -166,13 +166,13 @@ FROZEN_OUTPUT_KNOBS = KnobSet(
              "trial runs the frozen model on each step's batch instead.", low=0.0, bookkeeping=True),
     )
 )
-"""Where the outputs of frozen models are shared (:mod:`trainers.frozen_outputs`), knobs of SG and SCT."""
+"""Where the outputs of frozen models are shared (:mod:`trainers.models.frozen_outputs`), knobs of SG and SCT."""
 
 
 BT_FILE_KNOBS = KnobSet(
     (
         Knob("bt_file", str, "", "TSV of (sentence, bt1, bt2) for back-translation views, as "
-             "`python -m trainers.backtranslate` writes it."),
+             "`python -m trainers.data.backtranslate` writes it."),
     )
 )
 """The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive,
@@ -185,4 +185,4 @@ NLI_STAGE_KNOBS = KnobSet(
              "ConSERT's 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.", low=0.0, high=1.0),
     )
 )
-"""The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.nli`)."""
+"""The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.data.nli_examples`)."""

@@ -14,11 +14,11 @@ import json
 import sys
 from typing import Mapping, Sequence
 
-from trainers.data import TEST_SETS, DataError
+from trainers.data.sources import TEST_SETS, DataError
 from trainers.knobs import ConfigError
-from trainers.loop import run_trial
+from trainers.metrics import Metric, Report
 from trainers.registry import get_method
-from trainers.run_schema import Metric, Report
+from trainers.training.loop import run_trial
 
 
 def format_table(metrics: Mapping[str, float]) -> str:

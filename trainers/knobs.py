@@ -25,7 +25,7 @@ class Knob:
     ``low``/``high`` bound numbers (inclusive). ``nullable`` admits ``None``.
     ``bookkeeping`` marks a knob that changes where or how often things are done but no number a trial
     computes (a cache's folder, how often a checkpoint is written): it is no part of what a row changes
-    (:mod:`sweep.contracts`).
+    (:mod:`sweep.spec.contracts`).
     """
 
     name: str

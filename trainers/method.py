@@ -2,7 +2,7 @@
 
 A method's declaration (:class:`Method`) is all that validating a spec, listing its knobs and
 planning a sweep read, so it imports no torch, transformers or Ray. What a stage trains is an
-:class:`~trainers.objective.Objective`, named here as ``"module:Class"`` and imported when the loop
+:class:`~trainers.objectives.base.Objective`, named here as ``"module:Class"`` and imported when the loop
 builds the stage. Most methods train in one stage; a method with several (ConSERT's NLI stage
 followed by unsupervised transfer) lists them, and the loop runs, reports and checkpoints each in
 turn on the same encoder.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems, training_problems
-from trainers.data import (
+from trainers.data.sources import (
     BT_COLUMNS,
     corpus_problem,
     evaluation_names,
@@ -27,11 +27,11 @@ from trainers.data import (
     sts_problems,
 )
 from trainers.knobs import ConfigError, Exchangeable, KnobSet, Problem
-from trainers.pretrained import layers_problem, model_family_problem, model_problem, wk_layers_problem
+from trainers.models.pretrained import layers_problem, model_family_problem, model_problem, wk_layers_problem
 
 if TYPE_CHECKING:
-    from trainers.encoder import SentenceEncoder
-    from trainers.objective import Objective
+    from trainers.models.encoder import SentenceEncoder
+    from trainers.objectives.base import Objective
 
 Config = Mapping[str, Any]
 Examples = Callable[[Config], Sequence[Any]]
@@ -63,7 +63,7 @@ def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[Pr
     if not config["bt_file"] or not Path(config["bt_file"]).is_file():
         given = f"{config['bt_file']!r} does not exist" if config["bt_file"] else "no bt_file is set"
         return [Problem("bt_file", f"{reader} needs a TSV ({', '.join(BT_COLUMNS)}) that "
-                                   f"`python -m trainers.backtranslate` writes; {given}")]
+                                   f"`python -m trainers.data.backtranslate` writes; {given}")]
     return []
 
 
@@ -72,7 +72,7 @@ class Stage:
     """One training stage: the objective it trains, the examples its batches come from, and the
     knobs it sets for itself (a stage's own learning rate, epochs, patience).
 
-    ``objective`` names the stage's :class:`~trainers.objective.Objective` subclass as
+    ``objective`` names the stage's :class:`~trainers.objectives.base.Objective` subclass as
     ``"module:Class"``, built as ``Class(config, encoder)``; naming it keeps torch out of the
     declaration until the loop builds the stage."""
 
@@ -96,7 +96,7 @@ Stages = Callable[[Config], tuple[Stage, ...]]
 @dataclass(frozen=True)
 class FrozenTable:
     """What a config's frozen model (SG's BERT_F, SCT's teacher) computes once per fixed training text,
-    before training (:mod:`trainers.frozen_outputs`): declared here so that ``sweep plan`` can size it.
+    before training (:mod:`trainers.models.frozen_outputs`): declared here so that ``sweep plan`` can size it.
 
     ``texts`` gives the fixed texts of the training examples the model is asked about (the table's rows);
     ``numbers_per_text`` reads the frozen model's config (transformers, no torch) for one row's size."""
@@ -128,14 +128,14 @@ class Method:
     table of frozen-model outputs a config computes before training (None: none). ``after_pooling`` names
     (``"module:function"``, called with the config and the encoder's width) a learned map of the pooled vector
     that is part of the sentence vector the method produces (BERT-flow's flow): the encoder holds it
-    (:attr:`trainers.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
+    (:attr:`trainers.models.encoder.SentenceEncoder.after_pooling`), so evaluation, selection, checkpoints and
     export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
-    views a trained config trains on (compared when a row switches method, :mod:`sweep.contracts`);
+    views a trained config trains on (compared when a row switches method, :mod:`sweep.spec.contracts`);
     ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored).
     ``settings_by_model`` (SCT's Table 1), given a row's overrides, says which knob values its paper tuned for
     that row's model (None: none for this model), which knobs it tunes, and, in words, every model's (empty: the
     row is not the table's, none apply), for a refusal; a sweep's
-    ``--set model=`` takes them (:func:`sweep.spec.trial_config`). ``sources``
+    ``--set model=`` takes them (:func:`sweep.spec.sweep_spec.trial_config`). ``sources``
     cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
     or the authors' script it comes from.
     """
@@ -211,5 +211,5 @@ class Method:
 
 class TrialConfig(dict):
     """A trial's config as :meth:`Method.resolve` completed and validated it: every knob,
-    with ``method``, and the spec's evaluation suites under :attr:`~trainers.run_schema.SuiteName.KEY`. What
+    with ``method``, and the spec's evaluation suites under :attr:`~results.record.SuiteName.KEY`. What
     the sweep resolves once per trial and the worker runs as it is."""

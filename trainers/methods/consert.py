@@ -28,9 +28,9 @@ from __future__ import annotations
 import dataclasses
 
 from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS
+from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
-from trainers.nli import nli_examples, nli_hub_problems
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
 NLI_ONLY = ("sup", "joint")

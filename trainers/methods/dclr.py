@@ -17,7 +17,7 @@ from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
 from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
-from trainers.pretrained import model_problem
+from trainers.models.pretrained import model_problem
 
 COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
 

@@ -20,7 +20,7 @@ from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import METHOD as SIMCSE
 from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
-from trainers.pretrained import mlm_problem, model_config
+from trainers.models.pretrained import mlm_problem, model_config
 
 GENERATOR = "distilbert-base-uncased"
 

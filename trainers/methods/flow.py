@@ -13,10 +13,10 @@ over the target sentences (STS-B's three splits, their ``use_full_for_training``
 from __future__ import annotations
 
 from trainers.common_knobs import NLI_STAGE_KNOBS
+from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
-from trainers.nli import nli_examples, nli_hub_problems
-from trainers.pretrained import model_config, model_problem
+from trainers.models.pretrained import model_config, model_problem
 
 FLOW = Stage("flow", "trainers.objectives.flow:FlowObjective")
 NLI_STAGE_SETTINGS = {"batch_size": 16, "epochs": 1, "patience": 0, "warmup_ratio": 0.1, "lr_schedule": "linear",

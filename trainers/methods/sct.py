@@ -34,7 +34,7 @@ L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT. The
 teacher is frozen and in eval mode, so its vectors of the fixed texts of both
 views are computed in one batched pass before training and read by every step,
 shared by the trials of a node with ``share_frozen_outputs``
-(:mod:`trainers.frozen_outputs`); random rewrites (mlm, synonym) are encoded
+(:mod:`trainers.models.frozen_outputs`); random rewrites (mlm, synonym) are encoded
 in every step, as one batch.
 """
 
@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainers.common_knobs import AUGMENTATIONS, BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, POOLINGS, RATE_KNOBS
-from trainers.data import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
+from trainers.data.sources import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
+from trainers.data.wordnet import wordnet_problem
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, FrozenTable, Method, single_stage
-from trainers.pretrained import mlm_problem, model_config, model_problem
-from trainers.wordnet import wordnet_problem
+from trainers.models.pretrained import mlm_problem, model_config, model_problem
 
 # ---------------------------------------------------------------- views and distillation (Section 3.4, Tables 6, 7)
 # A frozen teacher f_large is distilled into the student with one of DISTILLATION_LOSSES, plus L_SCT unless
@@ -138,7 +138,7 @@ def sct_problems(config: Config) -> list[Problem]:
         elif not config["bt_file"]:
             problems.append(
                 Problem("view1/view2", f"a back-translation view needs bt_file, a TSV ({', '.join(BT_COLUMNS)}) that "
-                "`python -m trainers.backtranslate` writes on a machine with translation models; "
+                "`python -m trainers.data.backtranslate` writes on a machine with translation models; "
                 f"got {config['bt_file']!r}")
             )
     elif config["bt_file"]:  # no view reads it: its sentences are the corpus (sct_examples)

@@ -11,7 +11,7 @@ sentence's views are a fixed function of the sentence: they are computed for
 the whole corpus in one batched pass before training, a table of
 sentences x views x width (pooled layers, not token states: 7 x 384 float32 =
 10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for BERT-base), and
-read by every step (:mod:`trainers.frozen_outputs`); with
+read by every step (:mod:`trainers.models.frozen_outputs`); with
 ``share_frozen_outputs`` (on by default) the trials of a node share one table.
 
 ``bt_view: bt1`` (or ``bt2``) with ``bt_file`` joins each sentence's back-translation to SG-OPT: SG-BERT's
@@ -31,16 +31,16 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS
-from trainers.data import BT_COLUMNS
+from trainers.data.sources import BT_COLUMNS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
-from trainers.pretrained import model_config
+from trainers.models.pretrained import model_config
 
 LOSSES = ("sg", "opt1", "opt2", "opt3", "bt")
 BT_LOSSES = ("opt3", "bt")
 """The losses a back-translation (``bt_view``) takes part in: BT + SG-OPT (Table 7) and Contrastive (BT)."""
 VIEW_POOLINGS = ("max", "mean")
-"""Poolings p of BERT_F's layers into views (:func:`trainers.encoder.pool_layer`)."""
+"""Poolings p of BERT_F's layers into views (:func:`trainers.models.encoder.pool_layer`)."""
 BT_VIEWS = ("none", "bt1", "bt2")
 BT_INTO = ("fixed", "tuned", "fixed_join")
 """Where the back-translation enters (:func:`trainers.losses.self_guided.sg_opt_bt_loss`)."""

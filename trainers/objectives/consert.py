@@ -8,18 +8,18 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.augmentations import (
+from trainers.data.nli_examples import NLIPair
+from trainers.losses.contrastive import nt_xent
+from trainers.method import Config
+from trainers.models.encoder import SentenceEncoder
+from trainers.objectives.base import Objective
+from trainers.objectives.nli import SBERTNLIObjective, mean_last_layer
+from trainers.views.embedding import (
     augmentation_rates,
     augmented_hidden_states,
     fgv_perturbation,
     hidden_states_with_embedding_transform,
 )
-from trainers.encoder import SentenceEncoder
-from trainers.losses.contrastive import nt_xent
-from trainers.method import Config
-from trainers.nli import NLIPair
-from trainers.objective import Objective
-from trainers.objectives.nli import SBERTNLIObjective, mean_last_layer
 
 
 def remove_dropout(model: nn.Module) -> None:

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from trainers.encoder import SentenceEncoder
 from trainers.losses.dclr import dclr_loss, false_negative_weights, refine_noise
 from trainers.method import Config
+from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.simcse import SimCSEObjective
 
 

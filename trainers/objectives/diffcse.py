@@ -9,12 +9,12 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.encoder import SentenceEncoder
 from trainers.losses.contrastive import info_nce
 from trainers.losses.diffcse import rtd_loss
 from trainers.method import Config
+from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.simcse import SimCSEObjective
-from trainers.text_augmentations import MaskedLMRewriter
+from trainers.views.text import MaskedLMRewriter
 
 
 def batchnorm_head(width: int) -> nn.Sequential:

@@ -7,11 +7,11 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
-from trainers.encoder import SentenceEncoder
-from trainers.flow import Glow
 from trainers.losses.flow import flow_nll_bits
 from trainers.method import Config
-from trainers.objective import Objective
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.glow import Glow
+from trainers.objectives.base import Objective
 
 
 def flow_from_config(config: Config, width: int) -> Glow:

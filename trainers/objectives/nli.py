@@ -8,11 +8,11 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.data.nli_examples import NLIPair
 from trainers.losses.nli import NLI_CLASSES, nli_classification_loss
 from trainers.method import Config
-from trainers.nli import NLIPair
-from trainers.objective import Objective
+from trainers.models.encoder import SentenceEncoder, masked_mean
+from trainers.objectives.base import Objective
 
 
 def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:

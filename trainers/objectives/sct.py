@@ -10,18 +10,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trainers.augmentations import augmentation_rates, augmented_hidden_states
 from trainers.common_knobs import AUGMENTATIONS
-from trainers.encoder import SentenceEncoder, masked_mean
+from trainers.data.wordnet import wordnet_synonyms
 from trainers.losses.sct import queue_contrastive_loss, sct_loss
 from trainers.method import Config
 from trainers.methods.sct import REWRITE_VIEWS, teacher_table, view_texts
-from trainers.objective import Objective
+from trainers.metrics import Metric
+from trainers.models.encoder import SentenceEncoder, masked_mean
+from trainers.models.queues import InstanceQueue
+from trainers.objectives.base import Objective
 from trainers.objectives.sct_distillation import Teacher
-from trainers.queues import InstanceQueue
-from trainers.run_schema import Metric
-from trainers.text_augmentations import MaskedLMRewriter, replace_one_synonym
-from trainers.wordnet import wordnet_synonyms
+from trainers.views.embedding import augmentation_rates, augmented_hidden_states
+from trainers.views.text import MaskedLMRewriter, replace_one_synonym
 
 
 def projector(width: int, expansion: int) -> nn.Sequential:

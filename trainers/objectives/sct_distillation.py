@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from trainers.encoder import SentenceEncoder
-from trainers.frozen_outputs import FrozenOutputs, model_key
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.method import Config
-from trainers.queues import InstanceQueue
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.frozen_outputs import FrozenOutputs, model_key
+from trainers.models.queues import InstanceQueue
 
 
 class Teacher(nn.Module):

@@ -8,9 +8,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor, nn
 
-from trainers.data import BT_COLUMNS
-from trainers.encoder import SentenceEncoder, pool_layer
-from trainers.frozen_outputs import FrozenOutputs, model_key
+from trainers.data.sources import BT_COLUMNS
 from trainers.losses.self_guided import (
     parameter_distance,
     sg_base_loss,
@@ -21,8 +19,10 @@ from trainers.losses.self_guided import (
 )
 from trainers.method import Config
 from trainers.methods.sg import views_table
-from trainers.objective import Objective
-from trainers.run_schema import Metric
+from trainers.metrics import Metric
+from trainers.models.encoder import SentenceEncoder, pool_layer
+from trainers.models.frozen_outputs import FrozenOutputs, model_key
+from trainers.objectives.base import Objective
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 

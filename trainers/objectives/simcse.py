@@ -6,11 +6,11 @@ from typing import Any, Sequence
 
 from torch import Tensor, nn
 
-from trainers.data import BT_COLUMNS
-from trainers.encoder import SentenceEncoder
+from trainers.data.sources import BT_COLUMNS
 from trainers.losses.contrastive import info_nce
 from trainers.method import Config
-from trainers.objective import Objective
+from trainers.models.encoder import SentenceEncoder
+from trainers.objectives.base import Objective
 
 
 class SimCSEObjective(Objective):

@@ -15,8 +15,8 @@ folder named by an environment variable (its layout in :attr:`Suite.layout` and 
 or, where a hub copy is known and the folder variable is unset, from the Hugging Face hub.
 
 GLUE (SG-BERT Table 10) is no suite: it fine-tunes the encoder (a spec's ``glue`` key, ``python -m sweep
-glue``, docs/glue.md), beside the training loop (:mod:`trainers.glue`, its data and knobs in
-:mod:`trainers.glue_data`).
+glue``, docs/glue.md), beside the training loop (:mod:`trainers.training.glue`, its data and knobs in
+:mod:`trainers.data.glue_tasks`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from trainers.data import DataSource
+from trainers.data.sources import DataSource
 from trainers.knobs import ConfigError, KnobSet
-from trainers.run_schema import Glue, Metric, SuiteName
+from trainers.metrics import Glue, Metric, SuiteName
 
 Encode = Callable[[Sequence[str]], Any]
 """Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
@@ -36,7 +36,7 @@ Encode = Callable[[Sequence[str]], Any]
 @dataclass(frozen=True, kw_only=True)
 class Suite(DataSource):
     """One evaluation suite, as its module declares it (``SUITE``): its name, where its data lives
-    (:class:`~trainers.data.DataSource`; ``module`` is the suite's own, ``__name__``), which options a spec
+    (:class:`~trainers.data.sources.DataSource`; ``module`` is the suite's own, ``__name__``), which options a spec
     may give it, and which knobs of the trial's config it reads besides (``config_knobs``, passed with its
     options)."""
 
@@ -134,8 +134,8 @@ def evaluate_suite(entry: Mapping[str, Any], encode: Encode, config: Mapping[str
                    data: Any = None) -> dict[str, float]:
     """One chosen suite (``{"suite": name, **options}``) on ``encode``'s vectors, for the trial whose config is
     ``config`` (its seed, and the knobs the suite reads); ``data`` is the suite's data when the caller has
-    read it already. The end of every trial (:func:`trainers.loop.run_trial`) and ``sweep evaluate`` of a kept
-    encoder (:mod:`sweep.evaluate`) evaluate through here."""
+    read it already. The end of every trial (:func:`trainers.training.loop.run_trial`) and ``sweep evaluate`` of a kept
+    encoder (:mod:`sweep.commands.evaluate`) evaluate through here."""
     suite = SUITES[entry["suite"]]
     options = {**{k: v for k, v in entry.items() if k != "suite"}, **{k: config[k] for k in suite.config_knobs}}
     data = suite.read(options) if data is None else data

@@ -3,8 +3,8 @@ sets, cosine similarity against gold scores, Spearman x 100, as the English STS 
 (:func:`trainers.suites.sts.evaluate_sets`).
 
 Data: ``$MULTILINGUAL_STS_DATA_DIR/{sts17-ar-ar,sts17-es-es,sts17-en-en,sts14-es}.tsv`` in the STS TSV
-format (``trainers/sts_data/SOURCES.md``: sentence1, sentence2, score 0-5, optional subset), read by
-:func:`trainers.data.read_sts_tsv`. Metrics: ``test_multilingual_sts_<set>_{spearman,pearson}`` (with
+format (``trainers/data/sts_data/SOURCES.md``: sentence1, sentence2, score 0-5, optional subset), read by
+:func:`trainers.data.sources.read_sts_tsv`. Metrics: ``test_multilingual_sts_<set>_{spearman,pearson}`` (with
 ``-`` written ``_``) and ``test_multilingual_sts_avg_{spearman,pearson}``; the paper's tables print
 Pearson ("for a fair comparison with previous work", Section 4.3).
 """
@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from trainers.data import STSSet, read_sts_tsv
-from trainers.run_schema import Metric, SuiteName
+from trainers.data.sources import STSSet, read_sts_tsv
+from trainers.metrics import Metric, SuiteName
 from trainers.suites import Encode, Suite
 from trainers.suites.sts import evaluate_sets
 
@@ -27,7 +27,7 @@ SUITE = Suite(
     summary="Multilingual STS: STS17 ar-ar, es-es, en-en and STS14 Spanish (Spearman)",
     module=__name__, env="MULTILINGUAL_STS_DATA_DIR",
     layout="sts17-ar-ar.tsv, sts17-es-es.tsv, sts17-en-en.tsv, sts14-es.tsv, each in the STS TSV format "
-    "(sentence1, sentence2, score 0-5; trainers/sts_data/SOURCES.md)",
+    "(sentence1, sentence2, score 0-5; trainers/data/sts_data/SOURCES.md)",
 )
 
 

@@ -17,9 +17,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from trainers.data import DataError
+from trainers.data.sources import DataError
 from trainers.knobs import KnobSet
-from trainers.run_schema import SuiteName
+from trainers.metrics import SuiteName
 from trainers.suites import Encode, Suite
 from trainers.suites.senteval import CLASSIFIER, Labelled, read_lines
 

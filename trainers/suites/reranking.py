@@ -19,8 +19,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from trainers.data import DataError
-from trainers.run_schema import SuiteName
+from trainers.data.sources import DataError
+from trainers.metrics import SuiteName
 from trainers.suites import Encode, Suite
 
 DATASETS = {"askubuntu": "mteb/askubuntudupquestions-reranking", "scidocs": "mteb/scidocs-reranking"}

@@ -16,9 +16,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from trainers.data import DataError
+from trainers.data.sources import DataError
 from trainers.knobs import Knob, KnobSet
-from trainers.run_schema import SuiteName
+from trainers.metrics import SuiteName
 from trainers.suites import Encode, Suite
 
 CLASSIFIER = Knob("classifier", str, "mlp", "SentEval's classifier on frozen vectors: 'mlp' (50 hidden units, "

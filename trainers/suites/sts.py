@@ -5,7 +5,7 @@ For STS12-16, which are made of subsets, three aggregations are computed:
 ``all`` (every subset's pairs concatenated; the default, as SimCSE, ConSERT and
 SCT report it), ``mean`` (the plain mean of per-subset correlations) and
 ``wmean`` (the mean weighted by subset size, SentEval's other figure).
-Metric names (all made by :meth:`trainers.run_schema.Metric.sts`): ``<set>_spearman`` /
+Metric names (all made by :meth:`results.record.Metric.sts`): ``<set>_spearman`` /
 ``<set>_pearson`` for ``all``, ``<set>_mean_spearman`` and ``<set>_wmean_spearman`` for the others, and
 ``avg_spearman`` (plus ``avg_mean_spearman``, ``avg_wmean_spearman``) over the seven sets; a trial's
 final report prefixes ``test_`` (``test_avg_spearman``), STS-B dev's are ``dev_spearman`` and
@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from trainers.data import (
+from trainers.data.sources import (
     DEV_SET,
     HUB_DATASETS,
     STS_DIR_ENV,
@@ -35,7 +35,7 @@ from trainers.data import (
     load_sts_hub,
     load_sts_local,
 )
-from trainers.run_schema import Metric, SuiteName
+from trainers.metrics import Metric, SuiteName
 from trainers.suites import Encode, Suite
 
 INFERENCE_BATCH_SIZE = 16
@@ -63,7 +63,7 @@ class STSSuite(Suite):
 SUITE = STSSuite(
     name=SuiteName.STS, summary="STS12-16, STS-B, SICK-R (always run; STS-B dev selects)", module=__name__,
     env=STS_DIR_ENV, layout="stsb-dev.tsv and {stsb,sickr,sts12,sts13,sts14,sts15,sts16}-test.tsv in the STS TSV "
-    "format (trainers/sts_data/SOURCES.md; the shipped copy is trainers/sts_data)",
+    "format (trainers/data/sts_data/SOURCES.md; the shipped copy is trainers/data/sts_data)",
     hub=tuple(dict.fromkeys(dataset for dataset, _ in HUB_DATASETS.values())),
     config_knobs=("sts_source", "eval_max_pairs"),
 )

@@ -1,0 +1,149 @@
+"""``python -m sweep evaluate NAME --suite SUITE``: the kept best encoders of a finished sweep on another
+evaluation suite, without training again.
+
+Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.commands.export.trial_encoder`, as
+``sweep export`` reads it), encoded as every evaluation of the trial encodes
+(:func:`trainers.training.loop.encode_fn`) and evaluated by the suite's own entry point
+(:func:`trainers.suites.evaluate_suite`, the end-of-trial path). The metrics go into the trial's
+existing MLflow run, at the step of its final report, so ``reports.collect`` and the tables read them as
+any trial metric; the run's tag ``sweep.evaluated_later`` lists the suites added this way.
+
+An evaluation is keyed by the trial's key, the suite with its options (the protocol) and the suite's data
+by content (:func:`evaluation_key`); the run keeps its keys with the metrics each gave
+(``sweep.evaluation_keys``). An evaluation whose key this run, or any run of the same trial key (a reused
+trial and its source, in any sweep), already holds is not computed again: its metrics are copied.
+
+Every refusal comes before anything is evaluated, with exit 2 (docs/specs.md, "Exit codes"): a suite
+that is unknown, has a bad option, or whose data this machine lacks; a sweep, row, seed or trial that
+matches nothing; a chosen trial whose encoder was not kept. Torch is imported only to evaluate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+import yaml
+
+from results.names import UsageError
+from results.reader import existing_store_uri
+from results.record import Tag
+from sweep.commands.export import encoder_problem, finished_runs, matching_runs
+from sweep.tracking.store import open_client
+from trainers.metrics import Metric, SuiteName
+from trainers.suites import SUITES, parse_evaluations
+
+
+def parse_suite(text: str) -> dict[str, Any]:
+    """``--suite``'s value, a suite entry as a spec writes one (``senteval`` or ``{senteval: {kfold: 5}}``)
+    -> ``{"suite": name, **options}``; a refusal names the suites and options there are."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    chosen, problems = parse_evaluations([value])
+    if problems:
+        raise UsageError("; ".join(f"--suite{' ' + key[len('[0].'):] if key.startswith('[0].') else ''}: {message}"
+                                   for key, message in problems))
+    others = [entry for entry in chosen if entry["suite"] != SuiteName.STS]
+    if not others:
+        raise UsageError(f"--suite: sts is every trial's own evaluation (already logged); expected one of "
+                         f"{[name for name in SUITES if name != SuiteName.STS]}")
+    return others[0]
+
+
+def chosen_runs(name: str, tracking_uri: str, row: str | None, seed: int | None, trial: str | None) -> list:
+    """Every finished trial of sweep ``name`` that matches, each with its encoder kept (or refused)."""
+    runs = matching_runs(finished_runs(name, tracking_uri), row, seed, trial)
+    problems = [problem for run in runs if (problem := encoder_problem(run))]
+    if problems:
+        kept = [run.data.tags.get(Tag.TRIAL_ID) for run in runs if encoder_problem(run) is None]
+        raise UsageError(f"{'; '.join(problems)}: nothing evaluated; trials whose encoder was kept: {kept} "
+                         "(choose them with --trial, --row or --seed)")
+    return runs
+
+
+def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
+    """The suite's metrics of ``run``'s kept best encoder, as its sweep would have computed them."""
+    from sweep.commands.export import trial_encoder
+    from trainers.models.encoder import pick_device
+    from trainers.suites import evaluate_suites
+    from trainers.training.loop import encode_fn
+
+    encoder, record = trial_encoder(run)
+    config = record.config
+    encoder.to(pick_device(config["device"]))
+    return evaluate_suites([suite], encode_fn(encoder, config), config)
+
+
+def evaluation_key(run, suite: dict[str, Any]) -> str | None:
+    """The key of ``suite`` on ``run``'s encoder: its trial key, the suite and its options, and the suite's data
+    folder by content (the hub's copy by name); None for a run recorded before trial keys."""
+    from sweep.spec.trial_key import suite_data_digest
+
+    trial = run.data.tags.get(Tag.TRIAL_KEY)
+    if not trial:
+        return None
+    data = suite_data_digest(suite["suite"]) or "hub"
+    text = json.dumps({"trial": trial, "suite": suite, "data": data}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def stored_evaluation(client, run, key: str | None) -> tuple[str, dict[str, float]] | None:
+    """(the run that holds it, its metrics) of the evaluation ``key``: ``run`` itself first, then any run of the
+    same trial key in the store; None when none holds it."""
+    if key is None:
+        return None
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    same_trial = client.search_runs(experiments, f"tags.`{Tag.TRIAL_KEY}` = '{run.data.tags[Tag.TRIAL_KEY]}'",
+                                    max_results=1000)
+    for holder in sorted(same_trial, key=lambda other: other.info.run_id != run.info.run_id):
+        names = json.loads(holder.data.tags.get(Tag.EVALUATION_KEYS, "{}")).get(key)
+        if names is not None and all(name in holder.data.metrics for name in names):
+            return holder.info.run_id, {name: holder.data.metrics[name] for name in names}
+    return None
+
+
+def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float], key: str | None) -> None:
+    """Log ``metrics`` into ``run`` at the step of its final report (a later value of the same metric
+    then wins, as in any MLflow run), add ``suite`` to its ``sweep.evaluated_later`` tag and ``key`` to its
+    evaluation keys."""
+    from mlflow.entities import Metric as MlflowMetric
+    from mlflow.entities import RunTag
+
+    step = int(run.data.metrics.get(Metric.STEPS, 0))
+    now = int(time.time() * 1000)
+    earlier = json.loads(run.data.tags.get(Tag.EVALUATED_LATER, "[]"))
+    added = [entry for entry in earlier if entry["suite"] != suite["suite"]] + [suite]
+    keys = {**json.loads(run.data.tags.get(Tag.EVALUATION_KEYS, "{}")), **({key: sorted(metrics)} if key else {})}
+    client.log_batch(run.info.run_id, metrics=[MlflowMetric(k, float(v), now, step) for k, v in metrics.items()],
+                     tags=[RunTag(Tag.EVALUATED_LATER, json.dumps(added, sort_keys=True)),
+                           RunTag(Tag.EVALUATION_KEYS, json.dumps(keys, sort_keys=True))])
+
+
+def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | None, seed: int | None,
+                     trial: str | None) -> None:
+    suite = parse_suite(suite_text)
+    runs = chosen_runs(name, tracking_uri, row, seed, trial)
+    problem = SUITES[suite["suite"]].data_problem()
+    if problem:
+        raise UsageError(f"--suite {suite['suite']}: {problem}")
+    client = open_client(existing_store_uri(tracking_uri))
+    for run in runs:
+        key = evaluation_key(run, suite)
+        stored = stored_evaluation(client, run, key)
+        tags = run.data.tags
+        said = f"trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)})"
+        if stored is not None and stored[0] == run.info.run_id:
+            print(f"{said}: evaluated before with the same key (trial, suite, options, data): not computed again")
+            continue
+        metrics = stored[1] if stored is not None else evaluate_run(run, suite)
+        log_into_run(client, run, suite, metrics, key)
+        shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if f"_{SuiteName.AVG}_" in k)
+        source = f" (taken from run {stored[0]}, the same evaluation of the same trial)" if stored else ""
+        print(f"{said}: {shown}, logged into MLflow run {run.info.run_id}{source}", flush=True)
+    print(f"{len(runs)} trials of {name} evaluated on {suite['suite']}; `python -m reports.collect` then "
+          "`python -m reports.tables` show them")
+

@@ -1,0 +1,81 @@
+"""``python -m sweep status NAME``: one line per trial from the MLflow store (no torch: it answers at once)."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from results.reader import choose_parent, existing_store_uri, run_identity, variant_runs
+from results.record import ModelState, Tag
+from results.schema import FINISHED
+from sweep.tracking.store import open_client
+from trainers.metrics import Metric
+
+
+def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
+    """(experiment id, trial runs) of the sweep variant ``name`` names, in the plan's order."""
+    client = open_client(existing_store_uri(tracking_uri))
+    experiment, parent = choose_parent(client, name, tracking_uri)
+    return experiment.experiment_id, variant_runs(client, experiment, parent)
+
+
+def export_refusal(config: Mapping[str, Any]) -> str | None:
+    """Why ``sweep export`` refuses a trial of this config, None where it does not: an exported folder must
+    give the trial's own vectors."""
+    skipped = config.get("pooling_skip_frequent", 0)
+    if skipped:
+        return (f"pooling_skip_frequent={skipped}: its vectors leave the {skipped} most frequent tokens out of the "
+                "average, which sentence-transformers' Pooling cannot do, so no exported folder would give them "
+                "(`sweep evaluate` reads the trial as it ran)")
+    return None
+
+
+def exportable(run) -> str:
+    """Whether ``sweep export`` can write this trial's encoder: yes, no, or why not."""
+    tags = run.data.tags
+    if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
+        return "no"
+    if export_refusal(run_identity(run).knobs):
+        return "no (pooling)"
+    return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
+
+
+def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
+    experiment_id, runs = trial_runs(name, tracking_uri)
+    rows = []
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        rows.append(
+            {
+                "state": run.info.status + (" (reused)" if tags.get(Tag.REUSED_FROM) else ""),
+                "row": tags.get(Tag.ROW) or tags.get(Tag.AXES, ""),
+                "seed": tags.get(Tag.SEED, ""),
+                "best_dev": metrics.get(Metric.BEST_DEV),
+                "test_avg": metrics.get(Metric.TEST_AVG),
+                "trial": tags.get(Tag.TRIAL_ID, ""),
+                "checkpoint": tags.get(Tag.CHECKPOINT_STEP, "-"),
+                "export": exportable(run),
+                "run": f"{tracking_uri} experiment {experiment_id} run {run.info.run_id}",
+                "parent": tags.get(Tag.PARENT_RUN_ID, ""),
+            }
+        )
+    return rows
+
+
+def _number(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else "-"
+
+
+def print_status(name: str, tracking_uri: str) -> None:
+    rows = trial_rows(name, tracking_uri)
+    width = max([len("row / grid point"), *(len(str(r["row"])) for r in rows)]) + 2
+    print(f"{'state':<10}{'row / grid point':<{width}}{'seed':<6}{'best dev':>9}{'test avg':>9}  {'trial':<13}"
+          f"{'ckpt step':>9}  {'export':<15}mlflow run")
+    for r in rows:
+        print(
+            f"{r['state']:<10}{str(r['row']):<{width}}{r['seed']:<6}{_number(r['best_dev']):>9}"
+            f"{_number(r['test_avg']):>9}  {r['trial']:<13}{r['checkpoint']:>9}  {r['export']:<15}{r['run']}"
+        )
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    print("trials: " + ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())))

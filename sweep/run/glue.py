@@ -1,0 +1,118 @@
+"""``python -m sweep glue SPEC``: GLUE fine-tuning of each row's encoder (SG-BERT Table 10).
+
+A GLUE spec is a sweep spec with a ``glue`` key (its tasks and fine-tuning knobs,
+:data:`trainers.data.glue_tasks.GLUE_KNOBS`); each row names the encoder to start from with the ``model``
+knob: a folder written by ``python -m sweep export`` (a trial's best encoder), a Hugging Face id, or
+any local folder. Every row x seed is fine-tuned on each task in turn
+(:func:`trainers.training.glue.fine_tune`) and is one trial run of the spec's MLflow experiment, under
+the variant's parent run, with the tags every sweep trial has: ``reports.collect`` puts its
+``test_glue_*`` metrics into ``results.parquet`` and ``reports.tables`` into SG-BERT Table 10. Every
+seed runs, also for an untuned encoder: the head and the batches depend on it. A row and seed already
+FINISHED under the same variant is not run again, so running the command again finishes what an
+interrupted run left.
+"""
+
+from __future__ import annotations
+
+import time
+
+from results.record import Tag
+from results.schema import FAILED, FINISHED
+from sweep.spec.options import SweepOptions
+from sweep.spec.sweep_spec import SpecError, SweepSpec, trial_config
+from trainers.metrics import Glue
+
+
+def glue_spec(options: SweepOptions) -> SweepSpec:
+    """The spec, refused (exit 2) unless it has a ``glue`` key and rows without grid or sampled axes; its
+    data was read at load (exit 2 naming GLUE and $GLUE_DATA_DIR where this machine lacks it)."""
+    spec = options.load()
+    if spec.glue is None:
+        raise SpecError([f"{spec.path}: {Glue.KEY}: missing: `python -m sweep glue` runs a spec with a "
+                         f"'{Glue.KEY}' key (its tasks and fine-tuning knobs; docs/glue.md)"])
+    if spec.grid or spec.sample:
+        raise SpecError([f"{spec.path}: grid/sample: a GLUE spec fine-tunes named rows; expected no grid or "
+                         "sampled axes (a row per encoder)"])
+    return spec
+
+
+def print_glue_plan(spec: SweepSpec) -> None:
+    """``sweep plan`` of a GLUE spec: each row's encoder, the tasks, the knobs and the number of runs."""
+    tasks = spec.glue[Glue.TASKS_KEY]
+    print(f"{spec.name}: {spec.description}".rstrip(": "))
+    print(f"GLUE fine-tuning (python -m sweep glue); budget {spec.budget.name if spec.budget else 'none'}; "
+          f"spec hash {spec.spec_hash}")
+    print(f"tasks: {', '.join(tasks)}; the first 10% of each validation set selects, the last 90% reports")
+    width = max([len(row.name) for row in spec.rows] + [3]) + 2
+    print(f"{'row':<{width}}encoder (model)")
+    for row in spec.rows:
+        print(f"{row.name:<{width}}{trial_config(spec, row.name, spec.seeds[0], {})['model']}")
+    print("knobs: " + ", ".join(f"{k} {v}" for k, v in spec.glue.items() if k != Glue.TASKS_KEY))
+    runs = len(spec.rows) * len(spec.seeds)
+    print(f"{len(spec.rows)} rows x {len(spec.seeds)} seeds = {runs} runs (every seed runs: the head and the "
+          f"batches depend on it), each fine-tuned on {len(tasks)} tasks: {runs * len(tasks)} fine-tunings")
+
+
+def trial_id(row_index: int, seed: int) -> str:
+    return f"glue_{row_index:02d}_{seed}"
+
+
+def run_glue(options: SweepOptions) -> int:
+    """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed."""
+    from mlflow.entities import Metric as MlflowMetric
+
+    from results.reader import child_runs
+    from sweep.tracking.store import open_client
+    from sweep.tracking.tracker import KILLED, create_trial_run, ensure_parent_run, trial_identity
+    from trainers.data.glue_tasks import GLUE
+    from trainers.training.glue import fine_tune
+
+    spec = glue_spec(options)
+    tasks = spec.glue[Glue.TASKS_KEY]
+    knobs = {k: v for k, v in spec.glue.items() if k != Glue.TASKS_KEY}
+    data = GLUE.load(tasks)
+    client = open_client(options.tracking_uri)
+    experiment_id, parent_id = ensure_parent_run(client, spec)
+    done = {run.data.tags.get(Tag.TRIAL_ID) for run in child_runs(client, experiment_id, parent_id)
+            if run.info.status == FINISHED}
+    points = [(index, row.name, seed) for index, row in enumerate(spec.rows) for seed in spec.seeds]
+    print(f"{spec.name}: {len(spec.rows)} rows x {len(spec.seeds)} seeds, each fine-tuned on {', '.join(tasks)} "
+          f"({len(points) - len(done & {trial_id(i, s) for i, _, s in points})} of {len(points)} to run)", flush=True)
+    failed = 0
+    for index, row, seed in points:
+        if trial_id(index, seed) in done:
+            continue
+        config = trial_config(spec, row, seed, {})
+        # Every seed runs (the module's docstring); the fine-tuning knobs are knobs of the run as its encoder's are.
+        ran = {**config, **{Glue.param(k): v for k, v in spec.glue.items()}}
+        identity = trial_identity(spec, row, seed, {}, ran, seeds=())
+        run_id = create_trial_run(client, spec, experiment_id, parent_id, identity, trial_id(index, seed),
+                                  f"{row} | seed {seed} | GLUE")
+        try:
+            for task in tasks:
+                started = time.time()
+                tuned = fine_tune(config, task, data[task], knobs, seed)
+                metrics, stamp = tuned.metrics, int(1000 * time.time())
+                client.log_batch(run_id, metrics=[MlflowMetric(k, v, stamp, 0) for k, v in metrics.items()]
+                                 + [MlflowMetric(Glue.curve(task), v, stamp, s) for s, v in tuned.curve])
+                shown = ", ".join(f"{s} {metrics[Glue.test(task, s)]:.2f}" for s in Glue.STATISTICS[task])
+                print(f"  {row!r} seed {seed} {task}: {shown} (last 90% of validation; "
+                      f"{time.time() - started:.0f} s)", flush=True)
+        except KeyboardInterrupt:  # the runs say KILLED, not RUNNING; the same command finishes them later
+            client.set_terminated(run_id, KILLED)
+            client.set_terminated(parent_id, KILLED)
+            print(f"stopped by Ctrl-C: {row!r} seed {seed} was not finished; to finish the rest:\n"
+                  f"  python -m sweep glue {options.spec_path}", flush=True)
+            return 130
+        except Exception as error:  # the other rows and seeds go on; the run says why this one failed
+            failed += 1
+            client.set_tag(run_id, Tag.ERROR, f"{type(error).__name__}: {error}"[:5000])
+            client.set_terminated(run_id, FAILED)
+            print(f"  {row!r} seed {seed}: failed: {type(error).__name__}: {error}", flush=True)
+            continue
+        client.set_terminated(run_id, FINISHED)
+    client.set_tag(parent_id, Tag.FAILED_TRIALS, str(failed))
+    client.set_terminated(parent_id, FINISHED)
+    print(f"{len(points) - failed} of {len(points)} finished; python -m reports.collect && "
+          f"python -m reports.tables --sweep {spec.name}")
+    return 1 if failed else 0

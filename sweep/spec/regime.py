@@ -1,0 +1,67 @@
+"""Plan-time warnings: where a budget leaves a method outside the regime of its paper.
+
+Not refusals: a short run is often what the user wants. Each trained trial is
+planned from the config the spec resolved for it: its steps come from the training loop's own count
+(corpus size, batch size, epochs, max_steps), then the method's ``regime``
+check (SCT: instance queues that cannot fill) and the loop's (evaluation).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sweep.spec.environment import attribute, holds_for
+from sweep.spec.sweep_spec import SweepSpec
+from trainers.data.nli_examples import nli_examples
+from trainers.knobs import Problem
+from trainers.method import Method, Stage
+from trainers.training.steps import load_examples, total_steps
+
+
+def stage_needs_hub(stage: Stage, config: Mapping[str, Any]) -> bool:
+    """Whether reading the stage's training examples needs the hub: labelled NLI (ConSERT's supervised
+    settings, BERT-flow's nli_supervision), or a corpus of NLI sentences or of hub STS that no back-translation
+    file replaces."""
+    corpus_on_hub = config.get("train_corpus") == "nli_sentences" or config["sts_source"] == "hub"
+    return stage.examples is nli_examples or (corpus_on_hub and not config.get("bt_file"))
+
+
+def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
+    """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
+    without max_steps)."""
+    stages = method.stages(config)
+    if any(stage_needs_hub(stage, {**config, **stage.overrides}) for stage in stages):
+        return config["max_steps"] or None
+    steps = 0
+    for stage in stages:
+        stage_config = {**config, **stage.overrides}
+        key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
+               config.get("view2"), stage_config["train_limit"], stage_config["train_subset_repeat"],
+               config["sts_source"])  # a stage may set its own limit
+        if key not in counted:
+            counted[key] = len(load_examples(stage, stage_config))
+        steps += total_steps(stage_config, counted[key])
+    return steps
+
+
+def evaluation_warnings(config: Mapping[str, Any], steps: int) -> list[Problem]:
+    if config["eval_every"] >= steps:
+        return [Problem("eval_every", f"{config['eval_every']} >= the trial's {steps} steps: STS-B dev is evaluated "
+                "once, at the end, so no better earlier state can be selected")]
+    return []
+
+
+def regime_warnings(spec: SweepSpec) -> list[str]:
+    """Every warning of the spec's trained rows x grid points, each said once."""
+    rows_with: dict[str, list[str]] = {}
+    counted: dict = {}
+    for trial in spec.distinct_trials():
+        method, row = spec.method_of(trial.point.row), trial.point.row
+        if not method.trains:
+            continue
+        steps = planned_steps(method, trial.config, counted)
+        if steps is None:
+            continue
+        for warning in method.regime(trial.config, steps) + evaluation_warnings(trial.config, steps):
+            holds_for(rows_with, warning, row)
+    return attribute(spec, rows_with, {})

@@ -1,0 +1,399 @@
+"""Sweep specs: YAML under ``search_spaces/`` -> a validated :class:`SweepSpec`.
+
+A spec names a method and its base config, named ablation rows (each a set of
+knob overrides, named as the paper's table names them), seeds, grid and
+sampled axes, the metric, an optional ASHA or PBT scheduler, resources, and
+tags. :func:`load_spec` reads the YAML (:mod:`sweep.spec.source`), checks its
+shape (:mod:`sweep.spec.validation`), resolves the config of every trial that
+runs, and asks what this machine lacks (:mod:`sweep.spec.environment`); every
+problem is reported at once as ``FILE: key.path: message``.
+
+:func:`trial_config` is the one place where base, row, axes and seed become a
+trial's config. :func:`load_spec` calls it once per trial (:attr:`SweepSpec.trials`);
+the planner, the Ray trainable and the MLflow tracker read those configs
+(:meth:`SweepSpec.config_of`). Only a trial whose config Tune chose in part
+(sampled axes, a PBT mutation) is resolved again, with Tune's values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from sweep.spec.budget import Budget
+from sweep.spec.contracts import Difference, contract_problems, differences, exempt, follows_problems
+from sweep.spec.environment import attribute, environment_problems, holds_for
+from sweep.spec.source import read_spec_yaml
+from sweep.spec.validation import SpecError, validate
+from trainers.data.glue_tasks import GLUE_KNOBS
+from trainers.knobs import ConfigError, Problem
+from trainers.method import Method, TrialConfig
+from trainers.metrics import SuiteName
+from trainers.registry import get_method
+
+POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.trials)
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    overrides: Mapping[str, Any]
+    changes: tuple[str, ...] | None = None
+    """The knobs in which the paper's row differs from the spec's reference row (None: no contract)."""
+    follows_method: tuple[str, ...] = ()
+    """A row that switches method: the knobs (and ``views``) in which it differs from the reference by keeping
+    its method's own defaults, each default's source declared by the method (:mod:`sweep.spec.contracts`)."""
+
+    @property
+    def method(self) -> str | None:
+        return self.overrides.get("method")
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The row a spec's other rows are measured against (:mod:`sweep.spec.contracts`)."""
+
+    row: str
+    spec: Path | None = None
+    """The spec it is a row of, when not this one."""
+    stands_in_for: str | None = None
+    """The paper's reference row, where it cannot run here and this one substitutes it."""
+    is_the_papers_with: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """The knob values (``--set`` ones, say the paper's views and a back-translation file) with which the row no
+    longer stands in but is the paper's reference itself."""
+
+    def describe(self) -> str:
+        where = f" of {self.spec.name}" if self.spec else ""
+        instead = f", standing in for {self.stands_in_for}" if self.stands_in_for else ""
+        return f"{self.row!r}{where}{instead}"
+
+
+@dataclass(frozen=True)
+class SeedRounds:
+    """Adaptive seeds: the rows run ``first``; a row whose Welch p against the reference row lies in
+    [``p``, ``or_above``] gets the next seed of ``more``, one round at a time (:mod:`sweep.run.seed_rounds`)."""
+
+    first: tuple[int, ...]
+    more: tuple[int, ...]
+    p: float
+    or_above: float
+
+    def within(self, seeds: tuple[int, ...]) -> SeedRounds:
+        """The rounds among ``seeds`` (what a budget leaves of the spec's seeds)."""
+        return dataclasses.replace(self, first=tuple(s for s in self.first if s in seeds),
+                                   more=tuple(s for s in self.more if s in seeds))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    path: Path
+    name: str
+    description: str
+    tags: Mapping[str, str]
+    method: str
+    base: Mapping[str, Any]
+    rows: tuple[Row, ...]
+    seeds: tuple[int, ...]
+    grid: Mapping[str, list]
+    sample: Mapping[str, Mapping[str, Any]]
+    num_samples: int
+    metric: str
+    mode: str
+    scheduler: Mapping[str, Any] | None
+    resources: Mapping[str, float]
+    max_concurrent_trials: int
+    max_failures: int
+    keep_models: str
+    log_models: bool
+    budget: Budget | None
+    spec_hash: str
+    symmetric: tuple[str, str] | None = None
+    evaluations: tuple[Mapping[str, Any], ...] = ()
+    """The suites each trial's best state is evaluated on (``{"suite": name, **options}``, STS first)."""
+    glue: Mapping[str, Any] | None = None
+    """GLUE fine-tuning's knobs and tasks (the ``glue`` key; ``python -m sweep glue`` runs such a spec)."""
+    trials: tuple[Trial, ...] = ()
+    """Each trial that runs, with its config resolved once (:func:`load_spec`)."""
+    reference: Reference | None = None
+    """The row the other rows are measured against; their ``changes`` are checked when the spec loads."""
+    reference_differences: Mapping[str, Mapping[str, Difference]] = dataclasses.field(default_factory=dict)
+    """Each row but the reference -> the knobs in which it differs from the reference (reference -> row)."""
+    search: Mapping[str, Any] | None = None
+    """The searcher of the sampled axes (``{algorithm, trials}``; :mod:`sweep.run.searchers`), or None: Tune's random
+    draws. With one, ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
+    set_by_option: frozenset[str] = frozenset()
+    """The knobs ``--set`` set: a ``--set model=`` takes that model's tuned settings where its method has them
+    (:func:`trial_config`), except for these."""
+    seed_rounds: SeedRounds | None = None
+    """Adaptive seeds, or None: every seed runs. With them :attr:`seeds` holds every seed that may run (first,
+    then more) and :attr:`trials` every trial that may run; the rounds pick among them as results come."""
+
+    def row(self, name: str) -> Row:
+        return next(r for r in self.rows if r.name == name)
+
+    def grid_points(self) -> Iterator[dict[str, Any]]:
+        """Every point of the full grid (mirror cells of symmetric axes included)."""
+        keys = list(self.grid)
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            yield dict(zip(keys, values))
+
+    def is_mirror(self, axes: Mapping[str, Any]) -> bool:
+        """Whether ``axes`` is the mirror of a grid point that runs: with symmetric axes (a, b),
+        the point whose a-value comes later in the axis than its b-value."""
+        if self.symmetric is None:
+            return False
+        first, second = self.symmetric
+        values = self.grid[first]
+        return values.index(axes[first]) > values.index(axes[second])
+
+    def row_config(self, row_name: str) -> TrialConfig:
+        """The config of ``row_name`` as its contract compares it: that of its first trial (first seed, first
+        grid point), resolved at load like every other."""
+        return next(trial.config for trial in self.trials if trial.point.row == row_name)
+
+    def method_of(self, row_name: str) -> Method:
+        """The method of a row (a row may switch the spec's method)."""
+        return row_method(self, self.row(row_name))
+
+    def seed_free(self, row: Row) -> bool:
+        """A row whose trials cannot depend on the seed (its method trains nothing): it runs once."""
+        return row_method(self, row).seed_free
+
+    def stands_for(self, row_name: str) -> tuple[int, ...]:
+        """The seeds one trial of ``row_name`` stands for: all of them for a seed-free row."""
+        return self.seeds if self.seed_free(self.row(row_name)) else ()
+
+    def trial_points(self) -> list[TrialPoint]:
+        """The trials that run, in the plan's order: each row x grid point x seed, with a seed-free row
+        run with the first seed only and the mirror cells of symmetric axes left out."""
+        points = []
+        for row in self.rows:
+            seeds = self.seeds[:1] if self.seed_free(row) else self.seeds
+            for axes in self.grid_points():
+                if not self.is_mirror(axes):
+                    points.extend(TrialPoint(row.name, seed, axes) for seed in seeds)
+        return points
+
+    @property
+    def trial_count(self) -> int:
+        """Trials in the full grid: rows x seeds x grid points x samples."""
+        points = len(list(self.grid_points()))
+        return len(self.rows) * len(self.seeds) * points * self.num_samples
+
+    def distinct_trials(self) -> list[Trial]:
+        """The first trial of each row and grid point: the others differ from it only in their seed, which
+        changes neither what a machine lacks nor how long a trial trains."""
+        first: dict[tuple[str, str], Trial] = {}
+        for trial in self.trials:
+            first.setdefault((trial.point.row, repr(sorted(trial.point.axes.items()))), trial)
+        return list(first.values())
+
+    def trial_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """A Tune trial's config with ``row``, ``seed`` and the grid axes taken from the trial point its
+        ``point`` index names (what the engine and the tracker read; safe however Tune resolved them)."""
+        if POINT not in config:
+            return dict(config)
+        return {**config, **self.trials[config[POINT]].point.params()}
+
+    def tune_chosen(self) -> tuple[str, ...]:
+        """Knobs whose values Tune chooses for a trial: sampled axes and PBT's mutations."""
+        mutations = (self.scheduler or {}).get("pbt", {}).get("hyperparam_mutations", {}) if self.scheduler else {}
+        return (*self.sample, *mutations)
+
+    def config_of(self, params: Mapping[str, Any]) -> TrialConfig:
+        """The resolved config of the trial whose Tune config is ``params``: its point's config from
+        :attr:`trials`, resolved again only where Tune chose knob values (sampled axes, PBT mutations)."""
+        trial = self.trials[params[POINT]]
+        chosen = {k: params[k] for k in self.tune_chosen() if k in params and params[k] != trial.config.get(k)}
+        if not chosen:
+            return trial.config
+        return trial_config(self, trial.point.row, trial.point.seed, {**trial.point.axes, **chosen})
+
+    @property
+    def trials_to_run(self) -> int:
+        """The trials that run: with adaptive seeds, those of the first seeds (more may follow, up to
+        :attr:`trials`)."""
+        if self.seed_rounds is not None:
+            return sum(1 for trial in self.trials if trial.point.seed in self.seed_rounds.first)
+        return len(self.trials) * self.num_samples
+
+
+@dataclass(frozen=True)
+class TrialPoint:
+    """One trial that runs: a row, a seed and a point of the grid axes (sampled axes are Tune's)."""
+
+    row: str
+    seed: int
+    axes: Mapping[str, Any]
+
+    def params(self) -> dict[str, Any]:
+        """The trial's Tune config keys: ``row``, ``seed`` and one key per grid axis."""
+        return {"row": self.row, "seed": self.seed, **self.axes}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """A trial that runs and its resolved config (without the values Tune samples for it)."""
+
+    point: TrialPoint
+    config: TrialConfig
+
+
+def row_method(spec: SweepSpec, row: Row) -> Method:
+    return get_method(row.method or spec.method)
+
+
+def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, Any]) -> TrialConfig:
+    """The full, validated config of one trial: knob defaults <- base <- row <- axes <- seed <- budget.
+
+    A row may switch the method (a paper table mixes untuned baselines and
+    trained methods); base knobs that method lacks do not apply to that row.
+    """
+    row = spec.row(row_name)
+    method = row_method(spec, row)
+    knobs = method.all_knobs
+    overrides = {k: v for k, v in spec.base.items() if k in knobs}
+    overrides.update({k: v for k, v in row.overrides.items() if k != "method"})
+    overrides.update({k: v for k, v in axes.items() if k in knobs})
+    overrides.update(model_settings(spec, row, method, overrides))
+    overrides["seed"] = seed
+    if spec.budget is not None:
+        overrides = spec.budget.apply(overrides, knobs)
+    return TrialConfig({**method.resolve(overrides), SuiteName.KEY: [dict(suite) for suite in spec.evaluations]})
+
+
+def model_settings(spec: SweepSpec, row: Row, method: Method, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """What ``--set model=M`` brings to a row whose method tunes knobs per model (SCT Table 1): M's values of them,
+    but for those that ``--set``, the row or an axis sets; M without such values is refused, naming every
+    model's, unless ``--set`` sets them all (the spec's base values were tuned for its own model)."""
+    if "model" not in spec.set_by_option or method.settings_by_model is None:
+        return {}
+    settings, tuned, every = method.settings_by_model(overrides)
+    if not every:
+        return {}
+    if settings is None:
+        missing = [knob for knob in tuned if knob not in spec.set_by_option]
+        if missing:
+            raise ConfigError([Problem("model", f"{overrides['model']!r} has no tuned settings in {method.name}'s "
+                                                f"paper: --set {', '.join(missing)} too ({every})")])
+        return {}
+    own = set(spec.set_by_option) | set(row.overrides) | set(spec.grid) | set(spec.sample)
+    return {knob: value for knob, value in settings.items() if knob not in own}
+
+
+def _hash(raw: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def load_spec(
+    path: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    budget: Budget | None = None,
+    seeds: list[int] | None = None,
+    check_environment: bool = True,
+    address: str | None = None,
+    check_contracts: bool = True,
+) -> SweepSpec:
+    """Read and validate a spec, and resolve the config of each trial it runs; ``overrides`` (from
+    ``--set``) update its base, ``seeds`` (from ``--seeds``) replace its seeds.
+    ``check_environment=False`` skips asking what this machine lacks (the hub, files): for reading a
+    spec's layout (reports) only. ``address`` (``--address``) names the Ray cluster the sweep joins, whose
+    GPUs are not this machine's. ``check_contracts=False`` skips comparing the rows with the reference row
+    (:func:`_reference_differences`), for reading a spec as another spec's reference."""
+    path = Path(path)
+    raw = read_spec_yaml(path)
+    if seeds is not None and isinstance(raw, dict):
+        raw = {**raw, "seeds": list(seeds)}
+    overrides = dict(overrides or {})
+    parts = validate(path, raw, overrides)
+    parts["rows"] = tuple(Row(*row) for row in parts["rows"])
+    parts["reference"] = _reference(path, parts["reference"])
+    if budget is not None:
+        parts.update(seeds=budget.seeds(parts["seeds"]), num_samples=budget.num_samples(parts["num_samples"]))
+        if parts["glue"] is not None:
+            parts["glue"] = budget.apply(parts["glue"], GLUE_KNOBS)
+    spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
+    seeds = tuple(parts["seeds"])
+    rounds = parts.pop("seed_rounds")
+    rounds = SeedRounds(tuple(rounds["first"]), tuple(rounds["more"]), rounds["p"],
+                        rounds["or_above"]).within(seeds) if rounds else None
+    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": seeds}, seed_rounds=rounds, budget=budget,
+                     spec_hash=spec_hash, set_by_option=frozenset(overrides))
+    spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
+    if check_contracts and spec.reference is not None:
+        reference, found = _reference_differences(spec, overrides)
+        spec = dataclasses.replace(spec, reference=reference, reference_differences=found)
+    if check_environment:
+        problems = environment_problems(spec, overrides, address)
+        if problems:
+            raise SpecError(problems)
+    return spec
+
+
+def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
+    if raw is None:
+        return None
+    spec = (path.parent / raw["spec"]).resolve() if "spec" in raw else None
+    return Reference(raw["row"], spec, raw.get("stands_in_for"), dict(raw.get("is_the_papers_with") or {}))
+
+
+def _reference_differences(spec: SweepSpec,
+                           overrides: Mapping[str, Any]) -> tuple[Reference, dict[str, dict[str, Difference]]]:
+    """The reference row, and each row's differences from it, checked against the row's ``changes``: a row that
+    breaks its contract is refused (``FILE: rows[i].changes: ...``). A reference of another spec is read with the
+    same ``--set`` overrides, so that they change both sides alike, and is what that spec's own reference stands
+    in for when it is that row."""
+    reference = spec.reference
+    source = spec
+    if reference.spec is not None:
+        try:
+            source = load_spec(reference.spec, overrides, check_environment=False, check_contracts=False)
+        except SpecError as error:
+            raise SpecError([f"{spec.path}: reference: {reference.spec} cannot be read: "
+                             f"{'; '.join(error.problems)}"]) from None
+        if reference.row not in [row.name for row in source.rows]:
+            raise SpecError([f"{spec.path}: reference: {reference.row!r} is not a row of {reference.spec} "
+                             f"(rows: {[row.name for row in source.rows]})"])
+        if source.reference and source.reference.row == reference.row and not reference.stands_in_for:
+            reference = dataclasses.replace(reference, stands_in_for=source.reference.stands_in_for,
+                                            is_the_papers_with=source.reference.is_the_papers_with)
+    reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
+    papers = reference.is_the_papers_with
+    if papers and all(reference_config.get(knob) == value for knob, value in papers.items()):
+        reference = dataclasses.replace(reference, stands_in_for=None)  # it is the paper's reference now
+    found, problems = {}, []
+    for index, row in enumerate(spec.rows):
+        if row.changes is None:
+            continue
+        method, config = spec.method_of(row.name), spec.row_config(row.name)
+        found[row.name] = {knob: difference for knob, difference in
+                           differences(reference_config, reference_method, config, method).items()
+                           if knob not in spec.grid}  # the grid's axes, not the row, set those
+        problems += [f"{spec.path}: rows[{index}].changes: {problem}" for problem in contract_problems(
+            row.name, reference.row, row.changes, row.follows_method, found[row.name],
+            exempt(method, reference_method), set_on_both=frozenset(overrides))]
+        problems += [f"{spec.path}: rows[{index}].follows_method: {problem}"
+                     for problem in follows_problems(row.name, row.follows_method, config, method)]
+    if problems:
+        raise SpecError(problems)
+    return reference, found
+
+
+def _resolve_trials(spec: SweepSpec, overrides: Mapping[str, Any]) -> tuple[Trial, ...]:
+    """Each trial point with its config, resolved here once; problems that only a whole config shows
+    are reported like the environment's (:func:`~sweep.spec.environment.attribute`)."""
+    trials, rows_with = [], {}
+    for point in spec.trial_points():
+        try:
+            trials.append(Trial(point, trial_config(spec, point.row, point.seed, point.axes)))
+        except ConfigError as error:
+            for problem in error.problems:
+                holds_for(rows_with, problem, point.row)
+    if rows_with:
+        raise SpecError(attribute(spec, rows_with, overrides))
+    return tuple(trials)

@@ -1,0 +1,189 @@
+"""A trial's key: a digest of everything that decides what it trains and how it is scored.
+
+Two trials with the same key compute the same numbers, so a sweep takes a FINISHED trial run of the same
+key from the tracking store instead of training it again (:mod:`sweep.run.reuse`). The key is made of parts,
+each stored beside it on the run (:attr:`~results.record.Tag.TRIAL_KEY_PARTS`), so that a miss can be
+explained part by part:
+
+- ``knobs``: the method and every resolved knob after the budget, the seed and the evaluation suites
+  included, bookkeeping knobs left out (``Knob(bookkeeping=True)``: they change no number);
+- ``models``: each model a knob names (``model``, ``teacher``, ``mlm_model``, DCLR's ``complementary_model``,
+  DiffCSE's ``generator``): a digest of its folder's files,
+  or a hub id with the revision in this machine's cache;
+- ``data``: the files the trial reads: the STS sets (training sentences and evaluation), a training corpus
+  or back-translation file, each chosen suite's data folder;
+- ``precision``: what ``eval_precision`` and ``train_precision`` become on this machine (``auto`` is bf16 on
+  a CPU with AVX-512 bf16 or AMX, fp32 elsewhere, and the scores differ in their last digits);
+- ``libraries``: the versions of torch and transformers;
+- ``code``: a digest of the training code (every ``trainers/`` source).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Mapping
+
+from results.record import Tag, plain
+from trainers.data.sources import SHIPPED_STS_DIR, STS_DIR_ENV
+from trainers.metrics import SuiteName
+from trainers.models.pretrained import resolve_model_path
+from trainers.registry import get_method
+
+TRAINERS = Path(__file__).resolve().parents[2] / "trainers"
+MODEL_KNOBS = ("model", "teacher", "mlm_model", "complementary_model", "generator")
+FILE_KNOBS = ("train_corpus", "bt_file")
+PARTS = ("knobs", "models", "data", "precision", "libraries", "code")
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    hashed = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            hashed.update(block)
+    return hashed.hexdigest()[:16]
+
+
+def path_digest(path: Path) -> str:
+    """A file's or a folder's content (every file under it, by relative name), read once per process
+    unless a file changes."""
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    entries = []
+    for file in files:
+        stat = file.stat()
+        entries.append(f"{file.relative_to(path) if file != path else file.name}:"
+                       f"{_file_digest(str(file), stat.st_size, stat.st_mtime_ns)}")
+    return _digest("\n".join(entries))
+
+
+def model_identity(name: str) -> str:
+    """A local model by its files' content; a hub id by the revision this machine's cache holds of it."""
+    path = Path(resolve_model_path(name))
+    if path.is_dir():
+        return f"files:{path_digest(path)}"
+    cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface"))
+                 / "hub").expanduser()
+    ref = cache / f"models--{name.replace('/', '--')}" / "refs" / "main"
+    return f"hub:{name}@{ref.read_text().strip() if ref.is_file() else 'unknown'}"
+
+
+def data_parts(config: Mapping[str, Any]) -> dict[str, str]:
+    """What the trial reads, each by content: STS (training sentences and evaluation), named files, suites'
+    data folders; a hub source by its name."""
+    sts = Path(os.environ.get(STS_DIR_ENV) or SHIPPED_STS_DIR)
+    found = {"sts": path_digest(sts) if config.get("sts_source", "local") == "local" else "hub"}
+    for knob in FILE_KNOBS:
+        value = config.get(knob)
+        if value and Path(value).exists():
+            found[knob] = path_digest(Path(value))
+    for entry in config.get(SuiteName.KEY, []):
+        if (digest := suite_data_digest(entry["suite"])) is not None:
+            found[entry["suite"]] = digest
+    return found
+
+
+def suite_data_digest(name: str) -> str | None:
+    """The content of suite ``name``'s local data folder (its environment variable's), or None when it reads
+    none here (the hub's copy, or data built in)."""
+    from trainers.suites import SUITES
+
+    suite = SUITES.get(name)
+    folder = os.environ.get(suite.env) if suite is not None and suite.env else None
+    return path_digest(Path(folder)) if folder and Path(folder).exists() else None
+
+
+@functools.cache
+def code_digest() -> str:
+    return _digest("\n".join(f"{p.relative_to(TRAINERS)}:{_digest(p.read_text(encoding='utf-8'))}"
+                             for p in sorted(TRAINERS.rglob("*.py"))))
+
+
+GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
+"""Where a GPU that torch could use shows itself (NVIDIA's driver, AMD's ROCm): without any, torch sees none."""
+CPU_BF16_FLAGS = frozenset({"amx_tile", "avx512_bf16"})
+"""The CPU flags (Linux's ``/proc/cpuinfo``) of :func:`trainers.training.precision.cpu_runs_bf16_fast`'s checks."""
+
+
+@functools.cache
+def _precision(setting: str) -> str:
+    if setting in ("fp32", "bf16"):  # the same everywhere; 'auto' and 'tf32' depend on the device
+        return setting
+    return _cpu_precision(setting) or _torch_precision(setting)
+
+
+def _cpu_precision(setting: str) -> str | None:
+    """What :func:`trainers.training.precision.resolve` makes of ``setting`` on a Linux machine without a GPU, read
+    without importing torch (seconds, most of ``sweep plan``'s time with a store); None elsewhere (a GPU
+    driver, no ``/proc/cpuinfo``), where torch is asked."""
+    flags = _cpu_flags()
+    if flags is None or any(Path(path).exists() for path in GPU_DRIVERS) or setting not in ("auto", "tf32"):
+        return None
+    return "bf16" if setting == "auto" and flags & CPU_BF16_FLAGS else "fp32"
+
+
+def _cpu_flags() -> frozenset[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    line = next((line for line in text.splitlines() if line.startswith("flags")), None)
+    return frozenset(line.partition(":")[2].split()) if line is not None else None
+
+
+def _torch_precision(setting: str) -> str:
+    import torch
+
+    from trainers.training.precision import resolve
+
+    return resolve(setting, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+@dataclass(frozen=True)
+class TrialKey:
+    """A trial's key and the parts it is the digest of."""
+
+    parts: Mapping[str, str]
+
+    @property
+    def key(self) -> str:
+        return _digest(json.dumps(dict(self.parts), sort_keys=True))
+
+    @property
+    def key_without_code(self) -> str:
+        """The key of every part but the training code's (``sweep run --reuse-other-code``)."""
+        return _digest(json.dumps({k: v for k, v in self.parts.items() if k != "code"}, sort_keys=True))
+
+    def tags(self) -> dict[str, str]:
+        return {Tag.TRIAL_KEY: self.key, Tag.TRIAL_KEY_WITHOUT_CODE: self.key_without_code,
+                Tag.TRIAL_KEY_PARTS: json.dumps(dict(self.parts), sort_keys=True)}
+
+    def differing(self, parts: Mapping[str, str]) -> list[str]:
+        """The parts in which another trial's key (its stored parts) differs from this one."""
+        return [name for name in PARTS if self.parts.get(name) != parts.get(name)]
+
+
+def trial_key(config: Mapping[str, Any]) -> TrialKey:
+    """The key of a trial that runs ``config`` (a resolved config, GLUE's fine-tuning knobs included)."""
+    method = get_method(config["method"])
+    counted = {k: v for k, v in plain(dict(config)).items() if k not in method.all_knobs.bookkeeping}
+    models = {knob: model_identity(config[knob]) for knob in MODEL_KNOBS if config.get(knob)}
+    precision = {knob: _precision(config[knob]) for knob in ("eval_precision", "train_precision") if knob in config}
+    return TrialKey({
+        "knobs": _digest(json.dumps(counted, sort_keys=True)),
+        "models": _digest(json.dumps(models, sort_keys=True)),
+        "data": _digest(json.dumps(data_parts(config), sort_keys=True)),
+        "precision": json.dumps(precision, sort_keys=True),
+        "libraries": f"torch {version('torch')}, transformers {version('transformers')}",
+        "code": code_digest(),
+    })

