@@ -3,10 +3,12 @@
 A spec names a method and its base config, named ablation rows (each a set of
 knob overrides, named as the paper's table names them), seeds, grid and
 sampled axes, the metric, an optional ASHA or PBT scheduler, resources, and
-tags. :func:`load_spec` reads the YAML (:mod:`sweep.spec.source`), checks its
-shape (:mod:`sweep.spec.validation`), resolves the config of every trial that
-runs, and asks what this machine lacks (:mod:`sweep.spec.environment`); every
-problem is reported at once as ``FILE: key.path: message``.
+tags. :func:`load_spec` reads the YAML (:mod:`sweep.spec.source`), parses it
+(:meth:`SweepSpec.parse`: each section by its own class, rows and reference,
+seeds, search, scheduler, resources; the plain keys by :mod:`sweep.spec.validation`),
+resolves the config of every trial that runs, and asks what this machine lacks
+(:mod:`sweep.spec.environment`); every problem is reported at once as
+``FILE: key.path: message``.
 
 :func:`trial_config` is the one place where base, row, axes and seed become a
 trial's config. :func:`load_spec` calls it once per trial (:attr:`SweepSpec.trials`);
