@@ -23,8 +23,9 @@ from typing import Any, Callable, Mapping, Sequence
 from results.table import COLUMNS, DELTA
 from sweep.spec.contracts import REGIME_KNOBS, TRAINING_DATA, VIEWS, regime
 from sweep.spec.ledger import LEDGER_NAME, SpecLedger, declared, deviation_notes, lines_of, load_ledger
+from sweep.spec.rows import Reference
 from sweep.spec.source import read_yaml
-from sweep.spec.sweep_spec import Reference, SpecError, SweepSpec, load_spec
+from sweep.spec.sweep_spec import SpecError, SweepSpec, load_spec
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent

@@ -9,6 +9,7 @@ import pytest
 from sweep.commands import estimate as estimate_module
 from sweep.commands.cli import main
 from sweep.commands.estimate import Timing, estimate, slots, spread_sample, trial_seconds, wall_seconds
+from sweep.spec.resources import Resources
 from sweep.spec.sweep_spec import SpecError, load_spec
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
@@ -44,7 +45,7 @@ def test_steps_are_timed_on_examples_spread_over_the_training_set():
     ({"cpu": 4, "gpu": 0.25}, 8, 8, 1, 2),
 ])
 def test_slots_are_max_concurrent_trials_capped_by_resources(resources, concurrent, cpus, gpus, expected):
-    assert slots(resources, concurrent, cpus, gpus) == expected
+    assert slots(Resources(**resources), concurrent, cpus, gpus) == expected
 
 
 def test_the_smoke_estimate_from_a_fake_timing():

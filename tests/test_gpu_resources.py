@@ -10,7 +10,7 @@ import yaml
 
 from sweep.commands.cli import main
 from sweep.spec import environment as spec_environment
-from sweep.spec.validation import gpu_problem
+from sweep.spec.resources import gpu_problem
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
 

@@ -13,6 +13,7 @@ from ray.tune.search import Searcher
 
 from sweep.commands.cli import main as sweep_main
 from sweep.run.searchers import SeedMean, searcher
+from sweep.spec.search import Search
 from sweep.spec.sweep_spec import POINT, load_spec
 from tests.conftest import write_spec
 
@@ -46,7 +47,7 @@ def test_validation_refuses_what_a_searcher_cannot_go_with(tmp_path, tiny_bert, 
 
 def test_a_searched_spec_loads_with_its_trials_as_points(tmp_path, tiny_bert):
     spec = load_spec(searched_spec(tmp_path, tiny_bert), check_environment=False)
-    assert spec.search == {"algorithm": "optuna", "trials": 3}
+    assert spec.search == Search("optuna", 3)
     assert spec.num_samples == 3 and [t.point.seed for t in spec.trials] == [1, 2]
     assert spec.trials_to_run == 6
 

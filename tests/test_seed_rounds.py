@@ -12,7 +12,8 @@ import pytest
 from sweep.commands.cli import main as sweep_main
 from sweep.run.searchers import SeedRoundsSearcher
 from sweep.run.seed_rounds import METRIC, verdict
-from sweep.spec.sweep_spec import POINT, SeedRounds, load_spec
+from sweep.spec.seeds import SeedRounds
+from sweep.spec.sweep_spec import POINT, load_spec
 from tests.conftest import write_spec
 
 ROUNDS = SeedRounds(first=(1, 2, 3), more=(4, 5), p=0.01, or_above=0.2)

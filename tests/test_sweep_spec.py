@@ -5,6 +5,7 @@ import yaml
 
 from sweep.commands.cli import main
 from sweep.spec.budget import BUDGETS
+from sweep.spec.scheduler import Scheduler
 from sweep.spec.source import parse_override
 from sweep.spec.sweep_spec import SpecError, load_spec, trial_config
 
@@ -164,7 +165,7 @@ def test_shipped_specs_validate():
 def test_asha_options_are_validated(tmp_path):
     good = load_spec(write(tmp_path, {**SPEC, "scheduler": {"asha": {"max_t": 20, "grace_period": 2,
                                                                      "reduction_factor": 2}}}))
-    assert good.scheduler == {"asha": {"max_t": 20, "grace_period": 2, "reduction_factor": 2}}
+    assert good.scheduler == Scheduler("asha", {"max_t": 20, "grace_period": 2, "reduction_factor": 2})
     bad = {**SPEC, "scheduler": {"asha": {"max_t": 2, "grace_period": 5, "reduction_factor": 1, "patience": 3}}}
     with pytest.raises(SpecError) as error:
         load_spec(write(tmp_path, bad))

@@ -33,8 +33,9 @@ from sweep.run.reuse import Reuse, reusable
 from sweep.spec.budget import BUDGETS
 from sweep.spec.ledger import SpecLedger, load_ledger
 from sweep.spec.options import SweepOptions
+from sweep.spec.rows import Row
 from sweep.spec.source import read_spec_yaml
-from sweep.spec.sweep_spec import Row, SpecError, SweepSpec, Trial, TrialPoint, load_spec, row_method
+from sweep.spec.sweep_spec import SpecError, SweepSpec, Trial, TrialPoint, load_spec, row_method
 from sweep.spec.trial_key import trial_key
 from trainers.data.sources import is_missing_file
 

@@ -256,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from sweep.commands.estimate import estimate
                 from sweep.spec.environment import local_gpus
 
-                for line in estimate(spec, gpus=local_gpus() if spec.resources["gpu"] else 0):
+                for line in estimate(spec, gpus=local_gpus() if spec.resources.gpu else 0):
                     print(line, flush=True)
         elif args.command == "paper":
             return _paper(args)

@@ -23,9 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from sweep.spec.resources import Resources
 from sweep.spec.sweep_spec import SweepSpec
 
 TIMED_STEPS = 4
@@ -101,11 +102,11 @@ def spread_sample(examples: Sequence[Any], count: int) -> list[Any]:
     return list(examples[::stride][:count])
 
 
-def slots(resources: Mapping[str, float], max_concurrent_trials: int, cpus: int, gpus: int) -> int:
+def slots(resources: Resources, max_concurrent_trials: int, cpus: int, gpus: int) -> int:
     """Trials that run at once: max_concurrent_trials, capped by the CPUs (and GPUs) each trial reserves."""
-    fit = math.floor(cpus / resources["cpu"]) if resources["cpu"] else max_concurrent_trials
-    if resources["gpu"]:
-        per_gpu = math.floor(1 / resources["gpu"] + 1e-9) if resources["gpu"] <= 1 else 1 / resources["gpu"]
+    fit = math.floor(cpus / resources.cpu) if resources.cpu else max_concurrent_trials
+    if resources.gpu:
+        per_gpu = math.floor(1 / resources.gpu + 1e-9) if resources.gpu <= 1 else 1 / resources.gpu
         fit = min(fit, math.floor(per_gpu * gpus))
     return max(1, min(max_concurrent_trials, fit))
 
@@ -184,7 +185,7 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     from sweep.spec.regime import planned_steps
     from trainers.training.steps import load_examples
 
-    torch.set_num_threads(max(1, int(spec.resources["cpu"])))  # as each trial's worker runs (sweep.run.engine)
+    torch.set_num_threads(max(1, int(spec.resources.cpu)))  # as each trial's worker runs (sweep.run.engine)
     timings: dict[tuple, Timing] = {}
     counted: dict = {}
     durations: list[float] = []  # one per trial of the grid, in the spec's order
@@ -206,7 +207,7 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
         durations.append(trial_seconds(timings[key], steps, config.get("eval_every", 1), examples))
     durations *= spec.num_samples  # Ray Tune generates the whole grid once per sample
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
-    if gpus and spec.resources["gpu"]:
+    if gpus and spec.resources.gpu:
         sharing = math.ceil(min(used, len(durations)) / gpus)
         slowdowns = [gpu_sharing_slowdown(sharing, timings[timing_key(trial.config)].parameters)
                      for trial in spec.trials] * spec.num_samples
@@ -218,7 +219,7 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
                          "(GPU_SHARING, measured on an H100)")
     wall = wall_seconds(durations, used, worker_start)
     lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
-                 f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {dict(spec.resources)}, "
+                 f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {asdict(spec.resources)}, "
                  f"{cpus or machine_cpus()} CPUs here): about {wall / 60:.1f} minutes of wall time "
                  "(early stopping ignored: an upper bound; trials sharing CPU cores may run slower)")
     return lines

@@ -45,7 +45,7 @@ def print_plan(spec: SweepSpec) -> None:
     print(disk_estimate(spec))
     for line in gpu_size_lines(spec):
         print(line)
-    samples = (f"{spec.num_samples} points suggested by {spec.search['algorithm']}" if spec.search
+    samples = (f"{spec.num_samples} points suggested by {spec.search.algorithm}" if spec.search
                else f"{spec.num_samples} samples")
     print(
         f"grid: {len(spec.rows)} rows x {len(spec.seeds)} seeds x {len(list(spec.grid_points()))} grid points"

@@ -96,7 +96,7 @@ def best_point_note(table: Table, spec: SweepSpec) -> str:
     """The best point a searcher suggested, with the mean and spread of its seeds: the first line, as
     :func:`results.lines.sweep_table` sorts the lines of sampled axes by the spec's metric."""
     best = table.lines[0]
-    said = (f"search ({spec.search['algorithm']}, {spec.num_samples} points x {len(spec.trials)} seeds): "
+    said = (f"search ({spec.search.algorithm}, {spec.num_samples} points x {len(spec.trials)} seeds): "
             f"best point {best.label}")
     column = next((name for name, form in table.formats.items() if form.metric == spec.metric), None)
     if column is None:
@@ -129,7 +129,7 @@ def resolved_spec(spec: SweepSpec) -> dict[str, Any]:
         "name": spec.name, "description": spec.description, "method": spec.method, "tags": dict(spec.tags),
         "base": dict(spec.base), "rows": [{"name": r.name, "set": dict(r.overrides)} for r in spec.rows],
         "seeds": list(spec.seeds), "grid": dict(spec.grid), "sample": dict(spec.sample),
-        "num_samples": spec.num_samples, "search": dict(spec.search) if spec.search else None,
+        "num_samples": spec.num_samples, "search": dataclasses.asdict(spec.search) if spec.search else None,
         "seed_rounds": dataclasses.asdict(spec.seed_rounds) if spec.seed_rounds else None,
         "metric": spec.metric, "mode": spec.mode,
         "budget": spec.budget.name if spec.budget else None, "spec_hash": spec.spec_hash,

@@ -136,7 +136,7 @@ def search_algorithm(spec: SweepSpec) -> SearchAlgorithm | Searcher:
 
 def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reused: Reuse,
                awaited: Mapping[int, Awaited], tracking_uri: str):
-    resources = {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]}
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished,
                                                     reused=reused.metrics(), awaited=awaited,
                                                     tracking_uri=tracking_uri), resources)
@@ -155,14 +155,13 @@ def _scheduler(spec: SweepSpec):
     STS-B dev."""
     if not spec.scheduler:
         return None
-    if "asha" in spec.scheduler:
+    options, mutations = spec.scheduler.options, spec.scheduler.mutations
+    if spec.scheduler.kind == "asha":
         return tune.schedulers.ASHAScheduler(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
-                                             **dict(spec.scheduler["asha"] or {}))
-    if "hyperband_for_bohb" in spec.scheduler:
+                                             **options)
+    if spec.scheduler.kind == "hyperband_for_bohb":
         return tune.schedulers.HyperBandForBOHB(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
-                                                **dict(spec.scheduler["hyperband_for_bohb"] or {}))
-    options = dict(spec.scheduler["pbt"])
-    mutations = options.pop("hyperparam_mutations")
+                                                **options)
     return tune.schedulers.PopulationBasedTraining(
         time_attr="training_iteration",
         # The latest dev score, which only evaluations report: the final report (test metrics, the
@@ -361,7 +360,8 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
                 # kept: a trial exploiting another restores a checkpoint that its donor has since
                 # replaced. When the sweep ends, the resume states before each trial's final checkpoint
                 # are deleted (sweep.run.retention).
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=None if "pbt" in (spec.scheduler or {}) else 2),
+                checkpoint_config=tune.CheckpointConfig(
+                    num_to_keep=None if spec.scheduler and spec.scheduler.kind == "pbt" else 2),
                 callbacks=[tracker, progress, WholeRayState(experiment_dir)],
                 progress_reporter=_progress_reporter(spec),
                 verbose=1,

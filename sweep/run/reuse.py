@@ -83,7 +83,7 @@ class Reuse:
 
 def reusable(spec: SweepSpec) -> bool:
     """Whether the spec's trials are known before they run (no sampled axes, no PBT)."""
-    return not spec.sample and "pbt" not in (spec.scheduler or {})
+    return not spec.sample and (spec.scheduler is None or spec.scheduler.kind != "pbt")
 
 
 def finished_runs(client) -> list:

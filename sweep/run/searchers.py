@@ -151,6 +151,6 @@ def spec_searcher(spec: SweepSpec) -> ConcurrencyLimiter:
     if spec.seed_rounds is not None:
         found: Searcher = SeedRoundsSearcher(spec)
     else:
-        found = searcher(spec.search["algorithm"], spec.metric, spec.mode, int(spec.spec_hash[:8], 16),
+        found = searcher(spec.search.algorithm, spec.metric, spec.mode, int(spec.spec_hash[:8], 16),
                          [trial.point.params() for trial in spec.trials])
     return ConcurrencyLimiter(found, max_concurrent=spec.max_concurrent_trials)

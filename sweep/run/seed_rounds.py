@@ -1,6 +1,6 @@
 """Adaptive seeds: more seeds only for the rows whose gap to the reference row is still undecided.
 
-A spec's ``seeds: {first, more, until: {p, or_above}}`` (:class:`sweep.spec.sweep_spec.SeedRounds`). Every row runs the
+A spec's ``seeds: {first, more, until: {p, or_above}}`` (:class:`sweep.spec.seeds.SeedRounds`). Every row runs the
 first seeds. A row compared with the reference row (Welch's test of the tables, :func:`results.significance.
 line_p`, on the tables' metric, the seven test sets' average) is decided when p < ``p`` (it differs) or
 p > ``or_above`` (no difference shown); otherwise it gets the next seed of ``more``, and the reference row the
@@ -22,7 +22,8 @@ from typing import Mapping
 
 from results.significance import line_p
 from results.table import COLUMNS, Cell
-from sweep.spec.sweep_spec import SeedRounds, SweepSpec
+from sweep.spec.seeds import SeedRounds
+from sweep.spec.sweep_spec import SweepSpec
 
 METRIC = COLUMNS["Avg"].metric
 """What the rounds test: the metric of the tables' p column."""

@@ -163,6 +163,6 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
             tune.report({**found["metrics"], Report.REUSED_TAGS: found["tags"]})
             return
 
-    torch.set_num_threads(max(1, int(spec.resources.get("cpu", 1))))
+    torch.set_num_threads(max(1, int(spec.resources.cpu)))
     worker = {Report.NODE_ID: ray.get_runtime_context().get_node_id(), Report.WORKER_PID: os.getpid()}
     run_trial(spec.config_of(params), RaySession(worker))

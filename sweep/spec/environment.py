@@ -8,7 +8,8 @@ import importlib.util
 import os
 from typing import TYPE_CHECKING, Any, Mapping
 
-from sweep.spec.validation import SEARCH_ALGORITHMS, SEARCH_EXTRA, gpu_problem
+from sweep.spec.resources import gpu_problem
+from sweep.spec.search import SEARCH_ALGORITHMS, SEARCH_EXTRA
 from trainers.data.glue_tasks import GLUE
 from trainers.knobs import Problem
 from trainers.metrics import Glue, SuiteName
@@ -35,7 +36,7 @@ def search_problems(spec: SweepSpec) -> list[str]:
     """The modules the spec's searcher needs that are not installed (the ``search`` extra)."""
     if spec.search is None:
         return []
-    algorithm = spec.search["algorithm"]
+    algorithm = spec.search.algorithm
     missing = [name for name in SEARCH_ALGORITHMS[algorithm] if importlib.util.find_spec(name) is None]
     return [f"{spec.path}: search.algorithm: {algorithm} needs {', '.join(missing)}, not installed: "
             f"{SEARCH_EXTRA}"] if missing else []
@@ -52,9 +53,9 @@ def cluster_gpu_problem(spec: SweepSpec, address: str | None = None) -> str | No
     """A fractional (or whole) GPU per trial that ``max_concurrent_trials`` and this machine's GPUs cannot
     honour. Not asked for a cluster the sweep joins (``--address`` or $RAY_ADDRESS): its GPUs are not known
     here."""
-    if spec.resources["gpu"] <= 0 or address or os.environ.get("RAY_ADDRESS"):
+    if spec.resources.gpu <= 0 or address or os.environ.get("RAY_ADDRESS"):
         return None
-    return gpu_problem(spec.resources["gpu"], spec.max_concurrent_trials, local_gpus())
+    return gpu_problem(spec.resources.gpu, spec.max_concurrent_trials, local_gpus())
 
 
 def suite_problems(spec: SweepSpec) -> list[str]:

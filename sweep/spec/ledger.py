@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from sweep.spec.problems import SpecError
 from sweep.spec.source import read_yaml
-from sweep.spec.validation import SpecError
 
 if TYPE_CHECKING:
     from sweep.spec.sweep_spec import SweepSpec

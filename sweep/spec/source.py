@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from sweep.spec.validation import SpecError
+from sweep.spec.problems import SpecError
 
 
 class _YamlLoader(yaml.SafeLoader):

@@ -3,10 +3,12 @@
 A spec names a method and its base config, named ablation rows (each a set of
 knob overrides, named as the paper's table names them), seeds, grid and
 sampled axes, the metric, an optional ASHA or PBT scheduler, resources, and
-tags. :func:`load_spec` reads the YAML (:mod:`sweep.spec.source`), checks its
-shape (:mod:`sweep.spec.validation`), resolves the config of every trial that
-runs, and asks what this machine lacks (:mod:`sweep.spec.environment`); every
-problem is reported at once as ``FILE: key.path: message``.
+tags. :func:`load_spec` reads the YAML (:mod:`sweep.spec.source`), parses it
+(:meth:`SweepSpec.parse`: each section by its own class, rows and reference,
+seeds, search, scheduler, resources; the plain keys by :mod:`sweep.spec.validation`),
+resolves the config of every trial that runs, and asks what this machine lacks
+(:mod:`sweep.spec.environment`); every problem is reported at once as
+``FILE: key.path: message``.
 
 :func:`trial_config` is the one place where base, row, axes and seed become a
 trial's config. :func:`load_spec` calls it once per trial (:attr:`SweepSpec.trials`);
@@ -28,8 +30,25 @@ from typing import Any, Iterator, Mapping
 from sweep.spec.budget import Budget
 from sweep.spec.contracts import Difference, contract_problems, differences, exempt, follows_problems
 from sweep.spec.environment import attribute, environment_problems, holds_for
+from sweep.spec.problems import Problems, SpecError
+from sweep.spec.resources import Resources
+from sweep.spec.rows import Reference, Row
+from sweep.spec.scheduler import Scheduler
+from sweep.spec.search import Search
+from sweep.spec.seeds import SeedRounds, Seeds
 from sweep.spec.source import read_spec_yaml
-from sweep.spec.validation import SpecError, validate
+from sweep.spec.validation import (
+    DEFAULTS,
+    check_count,
+    check_method,
+    check_metric,
+    check_models,
+    parse_axes,
+    parse_base,
+    parse_suites,
+    parse_symmetric,
+    parse_tags,
+)
 from trainers.data.glue_tasks import GLUE_KNOBS
 from trainers.knobs import ConfigError, Problem
 from trainers.method import Method, TrialConfig
@@ -37,56 +56,6 @@ from trainers.metrics import SuiteName
 from trainers.registry import get_method
 
 POINT = "point"  # the Tune grid axis over the trials (index into SweepSpec.trials)
-
-
-@dataclass(frozen=True)
-class Row:
-    name: str
-    overrides: Mapping[str, Any]
-    changes: tuple[str, ...] | None = None
-    """The knobs in which the paper's row differs from the spec's reference row (None: no contract)."""
-    follows_method: tuple[str, ...] = ()
-    """A row that switches method: the knobs (and ``views``) in which it differs from the reference by keeping
-    its method's own defaults, each default's source declared by the method (:mod:`sweep.spec.contracts`)."""
-
-    @property
-    def method(self) -> str | None:
-        return self.overrides.get("method")
-
-
-@dataclass(frozen=True)
-class Reference:
-    """The row a spec's other rows are measured against (:mod:`sweep.spec.contracts`)."""
-
-    row: str
-    spec: Path | None = None
-    """The spec it is a row of, when not this one."""
-    stands_in_for: str | None = None
-    """The paper's reference row, where it cannot run here and this one substitutes it."""
-    is_the_papers_with: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """The knob values (``--set`` ones, say the paper's views and a back-translation file) with which the row no
-    longer stands in but is the paper's reference itself."""
-
-    def describe(self) -> str:
-        where = f" of {self.spec.name}" if self.spec else ""
-        instead = f", standing in for {self.stands_in_for}" if self.stands_in_for else ""
-        return f"{self.row!r}{where}{instead}"
-
-
-@dataclass(frozen=True)
-class SeedRounds:
-    """Adaptive seeds: the rows run ``first``; a row whose Welch p against the reference row lies in
-    [``p``, ``or_above``] gets the next seed of ``more``, one round at a time (:mod:`sweep.run.seed_rounds`)."""
-
-    first: tuple[int, ...]
-    more: tuple[int, ...]
-    p: float
-    or_above: float
-
-    def within(self, seeds: tuple[int, ...]) -> SeedRounds:
-        """The rounds among ``seeds`` (what a budget leaves of the spec's seeds)."""
-        return dataclasses.replace(self, first=tuple(s for s in self.first if s in seeds),
-                                   more=tuple(s for s in self.more if s in seeds))
 
 
 @dataclass(frozen=True)
@@ -104,8 +73,8 @@ class SweepSpec:
     num_samples: int
     metric: str
     mode: str
-    scheduler: Mapping[str, Any] | None
-    resources: Mapping[str, float]
+    scheduler: Scheduler | None
+    resources: Resources
     max_concurrent_trials: int
     max_failures: int
     keep_models: str
@@ -123,15 +92,57 @@ class SweepSpec:
     """The row the other rows are measured against; their ``changes`` are checked when the spec loads."""
     reference_differences: Mapping[str, Mapping[str, Difference]] = dataclasses.field(default_factory=dict)
     """Each row but the reference -> the knobs in which it differs from the reference (reference -> row)."""
-    search: Mapping[str, Any] | None = None
-    """The searcher of the sampled axes (``{algorithm, trials}``; :mod:`sweep.run.searchers`), or None: Tune's random
-    draws. With one, ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
+    search: Search | None = None
+    """The searcher of the sampled axes (:mod:`sweep.run.searchers`), or None: Tune's random draws. With one,
+    ``num_samples`` is its ``trials`` and each suggestion runs every trial of :attr:`trials`."""
     set_by_option: frozenset[str] = frozenset()
     """The knobs ``--set`` set: a ``--set model=`` takes that model's tuned settings where its method has them
     (:func:`trial_config`), except for these."""
     seed_rounds: SeedRounds | None = None
     """Adaptive seeds, or None: every seed runs. With them :attr:`seeds` holds every seed that may run (first,
     then more) and :attr:`trials` every trial that may run; the rounds pick among them as results come."""
+
+    @classmethod
+    def parse(cls, path: Path, raw: Any, overrides: Mapping[str, Any], budget: Budget | None) -> SweepSpec:
+        """The spec read from ``path`` (``raw``) with ``--set``'s ``overrides`` and the ``budget``, each section
+        parsed by its own class; every problem of every key is raised at once (:class:`SpecError`). Its
+        :attr:`trials` are resolved by :func:`load_spec`."""
+        problems = Problems(path)
+        method = check_method(problems, raw)
+        base = parse_base(problems, dict(raw.get("base") or {}), dict(overrides), method)
+        rows = Row.parse_all(raw.get("rows"), problems, method)
+        reference = Reference.parse(raw.get("reference"), problems, rows, path)
+        seeds = Seeds.parse(raw, problems, DEFAULTS["seeds"], rows, reference)
+        grid, sample = parse_axes(problems, raw.get("grid") or {}, raw.get("sample") or {}, method)
+        symmetric = parse_symmetric(problems, raw.get("symmetric"), grid,
+                                    [method, *(get_method(row.method) for row in rows if row.method)])
+        search = Search.parse(raw, problems, sample, grid, rows)
+        num_samples = check_count(problems, "num_samples",
+                                  search.trials if search else raw.get("num_samples", DEFAULTS["num_samples"]), 1)
+        metric, mode = raw.get("metric", DEFAULTS["metric"]), raw.get("mode", DEFAULTS["mode"])
+        check_metric(problems, metric, mode)
+        scheduler = Scheduler.parse(raw.get("scheduler"), problems, method, base, metric)
+        resources = Resources.parse(raw.get("resources"), problems, DEFAULTS["resources"])
+        concurrency = check_count(problems, "max_concurrent_trials",
+                                  raw.get("max_concurrent_trials", DEFAULTS["max_concurrent_trials"]), 1)
+        failures = check_count(problems, "max_failures", raw.get("max_failures", DEFAULTS["max_failures"]), 0)
+        keep_models, log_models = (raw.get("keep_models", DEFAULTS["keep_models"]),
+                                   raw.get("log_models", DEFAULTS["log_models"]))
+        check_models(problems, keep_models, log_models)
+        evaluations, glue = parse_suites(problems, raw)
+        tags = parse_tags(problems, raw.get("tags") or {})
+        problems.raise_any()
+        seeds = seeds.within(budget)
+        return cls(
+            path=path.resolve(), name=raw["name"], description=str(raw.get("description", "")), tags=tags,
+            method=method.name, base=base, rows=rows, seeds=seeds.all, grid={k: list(v) for k, v in grid.items()},
+            sample=dict(sample), num_samples=budget.num_samples(num_samples) if budget else num_samples,
+            metric=metric, mode=mode, scheduler=scheduler, resources=resources, max_concurrent_trials=concurrency,
+            max_failures=failures, keep_models=keep_models, log_models=log_models, budget=budget,
+            spec_hash=_hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None}),
+            symmetric=symmetric, evaluations=evaluations,
+            glue=budget.apply(glue, GLUE_KNOBS) if budget and glue is not None else glue, reference=reference,
+            search=search, set_by_option=frozenset(overrides), seed_rounds=seeds.rounds)
 
     def row(self, name: str) -> Row:
         return next(r for r in self.rows if r.name == name)
@@ -202,8 +213,7 @@ class SweepSpec:
 
     def tune_chosen(self) -> tuple[str, ...]:
         """Knobs whose values Tune chooses for a trial: sampled axes and PBT's mutations."""
-        mutations = (self.scheduler or {}).get("pbt", {}).get("hyperparam_mutations", {}) if self.scheduler else {}
-        return (*self.sample, *mutations)
+        return (*self.sample, *(self.scheduler.mutations if self.scheduler else {}))
 
     def config_of(self, params: Mapping[str, Any]) -> TrialConfig:
         """The resolved config of the trial whose Tune config is ``params``: its point's config from
@@ -310,20 +320,7 @@ def load_spec(
     if seeds is not None and isinstance(raw, dict):
         raw = {**raw, "seeds": list(seeds)}
     overrides = dict(overrides or {})
-    parts = validate(path, raw, overrides)
-    parts["rows"] = tuple(Row(*row) for row in parts["rows"])
-    parts["reference"] = _reference(path, parts["reference"])
-    if budget is not None:
-        parts.update(seeds=budget.seeds(parts["seeds"]), num_samples=budget.num_samples(parts["num_samples"]))
-        if parts["glue"] is not None:
-            parts["glue"] = budget.apply(parts["glue"], GLUE_KNOBS)
-    spec_hash = _hash({"spec": raw, "overrides": overrides, "budget": budget.name if budget else None})
-    seeds = tuple(parts["seeds"])
-    rounds = parts.pop("seed_rounds")
-    rounds = SeedRounds(tuple(rounds["first"]), tuple(rounds["more"]), rounds["p"],
-                        rounds["or_above"]).within(seeds) if rounds else None
-    spec = SweepSpec(path=path.resolve(), **{**parts, "seeds": seeds}, seed_rounds=rounds, budget=budget,
-                     spec_hash=spec_hash, set_by_option=frozenset(overrides))
+    spec = SweepSpec.parse(path, raw, overrides, budget)
     spec = dataclasses.replace(spec, trials=_resolve_trials(spec, overrides))
     if check_contracts and spec.reference is not None:
         reference, found = _reference_differences(spec, overrides)
@@ -333,13 +330,6 @@ def load_spec(
         if problems:
             raise SpecError(problems)
     return spec
-
-
-def _reference(path: Path, raw: Mapping[str, Any] | None) -> Reference | None:
-    if raw is None:
-        return None
-    spec = (path.parent / raw["spec"]).resolve() if "spec" in raw else None
-    return Reference(raw["row"], spec, raw.get("stands_in_for"), dict(raw.get("is_the_papers_with") or {}))
 
 
 def _reference_differences(spec: SweepSpec,
