@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 import ray
 from ray import tune
 
-from results.names import first_line
 from sweep.run.claims import Awaited, wait_for_run
 from sweep.spec.sweep_spec import POINT, SweepSpec
+from trainers.errors import first_line
 from trainers.metrics import Report
 from trainers.training.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
 

