@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainers.data.sources import hub_reachable
 from trainers.errors import first_line
 
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
@@ -122,8 +123,6 @@ def model_problem(model: str) -> str | None:
     if model == BUNDLED_MODEL or Path(model).is_dir():
         return None
     from huggingface_hub import try_to_load_from_cache
-
-    from trainers.data.sources import hub_reachable
 
     try:
         cached = try_to_load_from_cache(model, "config.json")
