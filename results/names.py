@@ -12,12 +12,6 @@ class UsageError(ValueError):
     """A refused command: a name that matches no sweep or several, options that contradict the stores."""
 
 
-def first_line(error: BaseException) -> str:
-    """An error said in one line: its message's first line, or its type's name when it has no message."""
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def split_name(text: str, names: set[str]) -> tuple[str, str]:
     """``NAME`` or ``NAME-HASHPREFIX`` -> (name, hash prefix), where ``names`` are the known sweep names."""
     if text in names or "-" not in text:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
-from trainers.metrics import Metric, Report
+from trainers.metrics import Metric, ReportKey
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
 """Where records go unless a command is given ``--tracking-uri``: MLflow on SQLite in the working folder."""
@@ -100,8 +100,8 @@ class Tag:
 
 
 REPORT_TAGS = {
-    Report.NODE_ID: Tag.NODE_ID, Report.WORKER_PID: Tag.WORKER_PID, Report.RESTORED_FROM: Tag.RESTORED_FROM,
-    Report.EVAL_PRECISION: Tag.EVAL_PRECISION, Report.TRAIN_PRECISION: Tag.TRAIN_PRECISION,
+    ReportKey.NODE_ID: Tag.NODE_ID, ReportKey.WORKER_PID: Tag.WORKER_PID, ReportKey.RESTORED_FROM: Tag.RESTORED_FROM,
+    ReportKey.EVAL_PRECISION: Tag.EVAL_PRECISION, ReportKey.TRAIN_PRECISION: Tag.TRAIN_PRECISION,
 }
 """A trial's report key -> the trial run's tag it is logged as."""
 

@@ -24,6 +24,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Shared frozen-model outputs of the tests go to a folder of their own, never the machine's default one.
 os.environ.setdefault("SWEEP_FROZEN_OUTPUTS_DIR", tempfile.mkdtemp(prefix="test-frozen-outputs-"))
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+MLFLOW_DEFAULTS = ("mlruns", "mlflow.db", "mlartifacts")
+"""What MLflow writes in the folder a process runs in when told no other place: the default artifact root of
+an experiment created in a SQLite store (and of a file store), the default store, a server's artifacts."""
+
 TINY_LAYERS = 2
 
 
@@ -135,6 +140,29 @@ def local_ray(use_tiny_sts):
     ray.shutdown()
     yield
     ray.shutdown()
+
+
+def mlflow_defaults_in(folder: Path) -> set[Path]:
+    """MLflow's default stores and artifact roots in ``folder``, and each experiment's and run's folder in them."""
+    found = set()
+    for name in MLFLOW_DEFAULTS:
+        if (folder / name).exists():
+            found |= {folder / name, *(folder / name).glob("*"), *(folder / name).glob("*/*")}
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_in_a_folder_of_the_sessions_own(tmp_path_factory):
+    """The tests run in a folder of the session's own, never in the repository: a sweep that a test runs in its
+    process creates its experiments with MLflow's default artifact root, ./mlruns of the folder it runs in (as for a
+    user who runs `python -m sweep run` in a folder), and a command given no --tracking-uri opens ./mlflow.db there.
+    The session fails if it leaves any of them in the repository all the same."""
+    before = mlflow_defaults_in(REPOSITORY)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
+    left = sorted(str(path.relative_to(REPOSITORY)) for path in mlflow_defaults_in(REPOSITORY) - before)
+    assert not left, f"the tests left MLflow's default folders in the repository: {left[:5]}"
 
 
 @pytest.fixture

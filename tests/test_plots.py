@@ -32,7 +32,7 @@ GRID = {(0.05, 1): (60.0, 61.0), (0.05, 2): (60.5, 61.5), (0.1, 1): (58.0, 58.5)
 
 
 @dataclass
-class Report:
+class PlotData:
     uri: str
     frame: pd.DataFrame  # the campaign's trials: sweeps "first" and "second"
     grid: pd.DataFrame  # a one-knob grid sweep, "temperatures"
@@ -58,7 +58,7 @@ def with_runs(frame: pd.DataFrame, row: str, run_ids: list[str], column: str = "
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> Report:
+def report(tmp_path_factory) -> PlotData:
     """Sweep "first": two untuned rows (seed-free, one run each) and SimCSE over seeds 1-3. Sweep "second":
     the untuned row run for seeds 1 and 2 (its scores differ), SimCSE reused from "first", and "simcse
     tau=0.1". As in the tour, SimCSE is the third row of one sweep and the second of the other."""
@@ -94,7 +94,7 @@ def report(tmp_path_factory) -> Report:
     grid = pd.concat([grid, variant], ignore_index=True)
     with_runs(grid, "simcse", log_histories(client, "temperatures", list(GRID.values()) + [(62.0, 63.0)] * 2))
     scores = frame[frame["method"] == "none"].groupby(["experiment", "row"])[Metric.BEST_DEV].agg(list)
-    return Report(uri, frame, grid, {sweep: dict(scores[sweep]) for sweep in ("first", "second")})
+    return PlotData(uri, frame, grid, {sweep: dict(scores[sweep]) for sweep in ("first", "second")})
 
 
 @pytest.fixture

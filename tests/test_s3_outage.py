@@ -28,7 +28,7 @@ from results.record import Tag
 from tests.conftest import child_runs, spec_file, wait_for
 from tests.fault_helpers import HOLDING_DRIVER, UNTIL_IT_HAPPENS, held_file, hold_env, release
 from tests.s3_endpoint import s3_endpoint
-from trainers.metrics import Metric, Report
+from trainers.metrics import Metric, ReportKey
 from trainers.training.checkpoint import (
     CHECKPOINT_SEAL,
     TRAINING_STATE,
@@ -223,7 +223,7 @@ def test_a_trial_retried_while_the_storage_is_down_reads_its_checkpoint_once_it_
     session = trial_module.RaySession({})
     assert list(session.checkpoints()) == [tmp_path]
     assert session.source(tmp_path) == f"s3://{BUCKET}/sweeps/held/checkpoint_000002"
-    assert session.worker[Report.RESTORED_FROM] == f"s3://{BUCKET}/sweeps/held/checkpoint_000002"
+    assert session.worker[ReportKey.RESTORED_FROM] == f"s3://{BUCKET}/sweeps/held/checkpoint_000002"
     said = capsys.readouterr().err
     assert said.count("not listed (try") == 1 and said.count("not read (try") == 2
 

@@ -1,7 +1,7 @@
-"""A new evaluation suite is its module and one registration line (:func:`trainers.suites.register`).
+"""A new evaluation suite is its module and its reference in the registry's list (:data:`trainers.suites.SUITES`).
 
 This file is such a module: ``pair_cosine``, a real (if tiny) suite declared as ``SUITE`` at the top, with
-its loader and its ``evaluate``. The test registers it through the one registration function and runs it
+its loader and its ``evaluate``. The test registers it by its reference, as the list registers every suite, and runs it
 through the path a spec's ``evaluations: [...]`` takes (validation, the data check at plan time, the
 trial's config, :func:`trainers.training.loop.run_trial` on the tiny random BERT), and finds its metric in the
 trial's final report under the name its declaration gives. Nothing else in the project names it.
@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import write_spec
 from trainers.data.sources import DataError
 from trainers.knobs import Knob, KnobSet
-from trainers.suites import SUITES, Encode, Suite, register
+from trainers.suites import SUITES, Encode, Suite
 
 # ---------------------------------------------------------------- the suite: its module (this file)
 
@@ -47,10 +47,10 @@ def evaluate(encode: Encode, data: list[tuple[str, str]], options: Mapping[str, 
 
 @pytest.fixture
 def registered():
-    """The suite registered by its one line, and unregistered after the test."""
-    suite = register(__name__)
+    """The suite registered by its reference, and unregistered after the test."""
+    suite = SUITES.add(f"{__name__}:SUITE")
     yield suite
-    SUITES.pop(suite.name)
+    SUITES.remove(suite.name)
 
 
 def pair_cosine_spec(folder: Path, tiny_bert: str, evaluations: list) -> Path:
@@ -100,7 +100,7 @@ def test_a_module_declaring_another_module_is_refused(monkeypatch):
 
     monkeypatch.setattr(sys.modules[__name__], "SUITE", dataclasses.replace(SUITE, module="elsewhere"))
     with pytest.raises(ValueError, match="declare it with module=__name__"):
-        register(__name__)
+        SUITES.add(f"{__name__}:SUITE")
     assert "pair_cosine" not in SUITES
 
 

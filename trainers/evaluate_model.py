@@ -16,7 +16,7 @@ from typing import Mapping, Sequence
 
 from trainers.data.sources import TEST_SETS, DataError
 from trainers.knobs import ConfigError
-from trainers.metrics import Metric, Report
+from trainers.metrics import Metric, ReportKey
 from trainers.registry import get_method
 from trainers.training.loop import run_trial
 
@@ -32,7 +32,7 @@ def format_table(metrics: Mapping[str, float]) -> str:
         lines.append(f"{name:<8}{text}")
     lines.append(f"{'avg':<8}{metrics[Metric.TEST_AVG]:10.2f}")
     lines.append(f"{'dev':<8}{metrics[Metric.BEST_DEV]:10.2f}  (STS-B dev)")
-    lines.append(f"encoded in {metrics[Report.EVAL_PRECISION]}")
+    lines.append(f"encoded in {metrics[ReportKey.EVAL_PRECISION]}")
     return "\n".join(lines)
 
 

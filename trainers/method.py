@@ -11,7 +11,6 @@ turn on the same encoder.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
@@ -28,10 +27,10 @@ from trainers.data.sources import (
 )
 from trainers.knobs import ConfigError, Exchangeable, KnobSet, Problem
 from trainers.models.pretrained import layers_problem, model_family_problem, model_problem, wk_layers_problem
+from trainers.references import resolve
 
-if TYPE_CHECKING:
-    from trainers.models.encoder import SentenceEncoder
-    from trainers.objectives.base import Objective
+if TYPE_CHECKING:  # torch's types, not the encoder's nor the objectives': those import the method registry, above
+    from torch import nn
 
 Config = Mapping[str, Any]
 Examples = Callable[[Config], Sequence[Any]]
@@ -81,12 +80,13 @@ class Stage:
     examples: Examples = corpus_examples
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
-    def objective_class(self) -> type[Objective]:
-        module, _, name = self.objective.partition(":")
-        return getattr(importlib.import_module(module), name)
+    def objective_class(self) -> type[nn.Module]:
+        """The stage's :class:`~trainers.objectives.base.Objective` subclass (imports torch)."""
+        return resolve(self.objective)
 
-    def build(self, config: Config, encoder: SentenceEncoder) -> Objective:
-        """The stage's objective around ``encoder``, for the stage's config (its overrides applied)."""
+    def build(self, config: Config, encoder: nn.Module) -> nn.Module:
+        """The stage's :class:`~trainers.objectives.base.Objective` around ``encoder`` (a
+        :class:`~trainers.models.encoder.SentenceEncoder`), for the stage's config (its overrides applied)."""
         return self.objective_class()(config, encoder)
 
 

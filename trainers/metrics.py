@@ -144,7 +144,7 @@ SELECTABLE_METRICS = (Metric.BEST_DEV, Metric.DEV, Metric.TEST_AVG, Metric.LOSS)
 """A spec's ``metric`` is one of these or a ``test_*`` metric."""
 
 
-class Report:
+class ReportKey:
     """Keys a trial sends with its reports that are not metrics: where it ran and what it ran with."""
 
     NODE_ID = "node_id"

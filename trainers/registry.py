@@ -1,19 +1,24 @@
-"""Name -> :class:`~trainers.method.Method` for every method the sweep can run."""
+"""Name -> :class:`~trainers.method.Method` for every method the sweep can run: a :class:`~trainers.references.Registry`
+of their ``"module:METHOD"`` references, registered as suites and objectives are (:mod:`trainers.references`)."""
 
 from __future__ import annotations
 
-import difflib
-
 from trainers.method import Method
-from trainers.methods import baseline, consert, dclr, diffcse, flow, sct, sg, simcse
+from trainers.references import Registry
 
-METHODS: dict[str, Method] = {m.name: m for m in (baseline.METHOD, simcse.METHOD, sg.METHOD, consert.METHOD,
-                                                   sct.METHOD, flow.METHOD, dclr.METHOD, diffcse.METHOD)}
+METHODS: Registry[Method] = Registry("method", (
+    "trainers.methods.baseline:METHOD",
+    "trainers.methods.simcse:METHOD",
+    "trainers.methods.sg:METHOD",
+    "trainers.methods.consert:METHOD",
+    "trainers.methods.sct:METHOD",
+    "trainers.methods.flow:METHOD",
+    "trainers.methods.dclr:METHOD",
+    "trainers.methods.diffcse:METHOD",
+))
+"""Every method the sweep can run, by name."""
 
 
 def get_method(name: str) -> Method:
-    if name not in METHODS:
-        hint = difflib.get_close_matches(name, METHODS, n=1)
-        suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
-        raise KeyError(f"unknown method {name!r} (known: {sorted(METHODS)}){suggestion}")
+    """The method named ``name``; :class:`~trainers.errors.UnknownName` (with the known ones) if none is."""
     return METHODS[name]

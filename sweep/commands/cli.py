@@ -12,6 +12,7 @@ from sweep.spec.budget import BUDGETS
 from sweep.spec.options import SweepOptions
 from sweep.spec.source import parse_override
 from sweep.spec.sweep_spec import SpecError, SweepSpec
+from trainers.errors import UnknownName
 
 
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -299,10 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted (no trial was running)", file=sys.stderr)
         return 130
-    except (SpecError, UsageError) as error:
+    except (SpecError, UsageError, UnknownName) as error:
         print(error, file=sys.stderr)
-        return 2
-    except KeyError as error:
-        print(error.args[0], file=sys.stderr)
         return 2
     return 0

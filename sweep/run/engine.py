@@ -54,7 +54,6 @@ from ray import tune  # noqa: E402
 from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, Searcher  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from results.names import first_line  # noqa: E402
 from results.reader import absolute_tracking_uri  # noqa: E402
 from results.record import Tag  # noqa: E402  # noqa: E402
 from sweep.run.claims import Awaited, claim_trials, release  # noqa: E402
@@ -74,6 +73,7 @@ from sweep.tracking.store import open_client  # noqa: E402
 from sweep.tracking.tracker import MLflowTracker  # noqa: E402
 from trainers.data.sources import STS_DIR_ENV  # noqa: E402
 from trainers.data.wordnet import WORDNET_DIR_ENV  # noqa: E402
+from trainers.errors import first_line  # noqa: E402
 from trainers.metrics import Metric
 from trainers.models.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
 from trainers.suites import SUITES  # noqa: E402

@@ -18,9 +18,9 @@ import urllib.request
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from results.names import first_line
 from results.reader import file_store_problem, sqlite_path
 from sweep.spec.variants import UsageError, filesystem
+from trainers.errors import first_line
 
 TIMEOUT_ENV = "SWEEP_CHECK_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 30.0

@@ -16,10 +16,10 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 import ray
 from ray import tune
 
-from results.names import first_line
 from sweep.run.claims import Awaited, wait_for_run
 from sweep.spec.sweep_spec import POINT, SweepSpec
-from trainers.metrics import Report
+from trainers.errors import first_line
+from trainers.metrics import ReportKey
 from trainers.training.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
 
 STORAGE_OUTAGE_ENV = "SWEEP_STORAGE_OUTAGE_S"
@@ -104,7 +104,7 @@ class RaySession(TrialSession):
                                      "not listed")
         for checkpoint in (latest, *older):
             uri = checkpoint_uri(checkpoint)
-            self.worker[Report.RESTORED_FROM] = uri
+            self.worker[ReportKey.RESTORED_FROM] = uri
             with ExitStack() as opened:  # a remote checkpoint is downloaded as it is entered
                 directory = with_storage_retries(lambda: opened.enter_context(checkpoint.as_directory()),
                                                  f"checkpoint {uri} not read")
@@ -160,9 +160,9 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
     if awaited and params.get(POINT) in awaited:
         found = wait_for_run(tracking_uri, awaited[params[POINT]])
         if found is not None:
-            tune.report({**found["metrics"], Report.REUSED_TAGS: found["tags"]})
+            tune.report({**found["metrics"], ReportKey.REUSED_TAGS: found["tags"]})
             return
 
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
-    worker = {Report.NODE_ID: ray.get_runtime_context().get_node_id(), Report.WORKER_PID: os.getpid()}
+    worker = {ReportKey.NODE_ID: ray.get_runtime_context().get_node_id(), ReportKey.WORKER_PID: os.getpid()}
     run_trial(spec.config_of(params), RaySession(worker))

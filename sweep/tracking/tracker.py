@@ -41,7 +41,7 @@ from sweep.spec.trial_key import trial_key
 from sweep.tracking.driver_local import DriverLocal
 from sweep.tracking.journal import OUTAGE_BOUND_ENV, Event, PendingWrites, outage_bound_s
 from sweep.tracking.store import SharedStoreClient, open_client
-from trainers.metrics import Metric, Report
+from trainers.metrics import Metric, ReportKey
 from trainers.training.checkpoint import checkpoint_uri
 
 KILLED = RunStatus.to_string(RunStatus.KILLED)
@@ -281,7 +281,7 @@ class MLflowTracker(DriverLocal):
             return
         # Where it ran, and what 'auto' precisions became on the trial's node.
         tags = {tag: str(result[key]) for key, tag in REPORT_TAGS.items() if key in result}
-        tags.update(result.get(Report.REUSED_TAGS) or {})  # another sweep trained it while this one waited
+        tags.update(result.get(ReportKey.REUSED_TAGS) or {})  # another sweep trained it while this one waited
         if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
             tags[Tag.SHARED_FROZEN_OUTPUTS] = "true"
         self._record(trial, {

