@@ -72,8 +72,8 @@ def test_a_baseline_whose_corpus_changes_without_a_declaration_fails_naming_ever
     assert problems[0] == (
         "table 'sct-table2': sct_baselines.yaml, row 'DCLR', knob train_corpus: ours 'stsb_sentences', the paper's "
         "'wiki1m' (DCLR Section 4.1: SimCSE's 10^6 Wikipedia sentences): undeclared (the ledger declares ours "
-        "'sts_all_sentences'); declare it in sweep/spec/paper_ledger.yaml (forced | budget | open, with its reason) or set "
-        "the paper's value")
+        "'sts_all_sentences'); declare it in sweep/spec/paper_ledger.yaml (forced | budget | open, with its reason) "
+        "or set the paper's value")
 
 
 def test_a_knob_set_beside_the_rows_own_fails(tmp_path):
