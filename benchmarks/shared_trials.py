@@ -13,7 +13,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from benchmarks.results_file import write_section
-from sweep.run.reuse import reusable
 from sweep.spec.sweep_spec import load_spec
 from sweep.spec.trial_key import trial_key
 
@@ -25,7 +24,7 @@ def shared_trials() -> str:
     specs: Counter = Counter()
     for path in sorted(SPECS.glob("*.yaml")):
         spec = load_spec(path, check_environment=False)
-        if spec.glue is not None or not reusable(spec):
+        if spec.glue is not None or not spec.trials_known:
             continue
         paper = spec.tags.get("paper", "(none)")
         specs[paper] += 1

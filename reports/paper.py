@@ -3,7 +3,7 @@
     python -m reports.paper sg-bert [--tracking-uri URI] [--out DIR]
     python -m reports.paper smoke-paper
 
-Reads the trials of the campaign's specs straight from the tracking store (:mod:`sweep.commands.campaign` names the
+Reads the trials of the campaign's specs straight from the tracking store (:mod:`sweep.spec.campaign` names the
 specs). For a paper, each table and figure of its catalogue (``reports/paper_index.yaml``) in order: the
 tables with the paper's numbers, the p-values against each table's reference row, and each caption's
 substitutes; a table with no results yet says so with the command that fills it; analyses and the papers'
@@ -54,8 +54,8 @@ from results.record import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_view_u
 from results.render import latex_escape, to_html, to_latex, to_markdown
 from results.schema import FINISHED
 from results.table import Table
-from sweep.commands.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
 from sweep.spec.budget import BUDGETS
+from sweep.spec.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
 from sweep.spec.ledger import LEDGER_NAME, declared, deviation_notes, lines_of, load_ledger
 from sweep.spec.regime import regime_warnings
 from sweep.spec.source import read_spec_yaml

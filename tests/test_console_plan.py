@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweep.commands.campaign import load_campaign, plan_lines
+from sweep.commands.campaign import plan_lines
 from sweep.commands.cli import main
 from sweep.commands.estimate import Timing, estimate
 from sweep.spec import trial_key as keys
 from sweep.spec.budget import BUDGETS
+from sweep.spec.campaign import load_campaign
 from sweep.spec.sweep_spec import load_spec
 from tests.conftest import spec_file
 from tests.test_sweep_run import ROOT

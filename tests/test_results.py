@@ -237,20 +237,6 @@ def packages(modules: set[str]) -> set[str]:
     return {module.split(".")[0] for module in modules}
 
 
-def test_layers_only_point_down():
-    """trainers <- results <- sweep <- reports: no package imports one above it, and reports read
-    MLflow through results.reader, never through the sweep engine or its tracker (Ray); of sweep they
-    use the spec and what reads specs (their budget and its regime warnings, a paper's campaign of specs, the
-    row contracts' training regimes and the settings ledger that captions name), and the exporter through which
-    reports.analyses gets a trial's encoder."""
-    assert not packages(imports("trainers")) & {"results", "sweep", "reports"}
-    assert not packages(imports("results")) & {"sweep", "reports"}
-    assert "reports" not in packages(imports("sweep"))
-    from_sweep = {module for module in imports("reports") if packages({module}) == {"sweep"}}
-    allowed = ("sweep.spec", "sweep.commands.export", "sweep.commands.campaign")
-    assert from_sweep and all(module.startswith(allowed) for module in from_sweep), from_sweep
-
-
 def test_the_suites_do_not_import_training():
     """Inside trainers, the evaluation suites sit below training: the loop runs them, they never import the
     loop, its optimisation or GLUE's fine-tuning (the loop and GLUE share trainers.training.optimization)."""

@@ -194,7 +194,8 @@ def _summarise(outcome, spec: SweepSpec, options) -> int:
 
 
 def _paper(args: argparse.Namespace) -> int:
-    from sweep.commands.campaign import load_campaign, plan_lines, run_campaign
+    from sweep.commands.campaign import plan_lines, run_campaign
+    from sweep.spec.campaign import load_campaign
 
     campaign = load_campaign(args.name, args.budget, args.address)
     if args.plan:

@@ -115,7 +115,7 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
         return sampled
     points = tuple(trial.point.params() for trial in spec.trials)
     space: dict[str, Any] = {POINT: tune.grid_search(list(range(len(points))))}
-    # A campaign's points come from several specs, each with its own grid axes (sweep.commands.campaign).
+    # A campaign's points come from several specs, each with its own grid axes (sweep.spec.campaign).
     keys = dict.fromkeys(key for point in points for key in point)
     space.update({key: tune.sample_from(_PointValue(points, key)) for key in keys})
     space.update(sampled)

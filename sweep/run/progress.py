@@ -86,7 +86,7 @@ class SweepProgress(DriverLocal):
 
     def reused_from(self, trial: Trial) -> str | None:
         """The sweep that trained ``trial``, when it is taken from the store; None when it trains here (and
-        always for a sampled sweep's trials: :func:`sweep.run.reuse.reusable` takes none of them)."""
+        always for a sampled sweep's trials: :attr:`SweepSpec.trials_known` is false)."""
         return self.reused.get(trial.config.get(POINT))
 
     def total_steps(self, trial: Trial) -> int | None:

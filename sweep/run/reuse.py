@@ -81,11 +81,6 @@ class Reuse:
         return lines
 
 
-def reusable(spec: SweepSpec) -> bool:
-    """Whether the spec's trials are known before they run (no sampled axes, no PBT)."""
-    return not spec.sample and (spec.scheduler is None or spec.scheduler.kind != "pbt")
-
-
 def finished_runs(client) -> list:
     """Every FINISHED trial run of the store that carries a key and ran to its final test."""
     experiments = all_pages(lambda token: client.search_experiments(max_results=1000, page_token=token))
@@ -110,7 +105,7 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
     """What each trial of ``spec`` takes from the store; with ``other_code``, also runs whose key differs in
     the training code only. The trials whose key a finished run under ``parent_run_id`` (this sweep's own)
     has are kept by its resume: they take nothing from the store."""
-    if not reusable(spec):
+    if not spec.trials_known:
         return Reuse()
     stored = finished_runs(client)
     own = {run.data.tags[Tag.TRIAL_KEY] for run in stored
@@ -166,7 +161,7 @@ def reuse_lines(spec: SweepSpec, tracking_uri: str, other_code: bool = False) ->
         client = read_client(tracking_uri)
     except NoStore:
         return []
-    if not reusable(spec):
+    if not spec.trials_known:
         return ["reuse: none (sampled axes and PBT draw their trials as they run)"]
     lines = plan_reuse(spec, client, other_code=other_code).describe(spec)
     return lines or [f"reuse: none of the {len(spec.trials)} trials is in the store"]

@@ -10,7 +10,7 @@ mean over them, so that one lucky seed does not steer it. Each copy's Tune confi
 index (``point``), row and seed, as a trial of an unsearched sweep does, so the worker and the tracker
 resolve its config with :meth:`~sweep.spec.sweep_spec.SweepSpec.config_of`, the one resolution path. Its identity is
 known only once the searcher suggests it, so such trials are never reused from the store
-(:func:`sweep.run.reuse.reusable`: sampled axes reuse nothing).
+(:attr:`~sweep.spec.sweep_spec.SweepSpec.trials_known`: sampled axes reuse nothing).
 
 The searcher's state is saved in the sweep's Ray experiment, the wrapper's groups of copies apart from the
 searcher's own (Ray's ``SearchGenerator.save_to_dir``: each wrapper's ``get_state``); a resumed sweep restores

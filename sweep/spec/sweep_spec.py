@@ -211,6 +211,11 @@ class SweepSpec:
             return dict(config)
         return {**config, **self.trials[config[POINT]].point.params()}
 
+    @property
+    def trials_known(self) -> bool:
+        """Whether the trials are known before they run: no sampled axes, no PBT (which changes them as they run)."""
+        return not self.sample and (self.scheduler is None or self.scheduler.kind != "pbt")
+
     def tune_chosen(self) -> tuple[str, ...]:
         """Knobs whose values Tune chooses for a trial: sampled axes and PBT's mutations."""
         return (*self.sample, *(self.scheduler.mutations if self.scheduler else {}))

@@ -247,7 +247,7 @@ class MLflowTracker(DriverLocal):
         if trial is not None and trial.trial_id not in self._opened:
             self._opened.add(trial.trial_id)
             identity, name = self._opening(trial)
-            source = self.reused.get(trial.config.get(POINT))  # empty for a sampled sweep (sweep.run.reuse.reusable)
+            source = self.reused.get(trial.config.get(POINT))  # empty for a sampled sweep (SweepSpec.trials_known)
             self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name,
                                "reused_from": dict(source or {})}, self._apply)
         self._pending.add(event, self._apply, at_once)
