@@ -30,11 +30,11 @@ from reports.table_specs import PROJECT
 from results.figures import importance_bars
 from results.importance import EVALUATORS, Importance, ImportanceError, caption, effects_frame, importance
 from results.names import UsageError
+from results.ranking import frame_ranking
 from results.reader import KNOB_KINDS, choose_parent, existing_store_uri, read_client, variant_trials
 from results.record import DEFAULT_TRACKING_URI, Summary
 from results.render import write_table
 from sweep.spec.sweep_spec import SpecError, load_spec
-from trainers.metrics import Metric
 
 
 def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:
@@ -51,14 +51,14 @@ def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:
 
 def sweep_metric(trials: pd.DataFrame, asked: str | None) -> tuple[str, str]:
     """(metric, mode): ``--metric`` (a metric the trials recorded) or the sweep's own, and the sweep's mode
-    (runs recorded before the metric tag: best dev, max, as the reader ranks them)."""
-    recorded_metric = next((str(m) for m in trials["sweep_metric"].dropna() if str(m)), Metric.BEST_DEV)
+    (:func:`results.ranking.frame_ranking`, as the reader ranks them)."""
+    recorded_metric, mode = frame_ranking(trials)
     metric = asked or recorded_metric
     recorded = sorted(str(c) for c in trials.columns if str(trials[c].dtype) == "Float64" and c not in KNOB_KINDS)
     if metric not in recorded:
         named = "--metric" if asked else "the sweep's metric"
         raise UsageError(f"{named} {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
-    return metric, next((str(m) for m in trials["sweep_mode"].dropna() if str(m)), "max")
+    return metric, mode
 
 
 def write_outputs(result: Importance, name: str, out: Path) -> list[Path]:

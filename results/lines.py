@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from results.ranking import best_first, frame_ranking
 from results.record import axes_text
 from results.schema import FAILED, FINISHED
 from results.significance import add_significance, line_p
@@ -149,13 +150,12 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
         if len(left_out):
             table.notes.append(f"{label}: left out " + ", ".join(f"{n} {s}" for s, n in left_out.items()) + " trial(s)")
     add_significance(table, reference=reference)
-    metric, mode = trials["sweep_metric"].iloc[0], trials["sweep_mode"].iloc[0]
+    metric, mode = frame_ranking(trials)
     sampled = list(trials["sampled_point"].iloc[0])
     if sampled:
         column = next((c for c, f in formats.items() if f.metric == metric), columns[0])
-        scored = [line for line in table.lines if line.cells[column].n]
-        table.lines = sorted(scored, key=lambda line: line.cells[column].mean, reverse=mode == "max") + [
-            line for line in table.lines if not line.cells[column].n]
+        table.lines = best_first(table.lines, lambda line: line.cells[column].mean if line.cells[column].n else None,
+                                 mode)
         table.notes.append(f"sampled axes ({', '.join(sampled)}): one line per trial, best {metric} first")
     budget = ", ".join(sorted(set(trials["budget"].dropna().astype(str))))
     models = ", ".join(sorted(set(trials["model"].dropna().astype(str)))) if "model" in trials else DASH

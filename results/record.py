@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
+from results.ranking import DEFAULT_METRIC, DEFAULT_MODE, ranked_by
 from trainers.metrics import Metric, Report
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -139,7 +140,7 @@ def parse_metric_tag(value: str | None) -> tuple[str, str]:
     """(metric, mode) of a :attr:`Tag.METRIC` value; a run recorded before the tag existed ranked its trials by
     the best dev score, highest first (the spec's default)."""
     metric, _, mode = (value or "").partition(" ")
-    return (metric, mode or "max") if metric else (Metric.BEST_DEV, "max")
+    return ranked_by(metric, mode)
 
 
 class Summary:
@@ -200,8 +201,8 @@ class TrialIdentity:
     grid_point: Mapping[str, Any] = field(default_factory=dict)
     sampled: Mapping[str, Any] = field(default_factory=dict)
     knobs: Mapping[str, Any] = field(default_factory=dict)
-    metric: str = Metric.BEST_DEV
-    mode: str = "max"
+    metric: str = DEFAULT_METRIC
+    mode: str = DEFAULT_MODE
 
     @property
     def axes(self) -> dict[str, Any]:
