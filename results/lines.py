@@ -26,8 +26,8 @@ import pandas as pd
 
 from results.ranking import best_first, frame_ranking
 from results.record import axes_text
-from results.schema import FAILED, FINISHED
-from results.significance import add_significance, line_p
+from results.schema import FAILED, FINISHED, collected_layout
+from results.significance import add_significance, line_p, reference_label
 from results.table import COLUMNS, DASH, SWEEP_COLUMNS, Cell, Column, Line, Table
 
 LINE = "line"
@@ -163,19 +163,37 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
     return table
 
 
+NO_LAYOUT = ("the sweep's layout (grid order, symmetric axes, reference row) was not recorded: it started before "
+             "sweeps recorded it, or it was collected before; lines in the order they ran, no mirror lines, each "
+             "tested against the first line (collect again, or run the sweep again, to lay it out)")
+
+
+def variant_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS) -> Table:
+    """A collected sweep variant's table, laid out by the layout its parent run recorded when the sweep started
+    (:func:`results.schema.collected_layout`: the grid's order and symmetric pair, tested against its reference
+    row, as the end-of-sweep summary does); where none was recorded, the lines that ran, in the plan's order,
+    tested against the first, and a note that says so."""
+    layout = collected_layout(trials)
+    if layout is None:
+        table = sweep_table(trials, columns)
+        table.notes.append(NO_LAYOUT)
+        return table
+    return sweep_table(trials, columns, grid=Grid(layout.grid, layout.symmetric), reference=layout.reference)
+
+
 def add_p_values(frame: pd.DataFrame, column: str = "Avg") -> pd.DataFrame:
-    """``p_value`` and ``p_reference`` columns for collected trials: each line of a sweep variant
-    (:func:`sweep_lines`) against the variant's first line, on ``column``'s metric over the latest
-    FINISHED run of each seed, by :func:`results.significance.line_p` like every table."""
+    """``p_value`` and ``p_reference`` columns for collected trials: each trial's line's p in its variant's table
+    (:func:`variant_table`, tested by :func:`results.significance.add_significance` as every table is), the
+    reference line's own by the same rule against itself."""
     frame = frame.assign(p_value=pd.Series(np.nan, index=frame.index, dtype="float64"),
                          p_reference=pd.Series(pd.NA, index=frame.index, dtype="string"))
     if frame.empty or COLUMNS[column].metric not in frame.columns:
         return frame
     for _, variant in frame.groupby(["experiment", "spec_hash"], sort=False):
-        variant = label_lines(variant)
-        lines = sweep_lines(variant, {column: COLUMNS[column]})
-        reference = lines[0]
-        p_values = {line.label: line_p(line.cells[column], reference.cells[column]) for line in lines}
-        frame.loc[variant.index, "p_value"] = variant[LINE].map(p_values).astype(float)
-        frame.loc[variant.index, "p_reference"] = reference.label
+        table, layout = variant_table(variant, (column,)), collected_layout(variant)
+        reference = table.p_reference or reference_label(table.lines, layout.reference if layout else None)
+        cell = next(line.cells[column] for line in table.lines if line.label == reference)
+        p_values = {**table.p_values, reference: line_p(cell, cell)}
+        frame.loc[variant.index, "p_value"] = label_lines(variant)[LINE].map(p_values).astype(float)
+        frame.loc[variant.index, "p_reference"] = reference
     return frame

@@ -252,3 +252,36 @@ def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> st
     """
     query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": RUNS_VIEW_KEY}, quote_via=quote)
     return f"{host}/#/experiments/{experiment_id}/runs?{query}"
+
+
+# ---------------------------------------------------------------- a sweep's layout, recorded when it starts
+
+LAYOUT_TAG = "sweep.layout"
+"""The sweep's :class:`SweepLayout` (JSON), on its parent run (and, written with the sweep's tags, its trials)."""
+
+
+@dataclass(frozen=True)
+class SweepLayout:
+    """What a sweep's tables and importance are laid out by, as its spec declared it when the sweep started
+    (:func:`sweep.tracking.tracker.sweep_tags`), so that reports need not load a spec that may have changed since.
+
+    ``grid`` is each grid axis's values in the spec's order (the plan's order of lines), ``symmetric`` the pair
+    of grid axes whose mirror points run once, ``sample`` each sampled axis's declaration
+    (``{choice|uniform|loguniform: ...}``, its range for Optuna) and ``reference`` the row every line is tested
+    against (None: the first line)."""
+
+    grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    symmetric: tuple[str, str] | None = None
+    sample: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reference: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(plain(asdict(self)))  # keys in their order: the grid's axes are in the plan's
+
+    @classmethod
+    def from_json(cls, text: str) -> SweepLayout:
+        record = json.loads(text)
+        symmetric = record["symmetric"]
+        return cls(grid={axis: tuple(values) for axis, values in record["grid"].items()},
+                   symmetric=(symmetric[0], symmetric[1]) if symmetric else None,
+                   sample=record["sample"], reference=record["reference"])
