@@ -193,9 +193,9 @@ def sweep_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS, ti
     return table
 
 
-NO_LAYOUT = ("the sweep's layout (grid order, symmetric axes, reference row) was not recorded: it started before "
-             "sweeps recorded it, or it was collected before; lines in the order they ran, no mirror lines, each "
-             "tested against the first line (collect again, or run the sweep again, to lay it out)")
+NO_LAYOUT = ("the sweep's layout (grid order, symmetric axes, reference row) was not recorded: its parent run is "
+             "from before sweeps recorded it (or the results were collected before: collect again); lines in the "
+             "order they ran, no mirror lines, each tested against the first line")
 
 
 def variant_table(trials: pd.DataFrame, columns: Sequence[str] = SWEEP_COLUMNS) -> Table:
