@@ -5,8 +5,8 @@
 Columns (see docs/results_schema.md): the trial's identity (its row, grid point, seed, method, run ...),
 every knob it ran with its declared type, every final metric
 (``best_dev_spearman``, ``best_step``, ``steps``, ``wall_seconds``,
-``sentences_per_second``, ``test_*``), and each line's p-value against its
-sweep variant's first line (the rule of every table, :mod:`results.lines`).
+``sentences_per_second``, ``test_*``), its sweep's layout as the sweep's parent run recorded it, and
+its line's p-value in its sweep variant's table (:func:`results.lines.add_p_values`: the p of every table).
 The file is rewritten whole and sorted, so collecting twice gives the same file.
 """
 
@@ -21,14 +21,18 @@ import pandas as pd
 
 from reports.cli import run_command
 from results.lines import add_p_values
-from results.reader import read_trials
+from results.reader import parent_layouts, read_trials
 from results.record import DEFAULT_TRACKING_URI
-from results.schema import DEFAULT_RESULTS, to_stored
+from results.schema import DEFAULT_RESULTS, LAYOUT, to_stored
 
 
 def collect(tracking_uri: str = DEFAULT_TRACKING_URI, experiments: Sequence[str] | None = None) -> pd.DataFrame:
-    """Every sweep trial in ``experiments`` (all experiments when None) as a frame, with p-values."""
-    return add_p_values(read_trials(tracking_uri, experiments))
+    """Every sweep trial in ``experiments`` (all experiments when None) as a frame, with its sweep's layout (as
+    its parent run recorded it) and p-values."""
+    frame = read_trials(tracking_uri, experiments)
+    layouts = parent_layouts(tracking_uri, frame["parent_run_id"].dropna()) if not frame.empty else {}
+    texts = frame["parent_run_id"].map(lambda run_id: layouts[run_id].to_json() if layouts.get(run_id) else pd.NA)
+    return add_p_values(frame.assign(**{LAYOUT: texts.astype("string")}))
 
 
 def write(frame: pd.DataFrame, out: str | Path) -> Path:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -26,39 +26,45 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from reports.cli import run_command
-from reports.table_specs import PROJECT
 from results.figures import importance_bars
 from results.importance import EVALUATORS, Importance, ImportanceError, caption, effects_frame, importance
 from results.names import UsageError
-from results.reader import KNOB_KINDS, choose_parent, existing_store_uri, read_client, variant_trials
+from results.ranking import frame_ranking
+from results.reader import (
+    KNOB_KINDS,
+    choose_parent,
+    existing_store_uri,
+    read_client,
+    recorded_layout,
+    variant_trials,
+)
 from results.record import DEFAULT_TRACKING_URI, Summary
 from results.render import write_table
-from sweep.spec.sweep_spec import SpecError, load_spec
-from trainers.metrics import Metric
+
+NO_SAMPLE_RANGES = ("the declared ranges of the sampled axes were not recorded (the sweep started before sweeps "
+                    "recorded their layout): the ranges are those the values span")
 
 
-def declared_samples(trials: pd.DataFrame) -> Mapping[str, Mapping[str, Any]]:
-    """The ``sample:`` axes of the search space the trials record (their ranges, for Optuna), or nothing
-    where that file is gone or no longer valid (the ranges are then those the values span)."""
-    path = PROJECT / str(trials["spec_file"].iloc[0])
-    if not path.is_file():
-        return {}
-    try:
-        return dict(load_spec(path, check_environment=False).sample)
-    except SpecError:
-        return {}
+def declared_samples(parent, trials: pd.DataFrame) -> tuple[Mapping[str, Mapping[str, Any]], tuple[str, ...]]:
+    """The ``sample:`` axes the sweep's parent run recorded when it started (their ranges, for Optuna), and the
+    note to add where it recorded none and the trials have sampled axes (the ranges are then those the values
+    span)."""
+    layout = recorded_layout(parent)
+    if layout is not None:
+        return layout.sample, ()
+    return {}, (NO_SAMPLE_RANGES,) if any(len(point) for point in trials["sampled_point"]) else ()
 
 
 def sweep_metric(trials: pd.DataFrame, asked: str | None) -> tuple[str, str]:
     """(metric, mode): ``--metric`` (a metric the trials recorded) or the sweep's own, and the sweep's mode
-    (runs recorded before the metric tag: best dev, max, as the reader ranks them)."""
-    recorded_metric = next((str(m) for m in trials["sweep_metric"].dropna() if str(m)), Metric.BEST_DEV)
+    (:func:`results.ranking.frame_ranking`, as the reader ranks them)."""
+    recorded_metric, mode = frame_ranking(trials)
     metric = asked or recorded_metric
     recorded = sorted(str(c) for c in trials.columns if str(trials[c].dtype) == "Float64" and c not in KNOB_KINDS)
     if metric not in recorded:
         named = "--metric" if asked else "the sweep's metric"
         raise UsageError(f"{named} {metric!r}: not a metric of these trials; they record {', '.join(recorded)}")
-    return metric, next((str(m) for m in trials["sweep_mode"].dropna() if str(m)), "max")
+    return metric, mode
 
 
 def write_outputs(result: Importance, name: str, out: Path) -> list[Path]:
@@ -78,9 +84,11 @@ def report(args: argparse.Namespace) -> int:
         raise UsageError(f"sweep {args.name!r} has no trial runs at {args.tracking_uri}")
     metric, mode = sweep_metric(trials, args.metric)
     try:
-        result = importance(trials, metric, mode, declared_samples(trials), args.evaluator)
+        samples, notes = declared_samples(parent, trials)
+        result = importance(trials, metric, mode, samples, args.evaluator)
     except ImportanceError as error:
         raise UsageError(f"sweep {args.name!r}: {error}") from None
+    result = replace(result, notes=(*result.notes, *notes))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     written = write_outputs(result, args.name, out)

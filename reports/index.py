@@ -97,10 +97,10 @@ def markdown(items: Sequence[Item], here: Callable[[TableSpec], str] | None = No
            "(`reports/paper_index.yaml`) and the table specs by `python -m reports.index --write "
            "docs/reproduction.md`. `python -m reports.tables --index` prints it with a column saying what this "
            "machine lacks for each table. Each caption is generated from the settings ledger "
-           "(`sweep/spec/paper_ledger.yaml`): every setting our rows resolve to that differs from the paper's (or, where "
-           "the paper is silent, from the authors' script), with its kind (forced: no hub model or data; budget; "
-           "open: a choice the paper leaves open) and reason, and where rows of different methods train at their "
-           "own papers' settings; each row's difference from its table's reference row, what follows its method "
+           "(`sweep/spec/paper_ledger.yaml`): every setting our rows resolve to that differs from the paper's "
+           "(or, where the paper is silent, from the authors' script), with its kind (forced: no hub model or data; "
+           "budget; open: a choice the paper leaves open) and reason, and where rows of different methods train at "
+           "their own papers' settings; each row's difference from its table's reference row, what follows its method "
            "with the source of each default, and the ledger's deviations are printed by `python -m sweep plan SPEC`.",
            ""]
     for paper in dict.fromkeys(item.paper for item in items):

@@ -120,6 +120,18 @@ class MissingResults(UserWarning):
     """Lines, grid cells or seeds a table expects that the results do not have."""
 
 
+def texts(values: Sequence[Any]) -> list[str]:
+    """Each line's or column's label: its value as text, or where two values print alike (``1`` and ``"1"``) as
+    Python writes it, so that no two share a label."""
+    printed = [str(value) for value in values]
+    return [repr(value) if printed.count(text) > 1 else text for value, text in zip(values, printed)]
+
+
+def keys_by_label(spec: TableSpec) -> dict[str, Any]:
+    """Each line's label (:func:`texts`) -> the line's key, the value it is selected and compared by."""
+    return dict(zip(texts(spec.line_keys()), spec.line_keys()))
+
+
 def _select(frame: pd.DataFrame, where: Mapping[str, Any]) -> pd.DataFrame:
     for knob, value in where.items():
         if knob not in frame.columns:
@@ -164,7 +176,7 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
     model = _paper_model(spec, numbers, runs)
     paper = paper_rows(numbers, spec.paper, model)
     if spec.across:
-        labels = [str(v) for v in spec.column_keys()]
+        labels = texts(spec.column_keys())
         formats = {label: COLUMNS[spec.metric] for label in labels}
     else:
         labels = list(spec.columns)
@@ -172,12 +184,12 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
     corner = "row" if spec.kind == "rows" else spec.index
     table = Table(spec.name, spec.caption, corner, labels, formats, [], paper_model=model, across=spec.across)
 
-    for key in spec.line_keys():
+    for key, line_label in zip(spec.line_keys(), texts(spec.line_keys())):
         line_where = {"experiment": spec.sweep_of(key)[1].name}
         line_where.update({"row": key} if spec.kind == "rows" else {spec.index: key})
         paper_row = spec.paper.rows.get(key, key if spec.kind == "rows" else None) if spec.paper else None
         figures = paper.get(paper_row, {}) if paper_row is not None else {}
-        line = Line(str(key), {}, {})
+        line = Line(line_label, {}, {})
         for column_key, label in zip(spec.column_keys(), labels):
             if spec.across:
                 where = {**line_where, spec.across: column_key}
@@ -240,9 +252,10 @@ def _add_delta(table: Table, spec: TableSpec) -> None:
     """Delta = each seed's value of ``delta.of`` minus its reference line's mean (so its std is the line's): the
     table's ``delta.from``, or the line's own in ``delta.rows`` (:attr:`TableSpec.delta_from`)."""
     column, reference = spec.delta
-    cells = {line.label: line.cells[column] for line in table.lines}
+    keys = keys_by_label(spec)  # compared as values (1 is not "1"), not as text
     for line in table.lines:
-        base = cells[str(spec.delta_from.get(line.label, reference))]
+        wanted = next((base for of, base in spec.delta_from.items() if of == keys[line.label]), reference)
+        base = next(other.cells[column] for other in table.lines if keys[other.label] == wanted)
         source = line.cells[column]
         line.cells[DELTA] = Cell(tuple(v - base.mean for v in source.values) if base.n else (), source.seed_free)
 
@@ -264,10 +277,12 @@ def _note_sources(table: Table, spec: TableSpec, runs: pd.DataFrame, paper: Mapp
             table.notes.insert(1, f"the trials mix several values of {name} ({listed(name)}): "
                                   "filter or re-run before comparing")
     if spec.paper and spec.across:
-        shown = {(line.label, label) for line in table.lines for label in line.paper}
+        keys = keys_by_label(spec)
+        columns = dict(zip(table.columns, spec.column_keys()))
+        shown = [(keys[line.label], columns[label]) for line in table.lines for label in line.paper]
         reported = [(k, c) for k, row in spec.paper.rows.items() for c, pc in spec.paper.columns.items()
                     if row in paper and pc in paper[row]]
-        absent = [f"{spec.index}={k}, {spec.across}={c}" for k, c in reported if (str(k), str(c)) not in shown]
+        absent = [f"{spec.index}={k}, {spec.across}={c}" for k, c in reported if (k, c) not in shown]
         if absent:
             table.notes.append(f"the paper reports cells outside this grid: {'; '.join(absent)}")
 

@@ -13,14 +13,24 @@ from __future__ import annotations
 
 from ast import literal_eval
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import pandas as pd
 from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
-from results.record import PARENT_FILTER, TRIAL_FILTER, Tag, TrialIdentity, axes_text, children_filter, parse_metric_tag
+from results.record import (
+    LAYOUT_TAG,
+    PARENT_FILTER,
+    TRIAL_FILTER,
+    SweepLayout,
+    Tag,
+    TrialIdentity,
+    axes_text,
+    children_filter,
+    parse_metric_tag,
+)
 from results.schema import IDENTITY, IDENTITY_DTYPES, STORED_AS_JSON
 from trainers.metrics import SuiteName
 from trainers.registry import METHODS
@@ -282,3 +292,19 @@ def trials_frame(named_runs: Sequence[tuple[str, Any]]) -> pd.DataFrame:
     dtypes = {**IDENTITY_DTYPES, **knobs, **dict.fromkeys(metrics, "Float64")}
     frame = pd.DataFrame.from_records(records, columns=list(dtypes)).astype(dtypes)
     return frame.sort_values(["experiment", "row", "seed", "trial_id", "run_id"], kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- a sweep's recorded layout
+
+
+def recorded_layout(run) -> SweepLayout | None:
+    """The layout a sweep's run recorded when the sweep started (:data:`results.record.LAYOUT_TAG`); None for
+    a sweep started before the layout was recorded."""
+    text = run.data.tags.get(LAYOUT_TAG)
+    return SweepLayout.from_json(text) if text else None
+
+
+def parent_layouts(tracking_uri: str, parent_run_ids: Iterable[str]) -> dict[str, SweepLayout | None]:
+    """Each of these sweep parent runs' recorded layout (:func:`recorded_layout`), by run id."""
+    client = read_client(tracking_uri)
+    return {run_id: recorded_layout(client.get_run(run_id)) for run_id in sorted(set(parent_run_ids)) if run_id}

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
 
+from results.ranking import DEFAULT_METRIC, DEFAULT_MODE, ranked_by
 from trainers.metrics import Metric, ReportKey
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -139,7 +140,7 @@ def parse_metric_tag(value: str | None) -> tuple[str, str]:
     """(metric, mode) of a :attr:`Tag.METRIC` value; a run recorded before the tag existed ranked its trials by
     the best dev score, highest first (the spec's default)."""
     metric, _, mode = (value or "").partition(" ")
-    return (metric, mode or "max") if metric else (Metric.BEST_DEV, "max")
+    return ranked_by(metric, mode)
 
 
 class Summary:
@@ -200,8 +201,8 @@ class TrialIdentity:
     grid_point: Mapping[str, Any] = field(default_factory=dict)
     sampled: Mapping[str, Any] = field(default_factory=dict)
     knobs: Mapping[str, Any] = field(default_factory=dict)
-    metric: str = Metric.BEST_DEV
-    mode: str = "max"
+    metric: str = DEFAULT_METRIC
+    mode: str = DEFAULT_MODE
 
     @property
     def axes(self) -> dict[str, Any]:
@@ -251,3 +252,36 @@ def runs_view_url(experiment_id: str, host: str = "http://127.0.0.1:5000") -> st
     """
     query = urlencode({"workflowType": "machine_learning", "viewStateShareKey": RUNS_VIEW_KEY}, quote_via=quote)
     return f"{host}/#/experiments/{experiment_id}/runs?{query}"
+
+
+# ---------------------------------------------------------------- a sweep's layout, recorded when it starts
+
+LAYOUT_TAG = "sweep.layout"
+"""The sweep's :class:`SweepLayout` (JSON), on its parent run (and, written with the sweep's tags, its trials)."""
+
+
+@dataclass(frozen=True)
+class SweepLayout:
+    """What a sweep's tables and importance are laid out by, as its spec declared it when the sweep started
+    (:func:`sweep.tracking.tracker.sweep_tags`), so that reports need not load a spec that may have changed since.
+
+    ``grid`` is each grid axis's values in the spec's order (the plan's order of lines), ``symmetric`` the pair
+    of grid axes whose mirror points run once, ``sample`` each sampled axis's declaration
+    (``{choice|uniform|loguniform: ...}``, its range for Optuna) and ``reference`` the row every line is tested
+    against (None: the first line)."""
+
+    grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    symmetric: tuple[str, str] | None = None
+    sample: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    reference: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(plain(asdict(self)))  # keys in their order: the grid's axes are in the plan's
+
+    @classmethod
+    def from_json(cls, text: str) -> SweepLayout:
+        record = json.loads(text)
+        symmetric = record["symmetric"]
+        return cls(grid={axis: tuple(values) for axis, values in record["grid"].items()},
+                   symmetric=(symmetric[0], symmetric[1]) if symmetric else None,
+                   sample=record["sample"], reference=record["reference"])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from results.record import SweepLayout
 from trainers.metrics import SuiteName
 
 DEFAULT_RESULTS = "results.parquet"
@@ -30,6 +31,9 @@ IDENTITY_DTYPES = {
     "failures": "Int64", "stopped_by_scheduler": "boolean", "reused_other_code": "boolean",
     "start_time": "datetime64[ns, UTC]", "end_time": "datetime64[ns, UTC]",
 }
+LAYOUT = "layout"
+"""The column of each trial's sweep layout (:class:`results.record.SweepLayout` as JSON), read from its parent
+run when collecting; ``<NA>`` for a sweep started before the layout was recorded."""
 FINISHED = "FINISHED"
 FAILED = "FAILED"
 """MLflow run statuses the reports count: only FINISHED trials make cells; FAILED ones are counted."""
@@ -53,3 +57,9 @@ def from_stored(frame: pd.DataFrame) -> pd.DataFrame:
     """A ``results.parquet`` frame with its JSON columns back as mappings and tuples."""
     return frame.assign(**{name: frame[name].map(lambda text, name=name: _read_json_cell(name, text))
                            for name in STORED_AS_JSON if name in frame})
+
+
+def collected_layout(trials: pd.DataFrame) -> SweepLayout | None:
+    """The layout a sweep variant's collected trials carry (:data:`LAYOUT`); None where none was recorded."""
+    texts = trials[LAYOUT].dropna() if LAYOUT in trials else ()
+    return SweepLayout.from_json(str(texts.iloc[0])) if len(texts) else None

@@ -194,6 +194,16 @@ def write_spec(folder: Path, spec: Mapping[str, Any]) -> Path:
     return path
 
 
+def recorded_layout(path: Path) -> str:
+    """The layout (JSON) a sweep of the spec at ``path`` records on its runs when it starts, as a collected
+    trials frame carries it (:data:`results.schema.LAYOUT`)."""
+    from results.record import LAYOUT_TAG
+    from sweep.spec.sweep_spec import load_spec
+    from sweep.tracking.tracker import sweep_tags  # Ray: only for the tests that build collected frames by hand
+
+    return sweep_tags(load_spec(path, check_environment=False))[LAYOUT_TAG]
+
+
 def spec_file(folder: Path, tiny_bert: str, name: str, **extra) -> Path:
     """A small sweep of the tiny BERT: an untuned row (seed-free) and a SimCSE row of 4 steps, seeds 1 and 2,
     two trials at a time; ``extra`` adds or replaces top-level keys."""

@@ -76,7 +76,8 @@ def test_every_module_of_sweep_lives_in_a_room():
     """A new module goes into one of the four rooms, not beside them (``sweep/__main__.py`` only starts the CLI)."""
     loose = {module_name(path) for path in (ROOT / "sweep").glob("*.py")}
     assert loose == {"sweep", "sweep.__main__"}
-    project = {module for module in imported_modules(ROOT / "sweep" / "__main__.py") if place(module, FLOORS) is not None}
+    main = imported_modules(ROOT / "sweep" / "__main__.py")
+    project = {module for module in main if place(module, FLOORS) is not None}
     assert project == {"sweep.commands.cli", "sweep.commands.cli.main"}
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.paper import LATEX_PREAMBLE
+from reports.paper_documents import LATEX_PREAMBLE
 from results.render import to_latex
 from results.table import COLUMNS, Cell, Line, Table
 from tests.test_report_rendering import MIN_TABLE_POINTS, pdf_tools

@@ -23,7 +23,7 @@ from results.render import to_csv, to_latex, to_markdown
 from results.table import COLUMNS, DELTA, Cell, Column, Line, Table
 from sweep.commands.summary import next_steps, summary_markdown, summary_table
 from sweep.spec.sweep_spec import load_spec
-from tests.conftest import write_spec
+from tests.conftest import recorded_layout, write_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -118,10 +118,11 @@ def trials(path: Path, points: list[tuple[str, dict, int, str, float | None]], s
            ) -> pd.DataFrame:
     """Collected trials of the spec at ``path``, in plan order: (row, axes, seed, status, test avg) each;
     a ``none`` row's run stands for ``seeds``."""
-    records = []
+    records, layout = [], recorded_layout(path)
     for i, (row, axes, seed, status, avg) in enumerate(points):
         records.append({
             "experiment": load_spec(path, check_environment=False).name, "spec_hash": "h", "spec_file": str(path),
+            "layout": layout,
             **identity_columns(TrialIdentity("consert", row, seed, seeds if row == "untuned" else (), axes)),
             "trial_id": f"t_{i:05d}", "run_id": f"r{i}", "status": status, "budget": "none", "model": "m",
             "start_time": pd.Timestamp(i, unit="s", tz="UTC"), **axes,

@@ -7,8 +7,8 @@ A campaign is a file ``search_spaces/campaigns/NAME.yaml`` naming its specs, or 
 1. **Training**: the distinct trials of the specs whose trials are known before they run (no sampled
    axes, no scheduler; :attr:`~sweep.spec.sweep_spec.SweepSpec.trials_known`), each trial key once, go to one
    Ray Tune run, the campaign's own sweep ``paper-NAME`` (:func:`~sweep.spec.campaign.campaign_spec`), so no
-   spec waits for another and the cluster stays full. Trials finished before, by this campaign or any sweep, are reused as in
-   ``sweep run`` (:mod:`sweep.run.reuse`).
+   spec waits for another and the cluster stays full. Trials finished before, by this campaign or any sweep,
+   are reused as in ``sweep run`` (:mod:`sweep.run.reuse`).
 2. **Each spec**: every spec then runs as ``sweep run`` would, with its own MLflow experiment, parent run
    and summary; its trials are all in the store now, so each is a reused child run of its spec's parent,
    and the specs' tables and reports read them as members of the spec's sweep. Specs left out of step 1

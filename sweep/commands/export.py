@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from results.names import UsageError
+from results.ranking import best_first
 from results.reader import run_identity
 from results.record import ModelState, Tag, TrialIdentity, axes_text
 from results.schema import FINISHED
@@ -262,11 +263,7 @@ def select_run(runs: list, metric: str, mode: str, row: str | None = None, seed:
                trial_id: str | None = None):
     """The trial asked for, or the best of those that match by ``metric``; a one-line error names what exists."""
     matching = matching_runs(runs, row, seed, trial_id)
-    scored = [run for run in matching if metric in run.data.metrics]
-    if not scored:
-        return matching[0]
-    pick = max if mode == "max" else min
-    return pick(scored, key=lambda run: run.data.metrics[metric])
+    return best_first(matching, lambda run: run.data.metrics.get(metric), mode)[0]
 
 
 def finished_runs(name: str, tracking_uri: str) -> list:

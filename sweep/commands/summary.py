@@ -28,6 +28,7 @@ from mlflow.exceptions import MlflowException
 
 from results.figures import DEV_CURVES, GRID_PLOT, dev_curves, row_colours, sweep_grid_plot, trial_labels
 from results.lines import COUNTS, Grid, sweep_table
+from results.ranking import best
 from results.reader import absolute_tracking_uri, choose_parent, existing_store_uri, variant_trials
 from results.record import DEFAULT_TRACKING_URI, PARENT_FILTER, Summary, Tag, runs_view_url
 from results.render import cell_text, markdown_table, note_lines, to_csv
@@ -113,14 +114,12 @@ def summary_markdown(table: Table, sampled: bool) -> str:
 
 
 def best_trial(trials: pd.DataFrame, spec: SweepSpec) -> pd.Series | None:
-    """The finished trial that is best by the spec's metric and mode."""
-    scored = trials[(trials["status"] == FINISHED)]
-    if spec.metric not in scored or scored[spec.metric].isna().all():
+    """The finished trial that is best by the spec's metric and mode (:func:`results.ranking.best`)."""
+    finished = trials[trials["status"] == FINISHED]
+    if spec.metric not in finished:
         return None
-    scored = scored.dropna(subset=[spec.metric])
-    index = (scored[spec.metric].astype(float).idxmax() if spec.mode == "max"
-             else scored[spec.metric].astype(float).idxmin())
-    return scored.loc[index]
+    return best([trial for _, trial in finished.iterrows()],
+                lambda trial: None if pd.isna(trial[spec.metric]) else float(trial[spec.metric]), spec.mode)
 
 
 def resolved_spec(spec: SweepSpec) -> dict[str, Any]:

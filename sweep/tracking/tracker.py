@@ -26,9 +26,11 @@ from ray.tune.experiment import Trial
 
 from results.reader import child_runs
 from results.record import (
+    LAYOUT_TAG,
     PARENT_FILTER,
     REPORT_TAGS,
     Role,
+    SweepLayout,
     Tag,
     TrialIdentity,
     axes_text,
@@ -80,9 +82,13 @@ def sweep_tags(spec: SweepSpec) -> dict[str, str]:
         Tag.NAME: spec.name,
         Tag.BUDGET: spec.budget.name if spec.budget else "none",
         Tag.GIT_COMMIT: commit,
-        # What reports need to lay out any sweep's table: which axes are sampled, what ranks trials.
+        # What reports need to lay out any sweep's table: which axes are sampled, what ranks trials, the grid's
+        # order, symmetric pair, sample ranges and reference row as the spec said when the sweep started.
         Tag.SAMPLED_AXES: ", ".join(spec.sample),
         Tag.METRIC: metric_tag(spec.metric, spec.mode),
+        LAYOUT_TAG: SweepLayout(grid={axis: tuple(values) for axis, values in spec.grid.items()},
+                                symmetric=spec.symmetric, sample=dict(spec.sample),
+                                reference=spec.reference.row if spec.reference else None).to_json(),
     }
 
 
