@@ -97,3 +97,10 @@ def test_the_rules_see_an_import_that_points_up(tmp_path, monkeypatch):
     assert sorted(upward(import_edges("sweep"), SWEEP_ROOMS)) == [
         "sweep.spec.probe imports sweep.commands.cli", "sweep.spec.probe imports sweep.run",
         "sweep.spec.probe imports sweep.run.engine"]
+
+
+@pytest.mark.parametrize("package", FLOORS)
+def test_no_module_is_over_400_lines(package):
+    long = {str(path.relative_to(ROOT)): n for path in (ROOT / package).rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
+    assert long == {}
