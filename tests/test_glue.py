@@ -187,7 +187,7 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
                                                                             use_tiny_sts, monkeypatch, capsys):
     """Rows are the table's; one starts from an exported sentence-transformers folder (sweep export's
     format), one from a plain Hugging Face folder."""
-    from sweep.commands.export import save_sentence_transformer
+    from sweep.run.models import save_sentence_transformer
     from trainers.models.encoder import SentenceEncoder
 
     exported = tmp_path / "exported"

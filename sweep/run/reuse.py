@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from results.reader import all_pages
+from results.reader import all_pages, run_identity
 from results.record import TRIAL_FILTER, Tag, plain
 from sweep.spec.sweep_spec import SweepSpec
 from sweep.spec.trial_key import TrialKey, trial_key
@@ -142,16 +142,18 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
 def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:
     """Why the finished runs of the same row, method and seed are not this trial (the parts that differ,
     and the knobs among them), or None when there are none."""
-    near = [run for run in runs if run.data.tags.get(Tag.ROW) == trial.point.row
-            and run.data.tags.get(Tag.SEED) == str(trial.point.seed)
-            and run.data.tags.get(Tag.METHOD) == trial.config["method"]]
+    identities = {run.info.run_id: run_identity(run) for run in runs}
+    near = [run for run in runs if identities[run.info.run_id].row == trial.point.row
+            and identities[run.info.run_id].seed == trial.point.seed
+            and identities[run.info.run_id].method == trial.config["method"]]
     if not near:
         return None
-    run = min(near, key=lambda run: len(key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS]))))
-    parts = key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS]))
+    differing = {run.info.run_id: key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS])) for run in near}
+    run = min(near, key=lambda run: len(differing[run.info.run_id]))
+    parts = differing[run.info.run_id]
     said = [f"{part} differ{'s' if part not in ('knobs', 'models', 'libraries') else ''}" for part in parts]
-    if "knobs" in parts and Tag.IDENTITY in run.data.tags:
-        knobs, ours = json.loads(run.data.tags[Tag.IDENTITY])["knobs"], plain(dict(trial.config))
+    if "knobs" in parts:
+        knobs, ours = plain(dict(identities[run.info.run_id].knobs)), plain(dict(trial.config))
         bookkeeping = get_method(trial.config["method"]).all_knobs.bookkeeping
         changed = sorted(k for k in (set(knobs) | set(ours)) - bookkeeping if knobs.get(k) != ours.get(k))
         said[parts.index("knobs")] = f"knobs differ ({', '.join(changed)})"
