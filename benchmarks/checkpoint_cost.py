@@ -23,12 +23,13 @@ import torch
 
 from benchmarks.results_file import write_section
 from benchmarks.step_time import loop_step_seconds
-from sweep.commands.export import save_sentence_transformer
+from sweep.run.models import save_sentence_transformer
 from trainers.data.sources import load_corpus
 from trainers.models.encoder import SentenceEncoder
 from trainers.registry import get_method
-from trainers.training.checkpoint import SelectionState, TrainingState, rng_states, write_training_state
+from trainers.training.checkpoint import SelectionState, TrainingState, write_training_state
 from trainers.training.optimization import make_optimizer, make_schedule
+from trainers.training.rng import rng_states
 from trainers.training.steps import total_steps
 
 METHODS = {"SG-OPT": "sg", "ConSERT": "consert", "SCT": "sct"}

@@ -89,7 +89,7 @@ def load_encoder(spec: str, pooling: str, tracking_uri: str) -> Encoder:
 
 def exported_trial(selector: str, tracking_uri: str) -> Encoder:
     """``NAME[:ROW[:SEED]]``: that sweep's best-dev finished trial, exported to a temporary folder."""
-    from sweep.commands.export import chosen_trial, export_trial
+    from sweep.run.models import chosen_trial, export_trial
     name, row, seed = (selector.split(":") + [None, None])[:3]
     if seed is not None and not seed.isdigit():
         raise UsageError(f"--encoder {SWEEP_PREFIX}{selector}: SEED must be a whole number, got {seed!r}")

@@ -137,7 +137,7 @@ def finished_trial(tiny_bert, use_tiny_sts, tmp_path):
 def test_only_the_flow_trains_and_the_export_scores_as_logged(finished_trial, tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.commands.export import load_trial_encoder, save_sentence_transformer
+    from sweep.run.models import load_trial_encoder, save_sentence_transformer
 
     final, checkpoint = finished_trial
     encoder, record = load_trial_encoder(checkpoint)
@@ -243,7 +243,7 @@ def test_nli_supervision_fine_tunes_the_encoder_that_the_flow_then_fits_frozen(n
     """With nli_supervision the NLI stage trains the encoder at nli_learning_rate (36 pairs at batch 16: 3 steps,
     linear decay), and the flow's stage starts from, and ends with, that encoder; without it the flow's stage
     starts from the pristine encoder."""
-    from sweep.commands.export import load_trial_encoder
+    from sweep.run.models import load_trial_encoder
     from trainers.objectives.flow import FlowObjective
 
     at_flow_start = []

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from sweep.commands.export import ExportError, export_trial
 from sweep.commands.status import exportable
+from sweep.run.models import ExportError, export_trial
 from sweep.spec.sweep_spec import SpecError, load_spec
 from tests.test_consert import SPECS
 from trainers.common_knobs import MEAN_POOLINGS

@@ -187,7 +187,7 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
                                                                             use_tiny_sts, monkeypatch, capsys):
     """Rows are the table's; one starts from an exported sentence-transformers folder (sweep export's
     format), one from a plain Hugging Face folder."""
-    from sweep.commands.export import save_sentence_transformer
+    from sweep.run.models import save_sentence_transformer
     from trainers.models.encoder import SentenceEncoder
 
     exported = tmp_path / "exported"
@@ -214,7 +214,7 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     tracker = MLflowTracker(sts_spec, f"sqlite:///{tmp_path}/sts.db")
     tracker.setup()
     tracker.on_trial_start(0, [], SimpleNamespace(config={POINT: 0}, trial_id="t_0"))
-    sts_run = tracker.client.get_run(tracker._runs["t_0"])
+    sts_run = tracker.client.get_run(tracker.runs.run_of("t_0"))
     glue_run = MlflowClient(tracking_uri).get_run(frame["run_id"].iloc[0])
     assert set(sts_run.data.tags) - set(glue_run.data.tags) == set()
     assert recorded_identity(glue_run.data.tags, {}).knobs[Glue.param("learning_rate")] == 0.001
@@ -357,3 +357,46 @@ def test_ctrl_c_marks_the_runs_killed_and_the_same_command_finishes_them(tmp_pat
     assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 0
     assert "(1 of 1 to run)" in capsys.readouterr().out
     assert sorted(collect(tracking_uri)["status"]) == ["FINISHED", "KILLED"]  # the table counts only FINISHED runs
+
+
+def test_a_tracking_outage_during_glue_is_ridden_through_and_its_metrics_arrive_once_the_store_is_back(
+        tmp_path, tracking_uri, tiny_bert, use_tiny_sts, monkeypatch, capsys):
+    """GLUE writes its runs as the tracker does (sweep.tracking.trial_run): the first task's metrics, reported
+    while the store does not answer, wait in the journal and are written once it answers again."""
+    from mlflow import MlflowClient as Client
+
+    import trainers.training.glue as glue
+    from sweep.tracking import journal
+
+    monkeypatch.chdir(tmp_path)  # the journal goes beside the variant's (local) Ray folder
+    monkeypatch.setenv("GLUE_DATA_DIR", str(glue_folder(tmp_path / "glue", n_train=4, n_dev=20)))
+    path = glue_spec_file(tmp_path, {"BERT-base": tiny_bert}, {"tasks": ["sst2", "cola"], "max_steps": 1})
+    up, journalled = [True], []
+    real_fine_tune, real_log_batch, real_save = glue.fine_tune, Client.log_batch, journal.PendingWrites._save
+
+    def store_down_during_sst2(config, task, data, options, seed):
+        up[0] = task != "sst2"  # down while sst2 is fine-tuned and reported, back for cola
+        return real_fine_tune(config, task, data, options, seed)
+
+    def log_batch(self, run_id, *args, **kwargs):
+        if not up[0]:
+            raise ConnectionError("the tracking server does not answer (a test)")
+        return real_log_batch(self, run_id, *args, **kwargs)
+
+    def save(self):
+        journalled.append(len(self.events))
+        real_save(self)
+
+    monkeypatch.setattr(glue, "fine_tune", store_down_during_sst2)
+    monkeypatch.setattr(Client, "log_batch", log_batch)
+    monkeypatch.setattr(journal, "answers", lambda uri: up[0])
+    monkeypatch.setattr(journal, "PROBE_EVERY_S", 0.0)
+    monkeypatch.setattr(journal.PendingWrites, "_save", save)
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 0
+    out = capsys.readouterr().out
+    assert "does not answer" in out and "answers again" in out and journalled == [1]
+    (run,) = [run for _, run in collect(tracking_uri).iterrows()]
+    assert run["status"] == "FINISHED"
+    for column in (Glue.test("sst2", Glue.ACCURACY), Glue.curve("sst2"), Glue.test("cola", Glue.MATTHEWS)):
+        assert not math.isnan(run[column]), column
+    assert not list(tmp_path.glob("ray_results/*/tracking_journal.json"))  # written: nothing left waiting

@@ -9,8 +9,8 @@ import pandas as pd
 
 from results.ranking import DEFAULT_METRIC, DEFAULT_MODE, best, best_first, frame_ranking, ranked_by
 from results.record import TrialIdentity, parse_metric_tag
-from sweep.commands.export import select_run
 from sweep.commands.summary import best_trial
+from sweep.run.models import select_run
 
 
 def test_best_first_keeps_ties_in_order_and_puts_the_unscored_last():

@@ -187,7 +187,7 @@ def test_an_exported_roberta_loads_in_sentence_transformers_with_the_same_vector
                                                                                    use_tiny_sts, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.commands.export import load_trial_encoder, save_sentence_transformer
+    from sweep.run.models import load_trial_encoder, save_sentence_transformer
 
     config = {**ONE_STEP, "model": tiny_roberta, "method": "simcse", "max_steps": 2, "pooling": pooling}
     run_trial(config, LocalSession(tmp_path / "checkpoints", keep=1))

@@ -15,7 +15,7 @@ from reports.collect import write
 from results.reader import read_trials, run_identity
 from results.record import Tag, TrialIdentity
 from sweep.spec.sweep_spec import load_spec, trial_config
-from sweep.tracking.tracker import trial_identity
+from sweep.tracking.trial_run import trial_identity
 
 OLD_STORE = Path(__file__).parent / "data" / "store_before_identity"
 """A tiny sweep (``spec.yaml``: an untuned and a SimCSE row, a grid axis, a sampled axis, two seeds) recorded

@@ -3,8 +3,8 @@ no empty grid point."""
 
 from __future__ import annotations
 
-from sweep.commands.export import model_card
 from sweep.commands.plan import reference_lines
+from sweep.run.models import model_card
 from sweep.spec.sweep_spec import load_spec
 from tests.conftest import write_spec
 from trainers.training.checkpoint import FinalRecord

@@ -109,7 +109,7 @@ def test_without_ray_state_unfinished_runs_are_killed_and_finished_ones_refuse_a
     orphan = trial("t_orphan")
     callback.on_trial_start(0, [], orphan)
     callback.close_unfinished_runs()
-    run_id = callback._runs[orphan.trial_id]
+    run_id = callback.runs.run_of(orphan.trial_id)
     assert client.get_run(run_id).info.status == "KILLED"
     assert "Ray kept no state" in client.get_run(run_id).data.tags["sweep.error"]
 

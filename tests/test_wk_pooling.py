@@ -93,7 +93,7 @@ def test_wk_pooling_takes_no_skipped_tokens(tiny_bert):
 def test_an_exported_wk_encoder_loads_in_sentence_transformers_with_the_same_vectors(deep_tiny_bert, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from sweep.commands.export import save_sentence_transformer
+    from sweep.run.models import save_sentence_transformer
 
     encoder = wk_encoder(deep_tiny_bert, wk_window=1, wk_layer_start=2)
     save_sentence_transformer(encoder, tmp_path, max_length=128)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from sweep.commands.export import load_trial_encoder, save_sentence_transformer
+from sweep.run.models import load_trial_encoder, save_sentence_transformer
 from trainers.data.sources import TEST_SETS, evaluation_names, load_sts
 from trainers.metrics import Metric
 from trainers.suites.sts import STSEvaluator

@@ -1,7 +1,7 @@
 """``python -m sweep evaluate NAME --suite SUITE``: the kept best encoders of a finished sweep on another
 evaluation suite, without training again.
 
-Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.commands.export.trial_encoder`, as
+Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.run.models.trial_encoder`, as
 ``sweep export`` reads it), encoded as every evaluation of the trial encodes
 (:func:`trainers.training.loop.encode_fn`) and evaluated by the suite's own entry point
 (:func:`trainers.suites.evaluate_suite`, the end-of-trial path). The metrics go into the trial's
@@ -28,9 +28,9 @@ from typing import Any
 import yaml
 
 from results.names import UsageError
-from results.reader import existing_store_uri
+from results.reader import existing_store_uri, run_identity
 from results.record import Tag
-from sweep.commands.export import encoder_problem, finished_runs, matching_runs
+from sweep.run.models import encoder_problem, finished_runs, matching_runs, trial_encoder
 from sweep.tracking.store import open_client
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import SUITES, parse_evaluations
@@ -67,7 +67,6 @@ def chosen_runs(name: str, tracking_uri: str, row: str | None, seed: int | None,
 
 def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
     """The suite's metrics of ``run``'s kept best encoder, as its sweep would have computed them."""
-    from sweep.commands.export import trial_encoder
     from trainers.models.encoder import pick_device
     from trainers.suites import evaluate_suites
     from trainers.training.loop import encode_fn
@@ -135,7 +134,8 @@ def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | N
         key = evaluation_key(run, suite)
         stored = stored_evaluation(client, run, key)
         tags = run.data.tags
-        said = f"trial {tags.get(Tag.TRIAL_ID)} (row {tags.get(Tag.ROW)!r}, seed {tags.get(Tag.SEED)})"
+        identity = run_identity(run)
+        said = f"trial {tags.get(Tag.TRIAL_ID)} (row {identity.row!r}, seed {identity.seed})"
         if stored is not None and stored[0] == run.info.run_id:
             print(f"{said}: evaluated before with the same key (trial, suite, options, data): not computed again")
             continue

@@ -2,31 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-from results.reader import choose_parent, existing_store_uri, run_identity, variant_runs
-from results.record import ModelState, Tag
+from results.reader import run_identity
+from results.record import ModelState, Tag, axes_text
 from results.schema import FINISHED
-from sweep.tracking.store import open_client
+from sweep.run.models import export_refusal, trial_runs
 from trainers.metrics import Metric
-
-
-def trial_runs(name: str, tracking_uri: str) -> tuple[str, list]:
-    """(experiment id, trial runs) of the sweep variant ``name`` names, in the plan's order."""
-    client = open_client(existing_store_uri(tracking_uri))
-    experiment, parent = choose_parent(client, name, tracking_uri)
-    return experiment.experiment_id, variant_runs(client, experiment, parent)
-
-
-def export_refusal(config: Mapping[str, Any]) -> str | None:
-    """Why ``sweep export`` refuses a trial of this config, None where it does not: an exported folder must
-    give the trial's own vectors."""
-    skipped = config.get("pooling_skip_frequent", 0)
-    if skipped:
-        return (f"pooling_skip_frequent={skipped}: its vectors leave the {skipped} most frequent tokens out of the "
-                "average, which sentence-transformers' Pooling cannot do, so no exported folder would give them "
-                "(`sweep evaluate` reads the trial as it ran)")
-    return None
 
 
 def exportable(run) -> str:
@@ -43,12 +23,12 @@ def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
     experiment_id, runs = trial_runs(name, tracking_uri)
     rows = []
     for run in runs:
-        tags, metrics = run.data.tags, run.data.metrics
+        tags, metrics, identity = run.data.tags, run.data.metrics, run_identity(run)
         rows.append(
             {
                 "state": run.info.status + (" (reused)" if tags.get(Tag.REUSED_FROM) else ""),
-                "row": tags.get(Tag.ROW) or tags.get(Tag.AXES, ""),
-                "seed": tags.get(Tag.SEED, ""),
+                "row": identity.row or axes_text(identity.axes),
+                "seed": str(identity.seed),
                 "best_dev": metrics.get(Metric.BEST_DEV),
                 "test_avg": metrics.get(Metric.TEST_AVG),
                 "trial": tags.get(Tag.TRIAL_ID, ""),

@@ -5,11 +5,9 @@ seeds x grid points, a seed-free row once, mirror cells of symmetric axes left
 out) beside the spec's sampled axes. Each trial's config was resolved when the
 spec was loaded (:meth:`sweep.spec.sweep_spec.SweepSpec.config_of` looks it up, and
 resolves it again only with values Tune chose: sampled axes, PBT mutations);
-the tracker logs it and the worker runs it as it is with
-:func:`trainers.training.loop.run_trial` in a :class:`sweep.run.trial.RaySession`: metrics and checkpoints go to \
-``tune.report``, and a
-trial restarted by Ray (a lost worker, a resumed sweep, a PBT exploit)
-continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
+the tracker logs it and the worker runs it as it is with :func:`trainers.training.loop.run_trial` in a
+:class:`sweep.run.trial.RaySession`: metrics and checkpoints go to ``tune.report``, and a trial restarted by
+Ray (a lost worker, a resumed sweep, a PBT exploit) continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
 holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
 folder per variant, :mod:`sweep.spec.variants`); a second ``run`` of the same spec
 with the same options, or ``resume NAME``, restores it: finished trials are
@@ -55,7 +53,7 @@ from ray.tune.search import BasicVariantGenerator, SearchAlgorithm, Searcher  # 
 from rich.console import Console  # noqa: E402
 
 from results.reader import absolute_tracking_uri  # noqa: E402
-from results.record import Tag  # noqa: E402  # noqa: E402
+from results.record import Tag  # noqa: E402
 from sweep.run.claims import Awaited, claim_trials, release  # noqa: E402
 from sweep.run.console import LOG_NAME, console_and_log  # noqa: E402
 from sweep.run.interrupt import StopOnSignal  # noqa: E402

@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 
 from results.record import Tag
-from results.schema import FAILED, FINISHED
 from sweep.spec.options import SweepOptions
 from sweep.spec.sweep_spec import SpecError, SweepSpec, trial_config
 from trainers.metrics import Glue
@@ -58,12 +57,15 @@ def trial_id(row_index: int, seed: int) -> str:
 
 
 def run_glue(options: SweepOptions) -> int:
-    """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed."""
-    from mlflow.entities import Metric as MlflowMetric
-
-    from results.reader import child_runs
-    from sweep.tracking.store import open_client
-    from sweep.tracking.tracker import KILLED, create_trial_run, ensure_parent_run, trial_identity
+    """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed, 75 when
+    the tracking server did not answer for longer than its bound (or at the end: its records wait in a journal
+    that the same command writes)."""
+    from sweep.run.engine import local_folder
+    from sweep.spec.options import storage_root
+    from sweep.spec.variants import variant_folder
+    from sweep.tracking.journal import JOURNAL
+    from sweep.tracking.tracker import open_trial_runs
+    from sweep.tracking.trial_run import FINISHED, trial_identity
     from trainers.data.glue_tasks import GLUE
     from trainers.training.glue import fine_tune
 
@@ -71,48 +73,53 @@ def run_glue(options: SweepOptions) -> int:
     tasks = spec.glue[Glue.TASKS_KEY]
     knobs = {k: v for k, v in spec.glue.items() if k != Glue.TASKS_KEY}
     data = GLUE.load(tasks)
-    client = open_client(options.tracking_uri)
-    experiment_id, parent_id = ensure_parent_run(client, spec)
-    done = {run.data.tags.get(Tag.TRIAL_ID) for run in child_runs(client, experiment_id, parent_id)
-            if run.info.status == FINISHED}
+    journal = local_folder(variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)) / JOURNAL
+    runs = open_trial_runs(spec, options.tracking_uri, journal)
+    again = f"  python -m sweep glue {options.spec_path}"
+    done = {run.data.tags.get(Tag.TRIAL_ID) for run in runs.child_runs() if run.info.status == FINISHED}
     points = [(index, row.name, seed) for index, row in enumerate(spec.rows) for seed in spec.seeds]
     print(f"{spec.name}: {len(spec.rows)} rows x {len(spec.seeds)} seeds, each fine-tuned on {', '.join(tasks)} "
           f"({len(points) - len(done & {trial_id(i, s) for i, _, s in points})} of {len(points)} to run)", flush=True)
     failed = 0
     for index, row, seed in points:
-        if trial_id(index, seed) in done:
+        trial = trial_id(index, seed)
+        if trial in done:
             continue
         config = trial_config(spec, row, seed, {})
         # Every seed runs (the module's docstring); the fine-tuning knobs are knobs of the run as its encoder's are.
         ran = {**config, **{Glue.param(k): v for k, v in spec.glue.items()}}
-        identity = trial_identity(spec, row, seed, {}, ran, seeds=())
-        run_id = create_trial_run(client, spec, experiment_id, parent_id, identity, trial_id(index, seed),
-                                  f"{row} | seed {seed} | GLUE")
+        # A row fine-tuned again starts a run of its own: the run of an interrupted one stays KILLED.
+        runs.open(trial, trial_identity(spec, row, seed, {}, ran, seeds=()), f"{row} | seed {seed} | GLUE",
+                  again=False)
         try:
             for task in tasks:
                 started = time.time()
                 tuned = fine_tune(config, task, data[task], knobs, seed)
-                metrics, stamp = tuned.metrics, int(1000 * time.time())
-                client.log_batch(run_id, metrics=[MlflowMetric(k, v, stamp, 0) for k, v in metrics.items()]
-                                 + [MlflowMetric(Glue.curve(task), v, stamp, s) for s, v in tuned.curve])
-                shown = ", ".join(f"{s} {metrics[Glue.test(task, s)]:.2f}" for s in Glue.STATISTICS[task])
+                runs.log(trial, tuned.metrics, timestamp=int(1000 * time.time()),
+                         curves={Glue.curve(task): tuned.curve})
+                shown = ", ".join(f"{s} {tuned.metrics[Glue.test(task, s)]:.2f}" for s in Glue.STATISTICS[task])
                 print(f"  {row!r} seed {seed} {task}: {shown} (last 90% of validation; "
                       f"{time.time() - started:.0f} s)", flush=True)
         except KeyboardInterrupt:  # the runs say KILLED, not RUNNING; the same command finishes them later
-            client.set_terminated(run_id, KILLED)
-            client.set_terminated(parent_id, KILLED)
-            print(f"stopped by Ctrl-C: {row!r} seed {seed} was not finished; to finish the rest:\n"
-                  f"  python -m sweep glue {options.spec_path}", flush=True)
+            runs.end([trial], left=1, failed=failed)
+            print(f"stopped by Ctrl-C: {row!r} seed {seed} was not finished; to finish the rest:\n{again}", flush=True)
             return 130
         except Exception as error:  # the other rows and seeds go on; the run says why this one failed
             failed += 1
-            client.set_tag(run_id, Tag.ERROR, f"{type(error).__name__}: {error}"[:5000])
-            client.set_terminated(run_id, FAILED)
+            runs.fail(trial, f"{type(error).__name__}: {error}")
             print(f"  {row!r} seed {seed}: failed: {type(error).__name__}: {error}", flush=True)
-            continue
-        client.set_terminated(run_id, FINISHED)
-    client.set_tag(parent_id, Tag.FAILED_TRIALS, str(failed))
-    client.set_terminated(parent_id, FINISHED)
+        else:
+            runs.complete(trial)
+        if outage := runs.outage():
+            runs.end([], left=1, failed=failed)
+            print(f"stopped: {outage}; what was not written waits in {runs.journal}; to finish the rest:\n{again}",
+                  flush=True)
+            return 75
+    runs.end([], left=0, failed=failed)
+    if runs.waiting:
+        print(f"stopped: the tracking server {options.tracking_uri} did not answer at the end ({runs.waiting} "
+              f"records kept in {runs.journal}); to write them:\n{again}", flush=True)
+        return 75
     print(f"{len(points) - failed} of {len(points)} finished; python -m reports.collect && "
           f"python -m reports.tables --sweep {spec.name}")
     return 1 if failed else 0

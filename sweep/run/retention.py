@@ -10,9 +10,8 @@ from typing import Iterable
 
 from results.reader import run_identity
 from results.record import ModelState, Tag
-from sweep.commands.export import MODEL_CARD, export_trial, open_checkpoint, select_run
-from sweep.commands.status import export_refusal
-from trainers.training.checkpoint import FINAL_RECORD, checkpoint_index
+from sweep.run.models import MODEL_CARD, export_refusal, export_trial, select_run
+from trainers.training.checkpoint import FINAL_RECORD, open_checkpoint, sibling_checkpoints
 
 MODEL_ARTIFACT = "model"
 
@@ -28,7 +27,7 @@ def kept_run_ids(runs: Iterable, policy: str, metric: str, mode: str) -> set[str
         return {select_run(runs, metric, mode).info.run_id}
     rows: dict[str, list] = {}
     for run in runs:
-        rows.setdefault(run.data.tags.get(Tag.ROW, ""), []).append(run)
+        rows.setdefault(run_identity(run).row, []).append(run)
     return {select_run(group, metric, mode).info.run_id for group in rows.values()}
 
 
@@ -39,14 +38,9 @@ def delete_encoder(uri: str) -> None:
 
 def delete_resume_states(uri: str) -> None:
     """Delete the checkpoints a finished trial kept before its final one (optimizer, queues)."""
-    import pyarrow.fs
-
     final = open_checkpoint(uri)
-    trial_dir = final.path.rsplit("/", 1)[0]
-    for info in final.filesystem.get_file_info(pyarrow.fs.FileSelector(trial_dir)):
-        if info.type == pyarrow.fs.FileType.Directory and checkpoint_index(info.base_name) is not None \
-                and info.path != final.path:
-            final.filesystem.delete_dir(info.path)
+    for _, path in sibling_checkpoints(final):
+        final.filesystem.delete_dir(path)
 
 
 def log_model(tracking_uri: str, run, register: str | None = None) -> str:
@@ -64,7 +58,7 @@ def log_model(tracking_uri: str, run, register: str | None = None) -> str:
     with tempfile.TemporaryDirectory() as staging:
         folder = export_trial(run, Path(staging) / MODEL_ARTIFACT)
         # Our own export: WK pooling and a flow are modules it carries as code
-        # (sweep.commands.export.carry_project_modules).
+        # (sweep.run.models.carry_project_modules).
         model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
         requirements = [f"sentence-transformers=={sentence_transformers.__version__}",
                         f"transformers=={transformers.__version__}", f"torch=={torch.__version__.split('+')[0]}"]
@@ -107,7 +101,7 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
         if Tag.REUSED_FROM in run.data.tags:  # its checkpoint is its source's, which that sweep keeps or not
             continue
         delete_resume_states(run.data.tags[Tag.CHECKPOINT])
-        if not get_method(run.data.tags.get(Tag.METHOD, "none")).trains:
+        if not get_method(run_identity(run).method or "none").trains:
             state = ModelState.UNTRAINED  # nothing stored: the model is loaded again from the config
         elif run.info.run_id in kept:
             state = ModelState.KEPT

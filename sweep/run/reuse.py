@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from results.reader import all_pages
-from results.record import TRIAL_FILTER, Tag, plain
+from results.reader import all_pages, run_identity
+from results.record import TRIAL_FILTER, Tag, TrialIdentity, plain
 from sweep.spec.sweep_spec import SweepSpec
 from sweep.spec.trial_key import TrialKey, trial_key
 from trainers.metrics import Metric
@@ -116,6 +116,10 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
     for run in sorted(runs, key=lambda run: run.info.start_time or 0):
         by_key.setdefault(run.data.tags[Tag.TRIAL_KEY], run)  # the earliest: the one that trained
         by_key_without_code.setdefault(run.data.tags.get(Tag.TRIAL_KEY_WITHOUT_CODE), run)
+    by_point: dict[tuple[str, int, str], list[tuple[Any, TrialIdentity]]] = {}  # (row, seed, method) -> runs
+    for run in runs:
+        identity = run_identity(run)
+        by_point.setdefault((identity.row, identity.seed, identity.method), []).append((run, identity))
     sources, misses, trained, kept = {}, {}, {}, set()
     for index, trial in enumerate(spec.trials):
         key = trial_key(trial.config)
@@ -129,24 +133,23 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
             sources[index] = source_of(by_key_without_code[key.key_without_code], other_code=True)
             continue
         trained[index] = key.key
-        if reason := _nearest_miss(key, trial, runs):
+        near = by_point.get((trial.point.row, trial.point.seed, trial.config["method"]), [])
+        if reason := _nearest_miss(key, trial, near):
             misses[index] = reason
     return Reuse(sources, misses, trained, frozenset(kept))
 
 
-def _nearest_miss(key: TrialKey, trial, runs: list) -> str | None:
-    """Why the finished runs of the same row, method and seed are not this trial (the parts that differ,
-    and the knobs among them), or None when there are none."""
-    near = [run for run in runs if run.data.tags.get(Tag.ROW) == trial.point.row
-            and run.data.tags.get(Tag.SEED) == str(trial.point.seed)
-            and run.data.tags.get(Tag.METHOD) == trial.config["method"]]
+def _nearest_miss(key: TrialKey, trial, near: list[tuple[Any, TrialIdentity]]) -> str | None:
+    """Why the finished runs of the same row, method and seed (``near``, with their identities) are not this
+    trial (the parts that differ, and the knobs among them), or None when there are none."""
     if not near:
         return None
-    run = min(near, key=lambda run: len(key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS]))))
-    parts = key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS]))
+    differing = [key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS])) for run, _ in near]
+    nearest = min(range(len(near)), key=lambda at: len(differing[at]))
+    (run, identity), parts = near[nearest], differing[nearest]
     said = [f"{part} differ{'s' if part not in ('knobs', 'models', 'libraries') else ''}" for part in parts]
-    if "knobs" in parts and Tag.IDENTITY in run.data.tags:
-        knobs, ours = json.loads(run.data.tags[Tag.IDENTITY])["knobs"], plain(dict(trial.config))
+    if "knobs" in parts:
+        knobs, ours = plain(dict(identity.knobs)), plain(dict(trial.config))
         bookkeeping = get_method(trial.config["method"]).all_knobs.bookkeeping
         changed = sorted(k for k in (set(knobs) | set(ours)) - bookkeeping if knobs.get(k) != ours.get(k))
         said[parts.index("knobs")] = f"knobs differ ({', '.join(changed)})"

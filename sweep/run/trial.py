@@ -20,7 +20,7 @@ from sweep.run.claims import Awaited, wait_for_run
 from sweep.spec.sweep_spec import POINT, SweepSpec
 from trainers.errors import first_line
 from trainers.metrics import ReportKey
-from trainers.training.checkpoint import TrialSession, checkpoint_index, checkpoint_uri
+from trainers.training.checkpoint import TrialSession, checkpoint_uri, sibling_checkpoints, trial_folder
 
 STORAGE_OUTAGE_ENV = "SWEEP_STORAGE_OUTAGE_S"
 """How long a trial tries again to store or read a checkpoint that the sweep's storage does not answer for
@@ -116,21 +116,11 @@ class RaySession(TrialSession):
 
     @classmethod
     def _older_than(cls, latest: tune.Checkpoint) -> list[tune.Checkpoint]:
-        """The checkpoints beside ``latest`` with a lower index, newest first, on its filesystem (a local
-        folder or a URI's). Newer ones are left alone: Ray's state did not name them."""
-        import pyarrow.fs
-
-        folder, _, name = latest.path.rstrip("/").rpartition("/")
-        index = checkpoint_index(name)
-        if index is None or not folder:
-            return []
-        entries = latest.filesystem.get_file_info(pyarrow.fs.FileSelector(folder, allow_not_found=True))
-        older = [
-            (found, entry.path) for entry in entries
-            if entry.type == pyarrow.fs.FileType.Directory
-            and (found := checkpoint_index(entry.base_name)) is not None and found < index
-        ]
-        return [tune.Checkpoint(path, latest.filesystem) for _, path in sorted(older, reverse=True)]
+        """The checkpoints beside ``latest`` with a lower number, newest first. Newer ones are left alone: Ray's
+        state did not name them."""
+        _, index = trial_folder(latest)
+        return [tune.Checkpoint(path, latest.filesystem)
+                for found, path in reversed(sibling_checkpoints(latest)) if found < index]
 
 
 def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[str, Mapping[str, float]],

@@ -18,13 +18,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mlflow.entities import Metric as MlflowMetric
-from mlflow.entities import Param, RunStatus, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from ray.tune.experiment import Trial
 
-from results.reader import child_runs
 from results.record import (
     LAYOUT_TAG,
     PARENT_FILTER,
@@ -34,20 +31,16 @@ from results.record import (
     Tag,
     TrialIdentity,
     axes_text,
-    children_filter,
     metric_tag,
     runs_view_tag,
 )
 from sweep.spec.sweep_spec import POINT, SweepSpec
-from sweep.spec.trial_key import trial_key
 from sweep.tracking.driver_local import DriverLocal
-from sweep.tracking.journal import OUTAGE_BOUND_ENV, Event, PendingWrites, outage_bound_s
 from sweep.tracking.store import SharedStoreClient, open_client
+from sweep.tracking.trial_run import FINISHED, TrialRuns, trial_identity
 from trainers.metrics import Metric, ReportKey
 from trainers.training.checkpoint import checkpoint_uri
 
-KILLED = RunStatus.to_string(RunStatus.KILLED)
-FINISHED = RunStatus.to_string(RunStatus.FINISHED)
 PROJECT = Path(__file__).resolve().parents[2]
 
 
@@ -142,28 +135,12 @@ def ensure_parent_run(client: SharedStoreClient, spec: SweepSpec) -> tuple[str, 
     return experiment_id, parent.info.run_id
 
 
-def trial_identity(spec: SweepSpec, row: str, seed: int, axes: Mapping[str, Any], config: Mapping[str, Any],
-                   seeds: tuple[int, ...]) -> TrialIdentity:
-    """The identity of a trial of ``spec``: its row, seed, grid and sampled axes' values (``axes``), the config
-    it runs, and the seeds its one run stands for (a seed-free trial; empty otherwise)."""
-    return TrialIdentity(
-        method=config["method"], row=row, seed=seed, seeds=seeds,
-        grid_point={knob: axes[knob] for knob in spec.grid}, sampled={knob: axes[knob] for knob in spec.sample},
-        knobs=dict(config), metric=spec.metric, mode=spec.mode,
-    )
-
-
-def create_trial_run(client, spec: SweepSpec, experiment_id: str, parent_run_id: str, identity: TrialIdentity,
-                     trial_id: str, run_name: str, reused_from: Mapping[str, str] | None = None) -> str:
-    """A trial's child run under the sweep's parent: the one writer of trial runs (the tracker's, GLUE's).
-    Its tags are the sweep's, the identity's and its key's (:mod:`sweep.spec.trial_key`), and for a reused trial
-    those of its source (:meth:`sweep.run.reuse.Source.run_tags`); its params are the knobs it ran, as MLflow's
-    strings for the UI's columns and search (readers read the typed identity)."""
-    tags = {**sweep_tags(spec), Tag.ROLE: Role.TRIAL, **identity.tags(), **trial_key(identity.knobs).tags(),
-            Tag.TRIAL_ID: trial_id, Tag.PARENT_RUN_ID: parent_run_id, **(reused_from or {})}
-    run_id = client.create_run(experiment_id, tags=tags, run_name=run_name).info.run_id
-    client.log_batch(run_id, params=[Param(k, str(v)) for k, v in sorted(identity.knobs.items())])
-    return run_id
+def open_trial_runs(spec: SweepSpec, tracking_uri: str, journal: Path | None = None,
+                    note: Callable[[str], None] = print) -> TrialRuns:
+    """The trial runs of ``spec``'s sweep variant, under its parent run (created once per spec hash)."""
+    client = open_client(tracking_uri)
+    experiment_id, parent_run_id = ensure_parent_run(client, spec)
+    return TrialRuns(client, experiment_id, parent_run_id, sweep_tags(spec), tracking_uri, journal, note)
 
 
 def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
@@ -181,21 +158,18 @@ def numeric_metrics(result: Mapping[str, Any]) -> dict[str, float]:
 class MLflowTracker(DriverLocal):
     """Logs each trial as a child run of the sweep's parent run.
 
-    Each callback becomes an event (:mod:`sweep.tracking.journal`) that is written at once while the store
-    answers and waits, journalled, while a tracking server does not; past the outage bound the tracker
-    asks the sweep to stop (``request_stop``, set by the engine), as Ctrl-C does."""
+    Each callback becomes an event of the trial's run (:class:`sweep.tracking.trial_run.TrialRuns`), written at
+    once while the store answers and kept, journalled, while a tracking server does not; past the outage bound
+    the tracker asks the sweep to stop (``request_stop``, set by the engine), as Ctrl-C does."""
 
     def __init__(self, spec: SweepSpec, tracking_uri: str, journal: Path | None = None,
                  note: Callable[[str], None] = print):
         super().__init__(f"tracker:{spec.name}-{spec.spec_hash}")
         self.spec = spec
         self.tracking_uri = tracking_uri
-        self._client: SharedStoreClient | None = None
-        self._runs: dict[str, str] = {}
-        self._last_step: dict[str, int] = {}
-        self.experiment_id, self.parent_run_id = ensure_parent_run(self.client, spec)
-        self._pending = PendingWrites(tracking_uri, journal, note)
-        self._pending.deliver(self._apply)  # what an earlier driver of this sweep could not write
+        self.runs = open_trial_runs(spec, tracking_uri, journal, note)
+        self.client: SharedStoreClient = self.runs.client
+        self.experiment_id, self.parent_run_id = self.runs.experiment_id, self.runs.parent_run_id
         self._finished: set[str] = set()
         self._open: set[str] = set()
         self._opened: set[str] = set()
@@ -210,23 +184,18 @@ class MLflowTracker(DriverLocal):
         # Called when the experiment starts, also after a restore. A driver killed right
         # after a trial finished can leave Ray believing the trial unfinished; MLflow's
         # record wins, so nothing is logged twice.
-        self._runs, self._last_step, self._open, self._opened = {}, {}, set(), set()
+        self.runs.forget()
+        self._open, self._opened = set(), set()
         self._finished = set(self.finished_trials())
         self.client.update_run(self.parent_run_id, status="RUNNING")
 
     @property
-    def client(self) -> SharedStoreClient:
-        if self._client is None:
-            self._client = open_client(self.tracking_uri)
-        return self._client
-
-    @property
     def waiting(self) -> int:
         """Events not yet written (the tracking server did not answer)."""
-        return len(self._pending.events)
+        return self.runs.waiting
 
     def child_runs(self) -> list:
-        return child_runs(self.client, self.experiment_id, self.parent_run_id)
+        return self.runs.child_runs()
 
     def finished_trials(self) -> dict[str, dict[str, float]]:
         """Final metrics of the trials already FINISHED in MLflow, by Ray trial id."""
@@ -239,32 +208,27 @@ class MLflowTracker(DriverLocal):
     def close_unfinished_runs(self) -> None:
         """Mark KILLED the child runs left RUNNING by a driver whose Ray state is gone:
         their trials run again under new trial ids."""
-        for run in self.child_runs():
-            if run.info.status in (RunStatus.to_string(RunStatus.RUNNING), RunStatus.to_string(RunStatus.SCHEDULED)):
-                self.client.set_tag(run.info.run_id, Tag.ERROR,
-                                    "the driver stopped and Ray kept no state of this trial")
-                self.client.set_terminated(run.info.run_id, KILLED)
+        self.runs.close_unfinished()
 
-    # ------------------------------------------------------------ callbacks -> events
+    # ------------------------------------------------------------ callbacks -> the trial runs' events
 
-    def _record(self, trial, event: Event, at_once: bool = False) -> None:
-        """Write ``event`` of ``trial`` (after the event that opens its run, the first time), or keep it;
-        ``at_once``: try a store that did not answer now, not at its next probe."""
-        if trial is not None and trial.trial_id not in self._opened:
+    def _opened_run(self, trial) -> str:
+        """The trial's id, its run opened first the first time (the event that opens it, then this one's)."""
+        if trial.trial_id not in self._opened:
             self._opened.add(trial.trial_id)
-            identity, name = self._opening(trial)
             source = self.reused.get(trial.config.get(POINT))  # empty for a sampled sweep (SweepSpec.trials_known)
-            self._pending.add({"kind": "open", "trial": trial.trial_id, "identity": identity, "name": name,
-                               "reused_from": dict(source or {})}, self._apply)
-        self._pending.add(event, self._apply, at_once)
-        bound = outage_bound_s()
-        if self._pending.down_for_s > bound and self.request_stop is not None and self.stop_reason is None:
-            self.stop_reason = (f"the tracking server {self.tracking_uri} has not answered for "
-                                f"{self._pending.down_for_s:.0f} s (the bound, ${OUTAGE_BOUND_ENV}, is {bound:.0f} s)")
-            self.request_stop(self.stop_reason)
+            self.runs.open(trial.trial_id, *self._opening(trial), reused_from=source)
+        return trial.trial_id
 
-    def _opening(self, trial) -> tuple[str, str]:
-        """The identity (JSON) and run name of the trial's run, from the config its worker runs
+    def _check_outage(self) -> None:
+        """Past the outage bound, ask the sweep to stop (once)."""
+        reason = self.runs.outage()
+        if reason and self.request_stop is not None and self.stop_reason is None:
+            self.stop_reason = reason
+            self.request_stop(reason)
+
+    def _opening(self, trial) -> tuple[TrialIdentity, str]:
+        """The identity and run name of the trial's run, from the config its worker runs
         (:meth:`SweepSpec.config_of`, the same config for the same Tune config)."""
         params = self.spec.trial_params(trial.config)
         row, seed = params["row"], params["seed"]
@@ -272,7 +236,7 @@ class MLflowTracker(DriverLocal):
         identity = trial_identity(self.spec, row, seed, params, self.spec.config_of(trial.config), seeds)
         seed_text = f"seed-free (seeds {','.join(map(str, seeds))})" if seeds else f"seed {seed}"
         name = f"{row or axes_text(identity.axes) or self.spec.name} | {seed_text} | {trial.trial_id}"
-        return identity.to_json(), name
+        return identity, name
 
     def _is_finished(self, trial) -> bool:
         return trial.trial_id in self._finished
@@ -280,7 +244,8 @@ class MLflowTracker(DriverLocal):
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         if not self._is_finished(trial):
             self._open.add(trial.trial_id)
-            self._record(trial, {"kind": "start", "trial": trial.trial_id})
+            self._opened_run(trial)
+            self._check_outage()
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
         if self._is_finished(trial):
@@ -290,34 +255,34 @@ class MLflowTracker(DriverLocal):
         tags.update(result.get(ReportKey.REUSED_TAGS) or {})  # another sweep trained it while this one waited
         if Metric.FROZEN_OUTPUTS_COMPUTED in result:  # the trial shared frozen-model outputs (final report)
             tags[Tag.SHARED_FROZEN_OUTPUTS] = "true"
-        self._record(trial, {
-            "kind": "result", "trial": trial.trial_id, "step": int(result.get(Metric.STEP, 0)),
-            "evaluation": Metric.DEV in result and not Metric.is_final(result),
-            "timestamp": int(1000 * result.get("timestamp", 0)) or 0, "metrics": numeric_metrics(result),
-            "tags": tags,
-        })
+        self.runs.log(self._opened_run(trial), numeric_metrics(result), int(result.get(Metric.STEP, 0)),
+                      int(1000 * result.get("timestamp", 0)) or 0,
+                      evaluation=Metric.DEV in result and not Metric.is_final(result), tags=tags)
+        self._check_outage()
 
     def on_checkpoint(self, iteration: int, trials: list, trial, checkpoint, **info) -> None:
         if not self._is_finished(trial):
-            self._record(trial, {"kind": "checkpoint", "trial": trial.trial_id, "uri": checkpoint_uri(checkpoint),
-                                 "step": (trial.last_result or {}).get(Metric.STEP, 0)})
+            self.runs.checkpoint(self._opened_run(trial), checkpoint_uri(checkpoint),
+                                 (trial.last_result or {}).get(Metric.STEP, 0))
+            self._check_outage()
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         if self._is_finished(trial):
             return
         self._open.discard(trial.trial_id)
         # Stopped by the scheduler (ASHA) before its final test: its run has progress metrics only.
-        self._record(trial, {"kind": "complete", "trial": trial.trial_id,
-                             "stopped_early": not Metric.is_final(trial.last_result or {})})
+        self.runs.complete(self._opened_run(trial), stopped_early=not Metric.is_final(trial.last_result or {}))
+        self._check_outage()
 
     def on_trial_recover(self, iteration: int, trials: list, trial, **info) -> None:
         # Failed, to be retried in the same run: count the failures so far.
-        self._record(trial, {"kind": "recover", "trial": trial.trial_id, "failures": trial.num_failures})
+        self.runs.recover(self._opened_run(trial), trial.num_failures)
+        self._check_outage()
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         self._open.discard(trial.trial_id)
-        self._record(trial, {"kind": "error", "trial": trial.trial_id, "failures": trial.num_failures,
-                             "error": _trial_error(trial)[:5000]})
+        self.runs.fail(self._opened_run(trial), _trial_error(trial), trial.num_failures)
+        self._check_outage()
 
     def on_experiment_end(self, trials: list, **info) -> None:
         """The parent run ends FINISHED when no trial is left to run, KILLED otherwise. Ray's cleanup
@@ -326,86 +291,11 @@ class MLflowTracker(DriverLocal):
         a resume opens them again."""
         waiting = {t.trial_id for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)}
         self.trials_left = len(self._open | waiting) + max(0, self.spec.trials_to_run - len(trials))
-        # The last event: a server back since its last probe gets the backlog now, not at a probe to come.
-        self._record(None, {"kind": "end", "killed": sorted(self._open), "left": self.trials_left,
-                            "failed": sum(t.status == Trial.ERROR for t in trials)}, at_once=True)
+        self.runs.end(self._open, self.trials_left, sum(t.status == Trial.ERROR for t in trials))
+        self._check_outage()
         if self.waiting and self.stop_reason is None:
             self.stop_reason = (f"the tracking server {self.tracking_uri} did not answer at the end of the sweep "
-                                f"({self.waiting} records kept in {self._pending.journal}; a resume writes them)")
-
-    # ------------------------------------------------------------ events -> the store
-
-    def _apply(self, event: Event) -> None:
-        kind, trial_id = event["kind"], event.get("trial")
-        if kind == "open":
-            self._runs[trial_id] = self._find_or_create_run(trial_id, event["identity"], event["name"],
-                                                            event.get("reused_from"))
-            return
-        if kind == "end":
-            for killed in event["killed"]:
-                self.client.set_terminated(self._run_of(killed), KILLED)
-            self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(event["failed"]))
-            self.client.set_terminated(self.parent_run_id, KILLED if event["left"] else FINISHED)
-            return
-        run_id = self._run_of(trial_id)  # a "start" needs nothing more than its run opened
-        if kind == "result":
-            self._log_result(run_id, event)
-        elif kind == "checkpoint":
-            self.client.log_batch(run_id, tags=[RunTag(Tag.CHECKPOINT, event["uri"]),
-                                                RunTag(Tag.CHECKPOINT_STEP, str(event["step"]))])
-        elif kind == "complete":
-            if event["stopped_early"]:
-                self.client.set_tag(run_id, Tag.STOPPED_BY_SCHEDULER, "true")
-            self.client.set_terminated(run_id, FINISHED)
-        elif kind == "recover":
-            self.client.set_tag(run_id, Tag.FAILURES, str(event["failures"]))
-        elif kind == "error":
-            self.client.set_tag(run_id, Tag.FAILURES, str(event["failures"]))
-            self.client.set_tag(run_id, Tag.ERROR, event["error"])
-            self.client.set_terminated(run_id, RunStatus.to_string(RunStatus.FAILED))
-
-    def _found_run(self, trial_id: str):
-        """The trial's run under this parent in the store, or None."""
-        found = self.client.search_runs(
-            [self.experiment_id], filter_string=children_filter(self.parent_run_id, trial_id), max_results=1)
-        return found[0] if found else None
-
-    def _run_of(self, trial_id: str) -> str:
-        """The run of a trial opened before (by this driver, or by the driver whose journal this one writes)."""
-        if trial_id not in self._runs:
-            self._runs[trial_id] = self._found_run(trial_id).info.run_id
-        return self._runs[trial_id]
-
-    def _find_or_create_run(self, trial_id: str, identity: str, name: str,
-                            reused_from: Mapping[str, str] | None = None) -> str:
-        """The trial's run under this parent: found again (a resumed trial, a new driver), else created."""
-        found = self._found_run(trial_id)
-        if found is None:
-            return create_trial_run(self.client, self.spec, self.experiment_id, self.parent_run_id,
-                                    TrialIdentity.from_json(identity), trial_id, name, reused_from)
-        if found.info.status != FINISHED:
-            self.client.update_run(found.info.run_id, status="RUNNING")
-        return found.info.run_id
-
-    def _logged_up_to(self, run_id: str) -> int:
-        """The last evaluation step this run has logged (read once from MLflow, e.g. after a restart)."""
-        if run_id not in self._last_step:
-            history = self.client.get_metric_history(run_id, Metric.DEV)
-            self._last_step[run_id] = max((m.step for m in history), default=0)
-        return self._last_step[run_id]
-
-    def _log_result(self, run_id: str, event: Event) -> None:
-        step = event["step"]
-        # A trial resumed from a checkpoint computes the steps after it again, exactly: log each step once.
-        if event["evaluation"] and step <= self._logged_up_to(run_id):
-            return
-        metrics = [MlflowMetric(k, v, event["timestamp"], step) for k, v in event["metrics"].items()]
-        tags = [RunTag(tag, value) for tag, value in event["tags"].items()]
-        # One store transaction per report; MLflow takes at most 1000 metrics per call.
-        for start in range(0, max(len(metrics), 1), 1000):
-            self.client.log_batch(run_id, metrics=metrics[start : start + 1000], tags=tags if start == 0 else [])
-        if event["evaluation"]:
-            self._last_step[run_id] = step
+                                f"({self.waiting} records kept in {self.runs.journal}; a resume writes them)")
 
 
 def _trial_error(trial) -> str:

@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import random
 import shutil
 import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
+
+from trainers.training.durable import sync_directory, sync_files
 
 # ---------------------------------------------------------------- the layout
 
@@ -61,6 +62,35 @@ def checkpoint_uri(checkpoint) -> str:
     if kind == "local":
         return str(checkpoint.path)
     return f"{ {'gcs': 'gs'}.get(kind, kind)}://{checkpoint.path}"
+
+
+def open_checkpoint(uri: str):
+    """The Ray checkpoint at a path or URI that :func:`checkpoint_uri` gave (what the tracker records)."""
+    import pyarrow.fs
+    from ray.tune import Checkpoint
+
+    filesystem, path = pyarrow.fs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).resolve()))
+    return Checkpoint(path, filesystem)
+
+
+def trial_folder(checkpoint) -> tuple[str, int | None]:
+    """The folder of a Ray checkpoint's trial (the trial's own, or its PBT donor's), and the checkpoint's number
+    in it (None for a folder not named ``checkpoint_NNNNNN``)."""
+    folder, _, name = checkpoint.path.rstrip("/").rpartition("/")
+    return folder, checkpoint_index(name)
+
+
+def sibling_checkpoints(checkpoint) -> list[tuple[int, str]]:
+    """(number, path) of the other checkpoints in a Ray checkpoint's trial folder, oldest first, on its filesystem
+    (a local folder or a URI's); none for a checkpoint that is not a numbered folder of a trial."""
+    import pyarrow.fs
+
+    folder, index = trial_folder(checkpoint)
+    if index is None or not folder:
+        return []
+    entries = checkpoint.filesystem.get_file_info(pyarrow.fs.FileSelector(folder, allow_not_found=True))
+    return sorted((found, entry.path) for entry in entries if entry.type == pyarrow.fs.FileType.Directory
+                  and (found := checkpoint_index(entry.base_name)) is not None and found != index)
 
 
 @dataclass
@@ -104,7 +134,7 @@ class TrainingState:
 
     def write(self, directory: Path) -> None:
         """Tensors, lists, dicts, strings and numbers only (the RNG states come so from
-        :func:`trainers.training.checkpoint.rng_states`), so that :meth:`read` never unpickles an object."""
+        :func:`trainers.training.rng.rng_states`), so that :meth:`read` never unpickles an object."""
         import torch  # here, not at the top: the sweep and reports read the layout without torch
 
         # Field by field, not dataclasses.asdict: that would deep-copy every tensor first.
@@ -222,61 +252,6 @@ class LocalSession(TrialSession):
         return iter(reversed(self._existing()))
 
 
-def rng_states() -> dict[str, Any]:
-    """Python's, NumPy's and torch's RNG states as tensors, lists and numbers only: what
-    ``torch.load(weights_only=True)`` reads back (a NumPy array would need unpickling)."""
-    import numpy as np
-    import torch
-
-    version, internal, gauss = random.getstate()
-    name, key, pos, has_gauss, cached = np.random.get_state()
-    states = {
-        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
-        "numpy": [name, torch.from_numpy(key.astype(np.int64)), pos, has_gauss, cached],
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states: Mapping[str, Any]) -> None:
-    """Restore what :func:`rng_states` took, bit for bit."""
-    import numpy as np
-    import torch
-
-    version, internal, gauss = states["python"]
-    random.setstate((version, tuple(internal.tolist()), gauss))
-    name, key, pos, has_gauss, cached = states["numpy"]
-    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def sync_files(directory: Path) -> list[Path]:
-    """Flush every file under ``directory`` to the disk (a full disk raises here, not later); return them."""
-    files = sorted(path for path in Path(directory).rglob("*") if path.is_file())
-    for path in files:
-        with path.open("rb") as handle:
-            os.fsync(handle.fileno())
-    return files
-
-
-def sync_directory(directory: Path) -> None:
-    """Flush a directory's entries (a rename into it) to the disk, where the platform allows it."""
-    try:
-        handle = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(handle)
-    except OSError:  # some filesystems cannot sync a directory; the rename itself is still atomic
-        pass
-    finally:
-        os.close(handle)
-
-
 def seal(directory: Path) -> None:
     """Mark a fully written checkpoint directory whole: its files synced, then :data:`CHECKPOINT_SEAL`
     listing their sizes, itself written by another name, synced and renamed. Copies of the directory
@@ -332,6 +307,28 @@ class FinishedCheckpoint:
     directory: Path
 
 
+class UnreadableCheckpoint(Exception):
+    """Why a checkpoint directory is not read, in one line: incomplete, without its training state, or holding
+    one that cannot be read."""
+
+
+def read_checkpoint(directory: Path) -> FinalRecord | TrainingState:
+    """What a checkpoint directory holds, its layout checked first: a finished trial's record, or the training
+    state to continue from; :class:`UnreadableCheckpoint` says why neither can be read (and nothing in it ran)."""
+    directory = Path(directory)
+    problem = incomplete(directory)
+    if problem:
+        raise UnreadableCheckpoint(problem)
+    if FinalRecord.exists(directory):
+        return FinalRecord.read(directory)
+    if not (directory / TRAINING_STATE).is_file():
+        raise UnreadableCheckpoint(f"{directory} has no {TRAINING_STATE}")
+    try:
+        return TrainingState.read(directory)
+    except Exception as error:  # any unreadable file: truncated, or holding what only unpickling would read
+        raise UnreadableCheckpoint(f"{directory / TRAINING_STATE} cannot be read ({unreadable(error)})") from error
+
+
 def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoint | None:
     """What the session's newest readable checkpoint holds, opened once: a training state to continue
     from, a finished trial's end, or None (start afresh).
@@ -343,26 +340,19 @@ def newest_checkpoint(session: TrialSession) -> TrainingState | FinishedCheckpoi
     """
     for directory in session.checkpoints():
         directory = Path(directory)
-        problem = incomplete(directory)
-        if problem:
+        try:
+            found = read_checkpoint(directory)
+        except UnreadableCheckpoint as problem:  # never crash the sweep: fall back
             source = session.source(directory)
             where = "" if source == str(directory) else f" (downloaded to {directory})"
-            warnings.warn(f"checkpoint {source} is skipped{where}: {problem}", CheckpointWarning)
+            warnings.warn(f"checkpoint {source} is skipped{where}: {problem}; falling back to an older checkpoint "
+                          "or a fresh start", CheckpointWarning)
             continue
-        if FinalRecord.exists(directory):
-            copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
-            shutil.copytree(directory, copy)
-            return FinishedCheckpoint(FinalRecord.read(copy), copy)
-        if not (directory / TRAINING_STATE).is_file():
-            warnings.warn(f"checkpoint {session.source(directory)} has no {TRAINING_STATE}; it is skipped",
-                          CheckpointWarning)
-            continue
-        try:
-            return TrainingState.read(directory)
-        except Exception as error:  # any unreadable file: fall back, never crash the sweep
-            warnings.warn(f"checkpoint {session.source(directory)}/{TRAINING_STATE} cannot be read "
-                          f"({unreadable(error)}); falling back to an older checkpoint or a fresh start",
-                          CheckpointWarning)
+        if isinstance(found, TrainingState):
+            return found
+        copy = Path(tempfile.mkdtemp(prefix="trial-final-")) / "checkpoint"
+        shutil.copytree(directory, copy)
+        return FinishedCheckpoint(FinalRecord.read(copy), copy)
     return None
 
 

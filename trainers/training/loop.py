@@ -38,12 +38,11 @@ from trainers.training.checkpoint import (
     TrialSession,
     newest_checkpoint,
     remove,
-    rng_states,
-    set_rng_states,
     write_final_checkpoint,
     write_training_state,
 )
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
+from trainers.training.rng import rng_states, set_rng_states
 from trainers.training.steps import load_examples, total_steps
 
 

@@ -1,0 +1,44 @@
+"""A trial run's life and its checkpoint, each in one place: the run written by its one owner
+(:mod:`sweep.tracking.trial_run`), read back through its typed identity (:func:`results.reader.run_identity`),
+its checkpoint's layout read by :mod:`trainers.training.checkpoint` only. Read from the source, as the layers'
+test reads imports."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lines_matching(pattern: str, folders: tuple[str, ...], but: frozenset[str] = frozenset()) -> list[str]:
+    """``path:line: text`` of every line of the Python files under ``folders`` (but those of ``but``) that
+    ``pattern`` matches."""
+    found = re.compile(pattern)
+    return [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+            for folder in folders for path in sorted((ROOT / folder).rglob("*.py"))
+            if path.relative_to(ROOT).as_posix() not in but
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if found.search(line)]
+
+
+def test_no_ui_tag_is_read_as_data():
+    """A trial's row, seed(s), method, axes and identity JSON are read from its typed identity, decoded in
+    results.reader alone; the readable tags beside it are written (results.record) for the MLflow UI."""
+    assert lines_matching(r"Tag\.(ROW|SEED|SEEDS|METHOD|AXES|IDENTITY)\b", ("sweep", "reports", "results"),
+                          frozenset({"results/record.py", "results/reader.py"})) == []
+
+
+def test_the_tracker_and_glue_write_trial_runs_through_their_owner():
+    """Logging to a trial run and ending it is sweep.tracking.trial_run's: the Tune callback and GLUE hand it
+    events (which wait in the journal while a tracking server does not answer), never the store."""
+    assert lines_matching(r"\.(log_batch|set_terminated|log_metric)\(",
+                          ("sweep/tracking", "sweep/run"), frozenset({"sweep/tracking/trial_run.py",
+                                                                      "sweep/run/retention.py"})) == []
+
+
+def test_a_checkpoints_layout_and_its_trial_folder_are_read_in_one_module():
+    """Whether a checkpoint is whole, what it holds and which checkpoints lie beside it are worked out by
+    trainers.training.checkpoint (read_checkpoint, sibling_checkpoints), for the resume and the export alike."""
+    assert lines_matching(r"\b(incomplete|checkpoint_index|TrainingState\.read|FileSystem\.from_uri)\(",
+                          ("sweep", "trainers", "reports", "results"),
+                          frozenset({"trainers/training/checkpoint.py", "sweep/spec/variants.py"})) == []
