@@ -7,8 +7,8 @@ spec was loaded (:meth:`sweep.spec.sweep_spec.SweepSpec.config_of` looks it up, 
 resolves it again only with values Tune chose: sampled axes, PBT mutations);
 the tracker logs it and the worker runs it as it is with :func:`trainers.training.loop.run_trial` in a
 :class:`sweep.run.trial.RaySession`: metrics and checkpoints go to ``tune.report``, and a trial restarted by
-Ray (a lost worker, a resumed sweep, a PBT exploit) continues from ``tune.get_checkpoint()``. A finished trial's last checkpoint
-holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
+Ray (a lost worker, a resumed sweep, a PBT exploit) continues from ``tune.get_checkpoint()``. A finished
+trial's last checkpoint holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
 folder per variant, :mod:`sweep.spec.variants`); a second ``run`` of the same spec
 with the same options, or ``resume NAME``, restores it: finished trials are
 kept, unfinished ones continue from their checkpoints.
