@@ -128,7 +128,7 @@ def test_the_end_of_a_sweep_logs_no_model_for_a_skipping_trial(monkeypatch, caps
     monkeypatch.setattr(retention, "delete_resume_states", lambda uri: None)
     best, other = run("34", "t1", best_dev=90.0), run("0", "t2", best_dev=80.0)
     tracker = SimpleNamespace(child_runs=lambda: [best, other], tracking_uri="sqlite://",
-                              client=SimpleNamespace(set_tag=lambda *args: None))
+                              runs=SimpleNamespace(model_state=lambda *args: None))
     spec = SimpleNamespace(keep_models="all", metric="best_dev_spearman", mode="max", log_models=True)
     retention.finish_models(spec, tracker)
     assert logged == [other]  # the best trial skips tokens: said, not logged; the other is logged

@@ -42,3 +42,34 @@ def test_a_checkpoints_layout_and_its_trial_folder_are_read_in_one_module():
     assert lines_matching(r"\b(incomplete|checkpoint_index|TrainingState\.read|FileSystem\.from_uri)\(",
                           ("sweep", "trainers", "reports", "results"),
                           frozenset({"trainers/training/checkpoint.py", "sweep/spec/variants.py"})) == []
+
+
+def test_an_encoders_fate_at_a_sweeps_end_is_written_by_the_owner_and_waits_while_the_store_is_down(
+        tmp_path, monkeypatch):
+    """keep_models' kept/deleted tag goes through the run's owner: journalled while the tracking server does not
+    answer, written in order once it does."""
+    import json
+    from types import SimpleNamespace
+
+    from results.record import ModelState, Tag
+    from sweep.tracking import journal
+    from sweep.tracking.trial_run import TrialRuns
+
+    up, written = {"now": False}, []
+
+    def set_tag(run_id: str, key: str, value: str) -> None:
+        if not up["now"]:
+            raise ConnectionError("the tracking server does not answer")
+        written.append((run_id, key, value))
+
+    monkeypatch.setattr(journal.PendingWrites, "_answers", lambda self: up["now"])
+    runs = TrialRuns(SimpleNamespace(set_tag=set_tag), "1", "parent", {}, "http://127.0.0.1:9",
+                     tmp_path / "journal.json", note=lambda line: None)
+    runs.model_state("run-1", ModelState.KEPT)
+    assert written == [] and runs.waiting == 1
+    assert "run-1" in json.dumps(json.loads((tmp_path / "journal.json").read_text(encoding="utf-8")))
+    up["now"] = True
+    runs.model_state("run-2", ModelState.DELETED)
+    runs.record({"kind": "model", "run": "run-3", "state": ModelState.UNTRAINED}, at_once=True)
+    assert written == [("run-1", Tag.MODEL, ModelState.KEPT), ("run-2", Tag.MODEL, ModelState.DELETED),
+                       ("run-3", Tag.MODEL, ModelState.UNTRAINED)]

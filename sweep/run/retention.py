@@ -109,4 +109,4 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
             if run.data.tags.get(Tag.MODEL) != ModelState.DELETED:
                 delete_encoder(run.data.tags[Tag.CHECKPOINT])
             state = ModelState.DELETED
-        tracker.client.set_tag(run.info.run_id, Tag.MODEL, state)
+        tracker.runs.model_state(run.info.run_id, state)

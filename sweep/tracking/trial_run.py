@@ -143,6 +143,10 @@ class TrialRuns:
         the backlog now."""
         self.record({"kind": "end", "killed": sorted(killed), "left": left, "failed": failed}, at_once=True)
 
+    def model_state(self, run_id: str, state: str) -> None:
+        """What became of a finished trial's encoder when its sweep ended (:class:`results.record.ModelState`)."""
+        self.record({"kind": "model", "run": run_id, "state": state})
+
     # ------------------------------------------------------------ events -> the store
 
     def _apply(self, event: Event) -> None:
@@ -156,6 +160,9 @@ class TrialRuns:
                 self.client.set_terminated(self.run_of(killed), KILLED)
             self.client.set_tag(self.parent_run_id, Tag.FAILED_TRIALS, str(event["failed"]))
             self.client.set_terminated(self.parent_run_id, KILLED if event["left"] else FINISHED)
+            return
+        if kind == "model":  # by run id: the sweep has ended, its trials are no longer Tune's
+            self.client.set_tag(event["run"], Tag.MODEL, event["state"])
             return
         run_id = self.run_of(trial_id)  # a "start" needs nothing more than its run opened
         if kind == "result":
