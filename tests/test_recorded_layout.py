@@ -13,8 +13,8 @@ from reports.sweeps import sweep_tables
 from results.lines import NO_LAYOUT
 from results.record import LAYOUT_TAG, SweepLayout, Tag
 from sweep.spec.sweep_spec import load_spec
-from sweep.tracking.store import open_client
-from sweep.tracking.tracker import create_trial_run, ensure_parent_run, sweep_tags, trial_identity
+from sweep.tracking.tracker import open_trial_runs, sweep_tags
+from sweep.tracking.trial_run import trial_identity
 from tests.conftest import write_spec
 
 SPEC = {"name": "lay", "method": "consert", "seeds": [1, 2], "symmetric": ["aug1", "aug2"],
@@ -41,15 +41,15 @@ def test_a_spec_edited_after_its_sweep_keeps_the_sweeps_table(tmp_path):
     path = write_spec(tmp_path, SPEC)
     spec = load_spec(path, check_environment=False)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client = open_client(uri)
-    experiment_id, parent_id = ensure_parent_run(client, spec)
+    runs = open_trial_runs(spec, uri)
+    client, parent_id = runs.client, runs.parent_run_id
     for i, (row, axes, seed) in enumerate([("untuned", axes, 1) for axes in RAN]
                                           + [("consert", axes, seed) for axes in RAN for seed in (1, 2)]):
         method = "none" if row == "untuned" else "consert"
         identity = trial_identity(spec, row, seed, axes, {"method": method, **axes}, (1, 2) if method == "none" else ())
-        run_id = create_trial_run(client, spec, experiment_id, parent_id, identity, f"t_{i:05d}", row)
-        client.log_metric(run_id, "test_avg_spearman", 50.0 + i)
-        client.set_terminated(run_id, "FINISHED")
+        runs.open(f"t_{i:05d}", identity, row)
+        runs.log(f"t_{i:05d}", {"test_avg_spearman": 50.0 + i})
+        runs.complete(f"t_{i:05d}")
     write_spec(tmp_path, EDITED)
 
     (table,) = sweep_tables(collect(uri), "lay")
