@@ -29,7 +29,7 @@ def test_each_section_is_a_frozen_dataclass_that_parses_itself(section):
 
 
 def test_the_spec_holds_its_sections_typed(tmp_path):
-    spec = load_spec(Path("search_spaces/simcse_pbt.yaml"), check_environment=False)
+    spec = load_spec(Path(__file__).resolve().parents[1] / "search_spaces/simcse_pbt.yaml", check_environment=False)
     assert isinstance(spec.scheduler, Scheduler) and spec.scheduler.kind == "pbt"
     assert "hyperparam_mutations" not in spec.scheduler.options and spec.scheduler.mutations
     assert isinstance(spec.resources, Resources) and all(isinstance(row, Row) for row in spec.rows)
