@@ -100,8 +100,8 @@ def test_a_trial_worker_imports_neither_mlflow_nor_the_drivers_view():
     assert result.stdout.splitlines()[-1] == "[]"
 
 
-def test_the_run_schema_and_the_checkpoint_layout_import_no_torch():
+def test_the_record_the_metric_names_and_the_checkpoint_layout_import_no_torch():
     """The sweep's driver, exports and reports read names and checkpoint layouts without torch."""
-    code = ("from results.record import Tag, Metric\n"
+    code = ("from results.record import Tag\nfrom trainers.metrics import Metric\n"
             "from trainers.training.checkpoint import FinalRecord, checkpoint_folder, checkpoint_index")
     assert heavy_modules_after(code) == []
