@@ -156,10 +156,13 @@ def run_in_a_folder_of_the_sessions_own(tmp_path_factory):
     """The tests run in a folder of the session's own, never in the repository: a sweep that a test runs in its
     process creates its experiments with MLflow's default artifact root, ./mlruns of the folder it runs in (as for a
     user who runs `python -m sweep run` in a folder), and a command given no --tracking-uri opens ./mlflow.db there.
-    The session fails if it leaves any of them in the repository all the same."""
+    The session fails if it leaves any of them in the repository all the same. The repository stays first on the
+    path of the processes the tests start (Ray's workers start in the driver's folder, and unpickle trainables
+    defined in ``tests``)."""
     before = mlflow_defaults_in(REPOSITORY)
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp_path_factory.mktemp("cwd"))
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(REPOSITORY), os.environ.get("PYTHONPATH")))))
         yield
     left = sorted(str(path.relative_to(REPOSITORY)) for path in mlflow_defaults_in(REPOSITORY) - before)
     assert not left, f"the tests left MLflow's default folders in the repository: {left[:5]}"
