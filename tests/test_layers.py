@@ -107,3 +107,10 @@ def test_no_module_is_over_400_lines(package):
     long = {str(path.relative_to(ROOT)): n for path in (ROOT / package).rglob("*.py")
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > 400}
     assert long == {}
+
+
+def test_the_trainers_import_neither_ray_nor_mlflow():
+    """The bottom floor trains and evaluates; Ray Tune and MLflow are the sweep's (late imports included)."""
+    outside = [f"{importer} imports {imported}" for importer, imported in import_edges("trainers")
+               if imported.split(".")[0] in ("ray", "mlflow")]
+    assert outside == []

@@ -1,7 +1,7 @@
 """A trial's encoder, exported and kept: from its checkpoint to a sentence-transformers folder with a model card.
 
 A trial's last checkpoint (its MLflow tag ``sweep.checkpoint``, a path or URI
-of Ray's storage, :func:`trainers.training.checkpoint.open_checkpoint`) holds its best-dev encoder and its
+of Ray's storage, :func:`open_checkpoint`) holds its best-dev encoder and its
 final record; a trial stopped by a scheduler before its end holds its training state instead, from
 which the best encoder is read (:meth:`~trainers.training.checkpoint.TrainingState.best_encoder_state`).
 An untuned (``none``) trial keeps no weights: its encoder is loaded again from
@@ -38,7 +38,7 @@ from trainers.training.checkpoint import (
     ENCODER_DIR,
     FinalRecord,
     UnreadableCheckpoint,
-    open_checkpoint,
+    checkpoint_location,
     read_checkpoint,
 )
 
@@ -50,6 +50,15 @@ MODEL_CARD = "README.md"
 
 class ExportError(UsageError):
     """The asked-for trial or its encoder does not exist; the message names what does."""
+
+
+def open_checkpoint(uri: str):
+    """The Ray checkpoint at a path or URI the tracker recorded
+    (:func:`~trainers.training.checkpoint.checkpoint_uri`)."""
+    from ray.tune import Checkpoint
+
+    filesystem, path = checkpoint_location(uri)
+    return Checkpoint(path, filesystem)
 
 
 def load_trial_encoder(directory: Path, source: str | None = None) -> tuple[SentenceEncoder, FinalRecord]:

@@ -10,8 +10,8 @@ from typing import Iterable
 
 from results.reader import run_identity
 from results.record import ModelState, Tag
-from sweep.run.models import MODEL_CARD, export_refusal, export_trial, select_run
-from trainers.training.checkpoint import FINAL_RECORD, open_checkpoint, sibling_checkpoints
+from sweep.run.models import MODEL_CARD, export_refusal, export_trial, open_checkpoint, select_run
+from trainers.training.checkpoint import FINAL_RECORD, sibling_checkpoints
 
 MODEL_ARTIFACT = "model"
 

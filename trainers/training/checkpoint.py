@@ -64,13 +64,12 @@ def checkpoint_uri(checkpoint) -> str:
     return f"{ {'gcs': 'gs'}.get(kind, kind)}://{checkpoint.path}"
 
 
-def open_checkpoint(uri: str):
-    """The Ray checkpoint at a path or URI that :func:`checkpoint_uri` gave (what the tracker records)."""
+def checkpoint_location(uri: str):
+    """(pyarrow filesystem, path) of the checkpoint at a path or URI that :func:`checkpoint_uri` gave (what the
+    tracker records); the sweep wraps it in Ray's ``Checkpoint`` (:func:`sweep.run.models.open_checkpoint`)."""
     import pyarrow.fs
-    from ray.tune import Checkpoint
 
-    filesystem, path = pyarrow.fs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).resolve()))
-    return Checkpoint(path, filesystem)
+    return pyarrow.fs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).resolve()))
 
 
 def trial_folder(checkpoint) -> tuple[str, int | None]:
