@@ -20,6 +20,7 @@ summary, ``reports.tables --sweep`` (and its CSV), the p-values of
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
@@ -115,7 +116,7 @@ def label_lines(trials: pd.DataFrame) -> pd.DataFrame:
     texts = {key: line_label(str(row), str(axes)) for key, row, axes in zip(keys, trials["row"], trials["axes"])}
     typed = {key: line_label(str(row), _typed_text({**point, **sampled}))
              for key, row, point, sampled in zip(keys, trials["row"], trials["grid_point"], trials["sampled_point"])}
-    shared = {text for text in texts.values() if list(texts.values()).count(text) > 1}
+    shared = {text for text, count in Counter(texts.values()).items() if count > 1}
     labels = [typed[key] if texts[key] in shared else texts[key] for key in keys]
     return trials.assign(**{LINE_KEY: pd.Series(keys, index=trials.index, dtype="object"),
                             LINE: pd.Series(labels, index=trials.index, dtype="object")})
@@ -151,9 +152,9 @@ def sweep_lines(trials: pd.DataFrame, formats: Mapping[str, Column], grid: Grid 
             if made is not None and made_key not in lines:
                 lines[made_key] = made
                 first_trial[made_key] = str(first["trial_id"])
-    labels = [line.label for line in lines.values()]
+    labels = Counter(line.label for line in lines.values())
     for key, line in lines.items():  # a mirror line labelled as another point's line is: its values typed
-        if labels.count(line.label) > 1 and any(cell.mirror for cell in line.cells.values()):
+        if labels[line.label] > 1 and any(cell.mirror for cell in line.cells.values()):
             line.label = line_label(line.row, _typed_text({**line.point, **json.loads(key)[2]}))
     rows = {row: rank for rank, row in enumerate(dict.fromkeys(
         lines[key].row for key in sorted(lines, key=lambda key: first_trial[key])))}
