@@ -26,10 +26,11 @@ class InstanceQueue(nn.Module):
     @torch.no_grad()
     def enqueue(self, batch: Tensor) -> None:
         batch = batch.detach().to(self.vectors.dtype)[-self.size :]
-        start = int(self.pointer)
-        positions = (start + torch.arange(len(batch), device=self.vectors.device)) % self.size
+        # The pointer stays a device tensor, read by no one on the host: reading it would make every step wait
+        # for the device to finish the step before (a GPU sync per step).
+        positions = (self.pointer + torch.arange(len(batch), device=self.vectors.device)) % self.size
         self.vectors[positions] = batch
-        self.pointer.fill_((start + len(batch)) % self.size)
+        self.pointer.copy_((self.pointer + len(batch)) % self.size)
 
     def extended(self, batch: Tensor) -> Tensor:
         """The queue with ``batch`` appended: what a distribution ranges over once the batch has

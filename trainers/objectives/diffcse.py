@@ -59,7 +59,8 @@ class DiffCSEObjective(SimCSEObjective):
                                     tokenizer.mask_token_id, len(tokenizer))
         logits = self.generator.model(input_ids=masked, attention_mask=features["attention_mask"]).logits.float()
         if self.config["generator_decoding"] == "sample":
-            predicted = torch.distributions.Categorical(logits=logits).sample()
+            # Unvalidated: checking the logits would read them back on the host, a GPU sync per step.
+            predicted = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
         else:
             predicted = logits.argmax(-1)
         predicted[:, 0] = input_ids[:, 0]

@@ -31,6 +31,9 @@ class FlowObjective(Objective):
             raise ValueError("the flow method needs the encoder's flow (SentenceEncoder.from_config builds it)")
         encoder.model.requires_grad_(False)
         self.max_length = config["max_seq_length"]
+        # Whether the flow's initialisation was seen done: its buffer is read on the first step only (a checkpoint
+        # may bring an initialised flow), since reading a device tensor makes the host wait for the device.
+        self._flow_ready = False
 
     @property
     def flow(self) -> Glow:
@@ -39,6 +42,8 @@ class FlowObjective(Objective):
     def loss(self, batch: Sequence[Any]) -> Tensor:
         with torch.no_grad():
             vectors = self.encoder.pooled(self.encoder.tokenize(list(batch), self.max_length)).float()
-        if not self.flow.initialized:  # Glow's data-dependent initialisation, on the first batch
-            self.flow.initialize(vectors)
+        if not self._flow_ready:
+            if not self.flow.initialized:  # Glow's data-dependent initialisation, on the first batch
+                self.flow.initialize(vectors)
+            self._flow_ready = True
         return flow_nll_bits(*self.flow.latent_and_log_det(vectors))
