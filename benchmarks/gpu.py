@@ -50,6 +50,7 @@ from trainers.metrics import Metric
 from trainers.models.encoder import SentenceEncoder
 from trainers.models.pretrained import BUNDLED_MODEL, resolve_model_path
 from trainers.registry import get_method
+from trainers.training.optimization import batches as epoch_batches
 
 WARMUP = 5
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +171,10 @@ def profile(method: str, model: str, precision: str, steps: int, device: torch.d
     row = loop_steps(method, model, precision, steps, device, at_warmup=recording.__enter__, count_flops=False)
     recording.__exit__(None, None, None)
     averages = recording.key_averages()
-    device_us = sum(event.self_device_time_total for event in averages) if device.type == "cuda" else 0.0
+    # The kernels' own time: an op's row also carries the time of the kernels it launched, so summing every
+    # row counted the device's time twice and more.
+    device_us = sum(event.self_device_time_total for event in averages
+                    if event.device_type == torch.autograd.DeviceType.CUDA) if device.type == "cuda" else 0.0
     out.write_text(f"{method} {model} {precision}: {row['ms']:.2f} ms/step under the profiler\n\n"
                    + averages.table(sort_by="self_cpu_time_total", row_limit=25) + "\n\n"
                    + (averages.table(sort_by="self_device_time_total", row_limit=15) if device_us else ""))
@@ -188,6 +192,13 @@ def step_flops(objective: torch.nn.Module, batch: list[Any]) -> float:
     return float(counter.get_total_flops())
 
 
+def loop_batches(config: Mapping[str, Any], examples: list[Any]) -> list[list[Any]]:
+    """The batches the shared loop trains on in its first epoch over ``examples``, in its order (its seeded
+    shuffle): what the bare loop takes too, so that both pad to the same lengths."""
+    order = epoch_batches(len(examples), config["batch_size"], torch.Generator().manual_seed(config["seed"]))
+    return [[examples[i] for i in indices] for indices in order]
+
+
 def bare_simcse(model: str, precision: str, steps: int, device: torch.device) -> dict[str, Any]:
     """SimCSE's step (two dropout passes in one batch, the MLP head, InfoNCE, fused AdamW) in a bare loop,
     its batches tokenised, padded and on the device beforehand: the step with no host work but the launches."""
@@ -203,11 +214,9 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device) ->
     head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).to(device)
     parameters = [*network.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=device.type == "cuda" or None)
-    corpus = typical_examples(config, WARMUP + steps)
-    size = config["batch_size"]
-    batches = [tokenizer(corpus[i * size : (i + 1) * size] * 2, padding=True, truncation=True,
-                         max_length=config["max_seq_length"], return_tensors="pt").to(device)
-               for i in range(WARMUP + steps)]
+    batches = [tokenizer(texts * 2, padding=True, truncation=True, max_length=config["max_seq_length"],
+                         return_tensors="pt").to(device)
+               for texts in loop_batches(config, typical_examples(config, WARMUP + steps))]
     for index, features in enumerate(batches):
         if index == WARMUP:
             synchronize(device)

@@ -74,6 +74,23 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert "| tiny BERT, compiled | 2 |" in text
 
 
+def test_the_bare_loop_takes_the_shared_loops_batches_in_its_order(tiny_bert, use_tiny_sts):
+    """The bare SimCSE loop beside the shared one pads the same batches: the loop's seeded shuffle, not the
+    corpus in file order (whose neighbours have like lengths, and pad less)."""
+    from benchmarks.gpu import loop_batches
+    from trainers.registry import get_method
+    from trainers.suites.sts import STSEvaluator
+    from trainers.training.loop import train
+
+    config = get_method("simcse").resolve({"model": tiny_bert, "batch_size": 4, "max_steps": 3, "eval_every": 10**6})
+    examples = [f"sentence number {i}" for i in range(12)]
+    objective = build_objective("simcse", tiny_bert, 0, **config)
+    seen, real_loss = [], objective.loss
+    objective.loss = lambda batch: seen.append(list(batch)) or real_loss(batch)
+    train(objective, examples, config, STSEvaluator.of_trial(config), lambda metrics: None)
+    assert seen == loop_batches(config, examples) and seen != [examples[i : i + 4] for i in range(0, 12, 4)]
+
+
 def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
     import importlib.util
 

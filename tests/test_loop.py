@@ -229,3 +229,30 @@ def test_constant_schedule_keeps_the_rate_after_warmup(base):
 def test_optimizer_knobs_change_training(base, knob, value):
     common = {**base, "max_steps": 3, "learning_rate": 1e-3, "weight_decay": 0.1}
     assert run_trial({**common, knob: value})["test_avg_spearman"] != run_trial(common)["test_avg_spearman"]
+
+
+def test_every_step_trains_in_training_mode_after_an_evaluation_that_left_eval_mode(base, monkeypatch):
+    """The loop sets training mode before the first step and after each evaluation, not every step: an
+    evaluation that leaves the encoder in eval mode (dropout off) must not reach the next steps."""
+    from trainers.objectives.simcse import SimCSEObjective
+
+    objectives, modes = [], []
+    real_init, real_loss = SimCSEObjective.__init__, SimCSEObjective.loss
+
+    def remembered_init(self, config, encoder):
+        real_init(self, config, encoder)
+        objectives.append(self)
+
+    def recording_loss(self, batch):
+        modes.append(all(module.training for module in self.modules()))
+        return real_loss(self, batch)
+
+    def dev_leaving_eval_mode(self, encode):
+        objectives[-1].eval()
+        return {"dev_spearman": 50.0}
+
+    monkeypatch.setattr(SimCSEObjective, "__init__", remembered_init)
+    monkeypatch.setattr(SimCSEObjective, "loss", recording_loss)
+    monkeypatch.setattr(STSEvaluator, "dev", dev_leaving_eval_mode)
+    run_trial({**base, "max_steps": 5})
+    assert modes == [True] * 5

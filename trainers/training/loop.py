@@ -163,11 +163,13 @@ def train(
         objective.prepare(examples)
     losses: list[float] = []
     unread = UnreadLosses()
+    # Training mode is set here and after each evaluation, not every step: a step's host time is what a GPU
+    # waits on, and train() walks every submodule.
+    objective.train()
 
     while position.stage_step < steps and not selection.should_stop:
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
-        objective.train()
         with precision.autocast(used, device):
             loss = objective.loss([examples[i] for i in batch_indices])
         with precision.matmuls(used):
@@ -216,6 +218,7 @@ def train(
                 session.report(metrics, checkpoint)
             finally:  # a temporary copy: the session keeps its own
                 remove(checkpoint)
+            objective.train()
 
     if selection.best_state is not None:
         encoder.load_state_dict(selection.best_state)
