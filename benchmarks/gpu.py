@@ -15,6 +15,8 @@ Measured, on a CUDA device:
 - **compiled**: the SimCSE steps again with ``torch_compile: true`` (the transformer through torch.compile) in
   TF32 and bf16, the compiling's seconds beside them;
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
+- **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
+  one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
 - **legacy** (``--legacy DIR``): the steps of an older ``trainers/`` in ``DIR`` (``--pack`` takes the commit
   before the host's share was cut), in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -25,7 +27,7 @@ Measured, on a CUDA device:
   ``train_precision: auto``: steps per second of all together.
 
 Without a GPU it runs a tiny version of each (a 2-layer, 64-wide BERT; a few steps; 1 and 2 processes), which
-``tests/test_benchmarks.py`` runs: every code path but the card's figures.
+``tests/test_benchmarks.py`` runs: every code path but the card's figures and the CUDA graph's capture.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 SHARING = (1, 2, 4, 8)
 COMPILED_PRECISIONS = ("tf32", "bf16")
 """The precisions of the compiled SimCSE steps (``torch_compile: true``) on a GPU; fp32 in the tiny version."""
+PARTS = ("rates", "steps", "compiled", "bare", "graphed", "legacy", "profile", "evaluation", "sharing",
+         "sharing_compiled")
+"""The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
 
@@ -199,9 +204,15 @@ def loop_batches(config: Mapping[str, Any], examples: list[Any]) -> list[list[An
     return [[examples[i] for i in indices] for indices in order]
 
 
-def bare_simcse(model: str, precision: str, steps: int, device: torch.device) -> dict[str, Any]:
+def bare_simcse(model: str, precision: str, steps: int, device: torch.device,
+                fixed_shape: bool = False, graphed: bool = False) -> dict[str, Any]:
     """SimCSE's step (two dropout passes in one batch, the MLP head, InfoNCE, fused AdamW) in a bare loop,
-    its batches tokenised, padded and on the device beforehand: the step with no host work but the launches."""
+    its batches tokenised, padded and on the device beforehand: the step with no host work but the launches.
+
+    ``fixed_shape`` pads every batch to ``max_seq_length``; ``graphed`` (CUDA only) also captures the whole
+    step, forward, backward and update, as one CUDA graph replayed on each batch copied into its inputs
+    (PyTorch's whole-network capture): what the step costs with no launches at all, the bound a CUDA-graphed
+    loop could reach."""
     from transformers import AutoModel, AutoTokenizer
 
     from trainers.losses.contrastive import info_nce
@@ -213,23 +224,62 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device) ->
     width = network.config.hidden_size
     head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).to(device)
     parameters = [*network.parameters(), *head.parameters()]
-    optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=device.type == "cuda" or None)
-    batches = [tokenizer(texts * 2, padding=True, truncation=True, max_length=config["max_seq_length"],
+    cuda = device.type == "cuda"
+    # A captured update keeps its step counts on the device (capturable).
+    optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=cuda or None, capturable=graphed)
+    padding = "max_length" if fixed_shape or graphed else True
+    batches = [tokenizer(texts * 2, padding=padding, truncation=True, max_length=config["max_seq_length"],
                          return_tensors="pt").to(device)
                for texts in loop_batches(config, typical_examples(config, WARMUP + steps))]
-    for index, features in enumerate(batches):
-        if index == WARMUP:
-            synchronize(device)
-            started = time.perf_counter()
+
+    def step(features: Mapping[str, torch.Tensor]) -> torch.Tensor:
         with precision_context(precision, device):
             first, second = head(network(**features).last_hidden_state[:, 0]).chunk(2)
             loss = info_nce(first, second, config["temperature"])
         with matmuls(precision, device):
             loss.backward()
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    run = step
+    if graphed:
+        run = captured(step, optimizer, batches[:WARMUP])
+    for index, features in enumerate(batches):
+        if index == WARMUP:
+            synchronize(device)
+            started = time.perf_counter()
+        run(features)
+        if not graphed:
+            optimizer.zero_grad(set_to_none=True)
     synchronize(device)
-    return {"method": "simcse", "precision": precision, "ms": 1000 * (time.perf_counter() - started) / steps}
+    return {"method": "simcse", "precision": precision, "ms": 1000 * (time.perf_counter() - started) / steps,
+            "fixed_shape": fixed_shape or graphed, "graphed": graphed}
+
+
+def captured(step: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], optimizer: torch.optim.Optimizer,
+             warmup: list[Mapping[str, torch.Tensor]]) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
+    """``step`` captured as one CUDA graph after a few eager steps on a side stream (PyTorch's recipe for
+    whole-network capture); the function returned copies a batch into the graph's inputs and replays it."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for features in warmup:
+            optimizer.zero_grad(set_to_none=True)
+            step(features)
+    torch.cuda.current_stream().wait_stream(side)
+    inputs = {key: tensor.clone() for key, tensor in warmup[0].items()}
+    graph = torch.cuda.CUDAGraph()
+    optimizer.zero_grad(set_to_none=True)  # the gradients are then allocated in the graph's own memory
+    with torch.cuda.graph(graph):
+        loss = step(inputs)
+
+    def replay(features: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        for key, tensor in inputs.items():
+            tensor.copy_(features[key])
+        graph.replay()
+        return loss
+
+    return replay
 
 
 def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -> list[dict[str, Any]]:
@@ -352,6 +402,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     def section(name: str, run: Callable[[], Any]) -> None:
         """Run one part; a part that fails is recorded, and the others still run (one call, no second chance)."""
+        if name in args.skip:
+            return
         started = time.perf_counter()
         try:
             results[name] = run()
@@ -380,6 +432,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                      for name, path in models.items() for precision in compiled])
         section("bare", lambda: [{"model": name, **bare_simcse(path, precision, steps, device)}
                                  for name, path in models.items() for precision in precisions])
+        if device.type == "cuda":  # a CPU has no graphs to capture
+            section("graphed", lambda: [{"model": name, **bare_simcse(path, precision, steps, device, **how)}
+                                        for name, path in models.items() for precision in precisions
+                                        for how in ({"fixed_shape": True}, {"graphed": True})])
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:
@@ -441,7 +497,9 @@ def pack(folder: Path, before: str) -> None:
     legacy.mkdir()
     archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True, cwd=ROOT).stdout
     subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive, check=True)
-    (folder / "commit").write_text(json.dumps({"commit": commit_here(), "before": before}), encoding="utf-8")
+    named = subprocess.run(["git", "rev-parse", "--short", before], check=True, capture_output=True, text=True,
+                           cwd=ROOT).stdout.strip()  # HEAD names another commit once more are made
+    (folder / "commit").write_text(json.dumps({"commit": commit_here(), "before": named}), encoding="utf-8")
 
 
 def unpack(folder: Path) -> None:
@@ -476,6 +534,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
+    parser.add_argument("--skip", nargs="+", default=[], choices=PARTS, metavar="PART",
+                        help=f"Parts not to measure, to fit a call's time ({', '.join(PARTS)}).")
     parser.add_argument("--steps-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -153,6 +153,20 @@ def body(results: dict[str, Any]) -> str:
                              f"{mine / row['ms']:.2f}" if mine else "–"))
         lines += ["", "### The same SimCSE step in a bare PyTorch loop (batches on the device beforehand)", "",
                   *_table(("step", "precision", "bare loop ms", "shared loop ms", "ratio"), rows)]
+    graphed = results.get("graphed", [])
+    if graphed:
+        rows = []
+        for (method, model), by_precision in bare.items():
+            for precision, row in by_precision.items():
+                fixed, captured = ({r["graphed"]: r for r in graphed
+                                    if (r["model"], r["precision"]) == (model, precision)}.get(g, {}).get("ms")
+                                   for g in (False, True))
+                rows.append((f"{method} {model}", precision, _ms(row["ms"]), _ms(fixed), _ms(captured),
+                             f"{fixed / captured:.2f}x" if fixed and captured else "–"))
+        lines += ["", "### The bare SimCSE step at a fixed shape (every batch padded to max_seq_length), eager and "
+                  "captured as one CUDA graph", "",
+                  *_table(("step", "precision", "bare loop ms (padded to the longest)", "fixed shape, eager ms",
+                           "fixed shape, one CUDA graph ms", "the graph's speed-up"), rows)]
     legacy = step_rows(results, "legacy")
     if legacy:
         rows = []

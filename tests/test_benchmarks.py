@@ -91,6 +91,37 @@ def test_the_bare_loop_takes_the_shared_loops_batches_in_its_order(tiny_bert, us
     assert seen == loop_batches(config, examples) and seen != [examples[i : i + 4] for i in range(0, 12, 4)]
 
 
+def test_the_bare_step_at_a_fixed_shape_runs_and_its_graph_table_compares_like_with_like(tiny_bert):
+    """The fixed-shape bare step runs on a CPU (its CUDA graph cannot); the section sets each step's graph
+    beside the same fixed shape eager, and both beside the bare loop padded to the longest."""
+    from benchmarks import gpu, gpu_report
+
+    cpu = torch.device("cpu")
+    longest, fixed = (gpu.bare_simcse(tiny_bert, "fp32", 2, cpu, fixed_shape=shape) for shape in (False, True))
+    assert fixed["fixed_shape"] and not fixed["graphed"] and not longest["fixed_shape"] and fixed["ms"] > 0
+    graph = {**fixed, "graphed": True, "ms": fixed["ms"] / 4}  # what a GPU call would add beside it
+    rows = [{"model": "tiny BERT", **row} for row in (fixed, graph)]
+    text = gpu_report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
+                            "bare": [{"model": "tiny BERT", **longest}], "graphed": rows})
+    assert (f"| simcse tiny BERT | fp32 | {longest['ms']:.1f} | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |"
+            in text)
+
+
+def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):
+    """``--skip``: a call short of time measures only the parts it needs (the steps here)."""
+    import json
+
+    from benchmarks import gpu
+
+    figures = tmp_path / "gpu.json"
+    skipped = [part for part in gpu.PARTS if part != "steps"]
+    gpu.main(["--json", str(figures), "--methods", "simcse", "--precisions", "fp32", "--steps", "1",
+              "--skip", *skipped])
+    results = json.loads(figures.read_text())
+    assert results["errors"] == [] and [row["method"] for row in results["steps"]] == ["simcse"]
+    assert not set(skipped) & set(results)
+
+
 def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
     import importlib.util
 
@@ -103,6 +134,11 @@ def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_
     carried = tmp_path / "carry" / "model"
     assert not (carried / "model.safetensors").exists()
     assert (tmp_path / "carry/legacy/trainers/training/loop.py").is_file()
+    import json
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=gpu.ROOT)
+    assert json.loads((tmp_path / "carry/commit").read_text())["before"] == head.stdout.strip()  # not "HEAD"
     gpu.main(["--unpack", str(tmp_path / "carry")])
     original = load_file(str(Path(resolve_model_path(BUNDLED_MODEL)) / "model.safetensors"))
     restored = load_file(str(carried / "model.safetensors"))
