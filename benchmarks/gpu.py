@@ -20,7 +20,8 @@ Measured, on a CUDA device:
 - **legacy** (``--legacy DIR``): the steps of an older ``trainers/`` in ``DIR`` (``--pack`` takes the commit
   before the host's share was cut), in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
-  in each precision with its scores, against sentence-transformers' ``encode`` in fp32 and fp16;
+  in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile``, against
+  sentence-transformers' ``encode`` in fp32 and fp16;
 - **sharing** (and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
@@ -297,7 +298,11 @@ def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -
     variants = [("ours", precision, {}, True) for precision in PRECISIONS]
     variants += [("ours, tokenised afresh", "fp32", {}, False),
                  ("ours, eval_batch_size 512", "tf32", {"eval_batch_size": 512}, True)]
+    # Last: the transformer stays compiled (its warm-up pass compiles, one graph for every padded length).
+    variants += [("ours, torch_compile", "tf32", {"torch_compile": True}, True)]
     for what, precision, knobs, cached in variants:
+        if knobs.get("torch_compile"):
+            encoder.compile_transformer()
         encode = encode_fn(encoder, {**config, **knobs, "eval_precision": precision}, cached_tokens=cached)
         seconds, score = timed_test(evaluator, encode, device, repeats)
         rows.append({"what": what, "precision": precision, "seconds": seconds, "test_avg": score,

@@ -59,6 +59,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert scores[("ours", "fp32")] == scores[("ours, tokenised afresh", "fp32")]  # kept ids are the tokenizer's
     assert scores[("ours", "tf32")] == scores[("ours", "fp32")]  # a CPU has no TF32: the same fp32
     assert abs(scores[("ours, eval_batch_size 512", "tf32")] - scores[("ours", "fp32")]) < 0.05
+    assert abs(scores[("ours, torch_compile", "tf32")] - scores[("ours", "fp32")]) < 0.05
     (compiled,) = results["compiled"]  # the tiny version compiles SimCSE's fp32 step
     assert compiled["torch_compile"] and compiled["method"] == "simcse" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
