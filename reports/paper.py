@@ -54,8 +54,8 @@ from reports.sweeps import sweep_tables
 from reports.table_specs import PAPER_NUMBERS, load_yaml
 from results.figures import dev_curves
 from results.names import UsageError
-from results.reader import read_client
-from results.record import DEFAULT_TRACKING_URI, PARENT_FILTER, Tag, runs_view_url
+from results.reader import read_client, trial_tags
+from results.record import DEFAULT_TRACKING_URI, PARENT_FILTER, runs_view_url
 from results.schema import FINISHED
 from sweep.spec.budget import BUDGETS
 from sweep.spec.campaign import CAMPAIGN_PREFIX, campaign_name, campaign_specs
@@ -164,9 +164,9 @@ def used_precisions(tracking_uri: str, trials: pd.DataFrame) -> str:
     client = read_client(tracking_uri)
     used = {kind: set() for kind in ("train", "evaluation")}
     for run_id in trials.get("run_id", []):
-        tags = client.get_run(run_id).data.tags
-        for kind, tag in (("train", Tag.TRAIN_PRECISION), ("evaluation", Tag.EVAL_PRECISION)):
-            used[kind].update([tags[tag]] if tag in tags else [])
+        tags = trial_tags(client.get_run(run_id))
+        for kind, precision in (("train", tags.train_precision), ("evaluation", tags.eval_precision)):
+            used[kind].update([precision] if precision is not None else [])
     return "; ".join(f"{kind} {', '.join(sorted(values))}" for kind, values in used.items() if values) or "-"
 
 

@@ -4,14 +4,16 @@
 through here. It never writes: :func:`read_client` refuses a SQLite store that
 does not exist (MLflow would create one). Each trial run becomes one record:
 its typed identity (:class:`~results.record.TrialIdentity`, the knobs it
-ran included), and every metric's last value (docs/results_schema.md). Runs
-recorded before the identity tag are read from their older tags and string
-params (:func:`recorded_identity`).
+ran included), its data tags (:class:`TrialTags`) and every metric's last
+value (docs/results_schema.md). Runs recorded before the identity tag are
+read from their older tags and string params (:func:`recorded_identity`).
 """
 
 from __future__ import annotations
 
+import json
 from ast import literal_eval
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
@@ -112,7 +114,7 @@ def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> 
     """The trial runs of one sweep variant (its parent run's children), in the plan's order (by trial id)."""
     runs = all_pages(lambda token: client.search_runs(
         [experiment_id], filter_string=children_filter(parent_run_id), max_results=1000, page_token=token))
-    return sorted(runs, key=lambda run: run.data.tags.get(Tag.TRIAL_ID, ""))
+    return sorted(runs, key=lambda run: trial_tags(run).trial_id or "")
 
 
 def variant_runs(client: MlflowClient, experiment, parent) -> list:
@@ -242,6 +244,62 @@ def run_identity(run) -> TrialIdentity:
     return recorded_identity(run.data.tags, run.data.params)
 
 
+@dataclass(frozen=True)
+class TrialTags:
+    """A trial run's data tags, typed: what the sweep, ``sweep status``, export, evaluate and reuse read back
+    beside its identity (:func:`run_identity`). Built once per run by :func:`trial_tags`, the one place these
+    tags are read and their JSON and ``"true"`` decoded; a tag an older run lacks reads as None, or as the
+    empty value given, as each reader read it before. The tags are written by the tracker
+    (:mod:`sweep.tracking.trial_run`), keep_models, ``sweep evaluate`` and reuse, under :class:`Tag`'s names."""
+
+    sweep_name: str | None = None
+    spec_file: str = ""
+    spec_hash: str = ""
+    budget: str = ""
+    git_commit: str = ""
+    trial_id: str | None = None
+    parent_run_id: str | None = None
+    trial_key: str | None = None  # None: recorded before trial keys
+    trial_key_parts: Mapping[str, str] = field(default_factory=dict)
+    trial_key_without_code: str | None = None
+    reused_from: str | None = None  # a reused trial: the run that trained it
+    reused_sweep: str = ""
+    reused_other_code: bool = False
+    error: str = ""
+    failures: int = 0
+    stopped_by_scheduler: bool = False
+    checkpoint: str | None = None  # path or URI of its last checkpoint
+    checkpoint_step: int | None = None
+    model_state: str | None = None  # a ModelState value, set when its sweep ended (keep_models)
+    model_uri: str | None = None
+    evaluated_later: tuple[Mapping[str, Any], ...] = ()  # suites `sweep evaluate` ran on its kept encoder
+    evaluation_keys: Mapping[str, list[str]] = field(default_factory=dict)  # evaluation key -> its metrics
+    train_precision: str | None = None
+    eval_precision: str | None = None
+
+
+def trial_tags(run) -> TrialTags:
+    """The typed data tags of an MLflow trial run (:class:`TrialTags`)."""
+    tags = run.data.tags
+    step = tags.get(Tag.CHECKPOINT_STEP)
+    return TrialTags(
+        sweep_name=tags.get(Tag.NAME), spec_file=tags.get(Tag.SPEC_FILE, ""), spec_hash=tags.get(Tag.SPEC_HASH, ""),
+        budget=tags.get(Tag.BUDGET, ""), git_commit=tags.get(Tag.GIT_COMMIT, ""),
+        trial_id=tags.get(Tag.TRIAL_ID), parent_run_id=tags.get(Tag.PARENT_RUN_ID),
+        trial_key=tags.get(Tag.TRIAL_KEY), trial_key_parts=json.loads(tags.get(Tag.TRIAL_KEY_PARTS, "{}")),
+        trial_key_without_code=tags.get(Tag.TRIAL_KEY_WITHOUT_CODE),
+        reused_from=tags.get(Tag.REUSED_FROM), reused_sweep=tags.get(Tag.REUSED_SWEEP, ""),
+        reused_other_code=tags.get(Tag.REUSED_OTHER_CODE) == "true",
+        error=tags.get(Tag.ERROR, ""), failures=int(tags.get(Tag.FAILURES, 0)),
+        stopped_by_scheduler=tags.get(Tag.STOPPED_BY_SCHEDULER) == "true",
+        checkpoint=tags.get(Tag.CHECKPOINT), checkpoint_step=int(step) if step is not None else None,
+        model_state=tags.get(Tag.MODEL), model_uri=tags.get(Tag.MODEL_URI),
+        evaluated_later=tuple(json.loads(tags.get(Tag.EVALUATED_LATER, "[]"))),
+        evaluation_keys=json.loads(tags.get(Tag.EVALUATION_KEYS, "{}")),
+        train_precision=tags.get(Tag.TRAIN_PRECISION), eval_precision=tags.get(Tag.EVAL_PRECISION),
+    )
+
+
 def identity_columns(identity: TrialIdentity) -> dict[str, Any]:
     """A trial's identity as a trials frame's columns (:data:`results.schema.IDENTITY`)."""
     return {"row": identity.row, "axes": axes_text(identity.axes), "grid_point": dict(identity.grid_point),
@@ -251,29 +309,28 @@ def identity_columns(identity: TrialIdentity) -> dict[str, Any]:
 
 def trial_record(experiment: str, run) -> dict[str, Any]:
     """One trial run as a flat record: its identity, its knobs (typed), its last metrics."""
-    tags = run.data.tags
-    identity = run_identity(run)
+    tags, identity = trial_tags(run), run_identity(run)
     record: dict[str, Any] = {
         "experiment": experiment,
-        "sweep": tags.get(Tag.NAME, experiment),
-        "spec_hash": tags.get(Tag.SPEC_HASH, ""),
-        "spec_file": tags.get(Tag.SPEC_FILE, ""),
-        "budget": tags.get(Tag.BUDGET, ""),
-        "git_commit": tags.get(Tag.GIT_COMMIT, ""),
+        "sweep": tags.sweep_name or experiment,
+        "spec_hash": tags.spec_hash,
+        "spec_file": tags.spec_file,
+        "budget": tags.budget,
+        "git_commit": tags.git_commit,
         **identity_columns(identity),
-        "trial_id": tags.get(Tag.TRIAL_ID, ""),
+        "trial_id": tags.trial_id or "",
         "run_id": run.info.run_id,
-        "parent_run_id": tags.get(Tag.PARENT_RUN_ID, ""),
+        "parent_run_id": tags.parent_run_id or "",
         "status": run.info.status,
-        "error": tags.get(Tag.ERROR, ""),
-        "failures": int(tags.get(Tag.FAILURES, 0)),
-        "stopped_by_scheduler": tags.get(Tag.STOPPED_BY_SCHEDULER) == "true",
+        "error": tags.error,
+        "failures": tags.failures,
+        "stopped_by_scheduler": tags.stopped_by_scheduler,
         "start_time": _time(run.info.start_time),
         "end_time": _time(run.info.end_time),
-        "trial_key": tags.get(Tag.TRIAL_KEY, ""),
-        "reused_from": tags.get(Tag.REUSED_FROM, ""),  # a reused trial: the run that trained it
-        "reused_sweep": tags.get(Tag.REUSED_SWEEP, ""),
-        "reused_other_code": tags.get(Tag.REUSED_OTHER_CODE) == "true",
+        "trial_key": tags.trial_key or "",
+        "reused_from": tags.reused_from or "",
+        "reused_sweep": tags.reused_sweep,
+        "reused_other_code": tags.reused_other_code,
     }
     record.update({name: value for name, value in identity.knobs.items() if name not in IDENTITY})
     record.update({metric_column(name): value for name, value in run.data.metrics.items()})

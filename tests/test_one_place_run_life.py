@@ -1,10 +1,11 @@
 """A trial run's life and its checkpoint, each in one place: the run written by its one owner
-(:mod:`sweep.tracking.trial_run`), read back through its typed identity (:func:`results.reader.run_identity`),
-its checkpoint's layout read by :mod:`trainers.training.checkpoint` only. Read from the source, as the layers'
-test reads imports."""
+(:mod:`sweep.tracking.trial_run`), read back through its typed identity (:func:`results.reader.run_identity`)
+and its typed data tags (:func:`results.reader.trial_tags`), its checkpoint's layout read by
+:mod:`trainers.training.checkpoint` only. Read from the source, as the layers' test reads imports."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 
@@ -26,6 +27,20 @@ def test_no_ui_tag_is_read_as_data():
     results.reader alone; the readable tags beside it are written (results.record) for the MLflow UI."""
     assert lines_matching(r"Tag\.(ROW|SEED|SEEDS|METHOD|AXES|IDENTITY)\b", ("sweep", "reports", "results"),
                           frozenset({"results/record.py", "results/reader.py"})) == []
+
+
+def test_a_trial_runs_data_tags_are_read_through_their_typed_view():
+    """A trial run's checkpoint, model state, trial key, reuse marks, evaluation keys and the rest are read
+    (and their JSON and "true" decoded) in results.reader alone (trial_tags); everywhere else reads the typed
+    view. The data tags are those trial_tags reads; writing them (``tags[Tag.X] = ...``) is the writers' and is
+    not matched."""
+    from results.reader import trial_tags
+
+    data_tags = sorted(set(re.findall(r"\bTag\.(\w+)", inspect.getsource(trial_tags))))
+    assert {"CHECKPOINT", "MODEL", "TRIAL_KEY", "REUSED_FROM", "EVALUATION_KEYS"} <= set(data_tags)
+    names = "|".join(data_tags)
+    read = rf"tags(\.get\(|\[)Tag\.({names})\b(?!\]\s*=[^=])|\bTag\.({names})\s+(not\s+)?in\b"
+    assert lines_matching(read, ("sweep", "reports", "results"), frozenset({"results/reader.py"})) == []
 
 
 def test_the_tracker_and_glue_write_trial_runs_through_their_owner():

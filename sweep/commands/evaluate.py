@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from results.names import UsageError
-from results.reader import existing_store_uri, run_identity
+from results.reader import existing_store_uri, run_identity, trial_tags
 from results.record import Tag
 from sweep.run.models import encoder_problem, finished_runs, matching_runs, trial_encoder
 from sweep.tracking.store import open_client
@@ -59,7 +59,7 @@ def chosen_runs(name: str, tracking_uri: str, row: str | None, seed: int | None,
     runs = matching_runs(finished_runs(name, tracking_uri), row, seed, trial)
     problems = [problem for run in runs if (problem := encoder_problem(run))]
     if problems:
-        kept = [run.data.tags.get(Tag.TRIAL_ID) for run in runs if encoder_problem(run) is None]
+        kept = [trial_tags(run).trial_id for run in runs if encoder_problem(run) is None]
         raise UsageError(f"{'; '.join(problems)}: nothing evaluated; trials whose encoder was kept: {kept} "
                          "(choose them with --trial, --row or --seed)")
     return runs
@@ -82,7 +82,7 @@ def evaluation_key(run, suite: dict[str, Any]) -> str | None:
     folder by content (the hub's copy by name); None for a run recorded before trial keys."""
     from sweep.spec.trial_key import suite_data_digest
 
-    trial = run.data.tags.get(Tag.TRIAL_KEY)
+    trial = trial_tags(run).trial_key
     if not trial:
         return None
     data = suite_data_digest(suite["suite"]) or "hub"
@@ -96,10 +96,10 @@ def stored_evaluation(client, run, key: str | None) -> tuple[str, dict[str, floa
     if key is None:
         return None
     experiments = [e.experiment_id for e in client.search_experiments()]
-    same_trial = client.search_runs(experiments, f"tags.`{Tag.TRIAL_KEY}` = '{run.data.tags[Tag.TRIAL_KEY]}'",
+    same_trial = client.search_runs(experiments, f"tags.`{Tag.TRIAL_KEY}` = '{trial_tags(run).trial_key}'",
                                     max_results=1000)
     for holder in sorted(same_trial, key=lambda other: other.info.run_id != run.info.run_id):
-        names = json.loads(holder.data.tags.get(Tag.EVALUATION_KEYS, "{}")).get(key)
+        names = trial_tags(holder).evaluation_keys.get(key)
         if names is not None and all(name in holder.data.metrics for name in names):
             return holder.info.run_id, {name: holder.data.metrics[name] for name in names}
     return None
@@ -114,9 +114,9 @@ def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float], 
 
     step = int(run.data.metrics.get(Metric.STEPS, 0))
     now = int(time.time() * 1000)
-    earlier = json.loads(run.data.tags.get(Tag.EVALUATED_LATER, "[]"))
-    added = [entry for entry in earlier if entry["suite"] != suite["suite"]] + [suite]
-    keys = {**json.loads(run.data.tags.get(Tag.EVALUATION_KEYS, "{}")), **({key: sorted(metrics)} if key else {})}
+    tags = trial_tags(run)
+    added = [entry for entry in tags.evaluated_later if entry["suite"] != suite["suite"]] + [suite]
+    keys = {**tags.evaluation_keys, **({key: sorted(metrics)} if key else {})}
     client.log_batch(run.info.run_id, metrics=[MlflowMetric(k, float(v), now, step) for k, v in metrics.items()],
                      tags=[RunTag(Tag.EVALUATED_LATER, json.dumps(added, sort_keys=True)),
                            RunTag(Tag.EVALUATION_KEYS, json.dumps(keys, sort_keys=True))])
@@ -133,9 +133,8 @@ def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | N
     for run in runs:
         key = evaluation_key(run, suite)
         stored = stored_evaluation(client, run, key)
-        tags = run.data.tags
         identity = run_identity(run)
-        said = f"trial {tags.get(Tag.TRIAL_ID)} (row {identity.row!r}, seed {identity.seed})"
+        said = f"trial {trial_tags(run).trial_id} (row {identity.row!r}, seed {identity.seed})"
         if stored is not None and stored[0] == run.info.run_id:
             print(f"{said}: evaluated before with the same key (trial, suite, options, data): not computed again")
             continue

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from results.reader import run_identity
-from results.record import Tag
+from results.reader import run_identity, trial_tags
 from sweep.run.models import chosen_trial, export_trial
 from trainers.metrics import Metric
 
@@ -16,7 +15,7 @@ def export_command(name: str, tracking_uri: str, out: str, row: str | None, seed
     """`python -m sweep export NAME`: the trial asked for (by default the best) written to `out`."""
     run = chosen_trial(name, tracking_uri, row, seed, trial)
     folder = export_trial(run, Path(out))
-    tags, metrics, identity = run.data.tags, run.data.metrics, run_identity(run)
-    print(f"exported trial {tags.get(Tag.TRIAL_ID)} (row {identity.row!r}, seed {identity.seed}, "
+    metrics, identity = run.data.metrics, run_identity(run)
+    print(f"exported trial {trial_tags(run).trial_id} (row {identity.row!r}, seed {identity.seed}, "
           f"best dev {metrics.get(Metric.BEST_DEV, float('nan')):.2f}, test avg "
           f"{metrics.get(Metric.TEST_AVG, float('nan')):.2f}) to {folder}")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from results.reader import run_identity
-from results.record import ModelState, Tag, axes_text
+from results.reader import run_identity, trial_tags
+from results.record import ModelState, axes_text
 from results.schema import FINISHED
 from sweep.run.models import export_refusal, trial_runs
 from trainers.metrics import Metric
@@ -11,31 +11,31 @@ from trainers.metrics import Metric
 
 def exportable(run) -> str:
     """Whether ``sweep export`` can write this trial's encoder: yes, no, or why not."""
-    tags = run.data.tags
-    if run.info.status != FINISHED or not tags.get(Tag.CHECKPOINT):
+    tags = trial_tags(run)
+    if run.info.status != FINISHED or not tags.checkpoint:
         return "no"
     if export_refusal(run_identity(run).knobs):
         return "no (pooling)"
-    return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.get(Tag.MODEL, ""), "yes")
+    return {ModelState.DELETED: "deleted", ModelState.UNTRAINED: "yes (untuned)"}.get(tags.model_state or "", "yes")
 
 
 def trial_rows(name: str, tracking_uri: str) -> list[dict[str, object]]:
     experiment_id, runs = trial_runs(name, tracking_uri)
     rows = []
     for run in runs:
-        tags, metrics, identity = run.data.tags, run.data.metrics, run_identity(run)
+        tags, metrics, identity = trial_tags(run), run.data.metrics, run_identity(run)
         rows.append(
             {
-                "state": run.info.status + (" (reused)" if tags.get(Tag.REUSED_FROM) else ""),
+                "state": run.info.status + (" (reused)" if tags.reused_from else ""),
                 "row": identity.row or axes_text(identity.axes),
                 "seed": str(identity.seed),
                 "best_dev": metrics.get(Metric.BEST_DEV),
                 "test_avg": metrics.get(Metric.TEST_AVG),
-                "trial": tags.get(Tag.TRIAL_ID, ""),
-                "checkpoint": tags.get(Tag.CHECKPOINT_STEP, "-"),
+                "trial": tags.trial_id or "",
+                "checkpoint": "-" if tags.checkpoint_step is None else str(tags.checkpoint_step),
                 "export": exportable(run),
                 "run": f"{tracking_uri} experiment {experiment_id} run {run.info.run_id}",
-                "parent": tags.get(Tag.PARENT_RUN_ID, ""),
+                "parent": tags.parent_run_id or "",
             }
         )
     return rows

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 
-from results.record import Tag
 from sweep.spec.options import SweepOptions
 from sweep.spec.sweep_spec import SpecError, SweepSpec, trial_config
 from trainers.metrics import Glue
@@ -60,6 +59,7 @@ def run_glue(options: SweepOptions) -> int:
     """Fine-tune every row x seed of the GLUE spec on its tasks; 0 when all finished, 1 when some failed, 75 when
     the tracking server did not answer for longer than its bound (or at the end: its records wait in a journal
     that the same command writes)."""
+    from results.reader import trial_tags
     from sweep.run.engine import local_folder
     from sweep.spec.options import storage_root
     from sweep.spec.variants import variant_folder
@@ -76,7 +76,7 @@ def run_glue(options: SweepOptions) -> int:
     journal = local_folder(variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)) / JOURNAL
     runs = open_trial_runs(spec, options.tracking_uri, journal)
     again = f"  python -m sweep glue {options.spec_path}"
-    done = {run.data.tags.get(Tag.TRIAL_ID) for run in runs.child_runs() if run.info.status == FINISHED}
+    done = {trial_tags(run).trial_id for run in runs.child_runs() if run.info.status == FINISHED}
     points = [(index, row.name, seed) for index, row in enumerate(spec.rows) for seed in spec.seeds]
     print(f"{spec.name}: {len(spec.rows)} rows x {len(spec.seeds)} seeds, each fine-tuned on {', '.join(tasks)} "
           f"({len(points) - len(done & {trial_id(i, s) for i, _, s in points})} of {len(points)} to run)", flush=True)

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from results.names import UsageError
 from results.ranking import best_first
-from results.reader import choose_parent, existing_store_uri, run_identity, variant_runs
-from results.record import ModelState, Tag, TrialIdentity, axes_text
+from results.reader import choose_parent, existing_store_uri, run_identity, trial_tags, variant_runs
+from results.record import ModelState, TrialIdentity, axes_text
 from results.schema import FINISHED
 from sweep.tracking.store import open_client
 from trainers.data.sources import TEST_SETS
@@ -214,11 +214,12 @@ def export_refusal(config: Mapping[str, Any]) -> str | None:
 
 def encoder_problem(run) -> str | None:
     """Why ``run``'s best encoder cannot be read back (None when it can): no checkpoint, or not kept."""
-    trial = run.data.tags.get(Tag.TRIAL_ID)
-    if not run.data.tags.get(Tag.CHECKPOINT):
-        return f"trial {trial} has no checkpoint (it failed before its first, or ran before checkpoints were kept)"
-    if run.data.tags.get(Tag.MODEL) == ModelState.DELETED:
-        return f"trial {trial}'s encoder was not kept (keep_models)"
+    tags = trial_tags(run)
+    if not tags.checkpoint:
+        return (f"trial {tags.trial_id} has no checkpoint (it failed before its first, or ran before checkpoints "
+                "were kept)")
+    if tags.model_state == ModelState.DELETED:
+        return f"trial {tags.trial_id}'s encoder was not kept (keep_models)"
     return None
 
 
@@ -227,9 +228,10 @@ def trial_encoder(run) -> tuple[SentenceEncoder, FinalRecord]:
     problem = encoder_problem(run)
     if problem:
         raise ExportError(problem)
+    checkpoint = trial_tags(run).checkpoint
     with tempfile.TemporaryDirectory() as download:
-        open_checkpoint(run.data.tags[Tag.CHECKPOINT]).to_directory(download)
-        return load_trial_encoder(Path(download), run.data.tags[Tag.CHECKPOINT])
+        open_checkpoint(checkpoint).to_directory(download)
+        return load_trial_encoder(Path(download), checkpoint)
 
 
 def export_trial(run, out: Path) -> Path:
@@ -239,14 +241,14 @@ def export_trial(run, out: Path) -> Path:
         raise ExportError(f"{out} exists and is not empty; give a new folder")
     refusal = export_refusal(run_identity(run).knobs)
     if refusal:
-        raise ExportError(f"trial {run.data.tags.get(Tag.TRIAL_ID)} is not exported: {refusal}")
+        raise ExportError(f"trial {trial_tags(run).trial_id} is not exported: {refusal}")
     encoder, record = trial_encoder(run)
     out.mkdir(parents=True, exist_ok=True)
     save_sentence_transformer(encoder, out, record.config["eval_max_length"])
-    tags, trial = run.data.tags, run_identity(run)
+    tags, trial = trial_tags(run), run_identity(run)
     identity = {"row": trial.row, "axes": axes_text(trial.axes), "seed": trial.seed,
-                **{key: tags.get(tag, "") for key, tag in (("sweep", Tag.NAME), ("trial_id", Tag.TRIAL_ID),
-                   ("spec_file", Tag.SPEC_FILE), ("spec_hash", Tag.SPEC_HASH), ("git_commit", Tag.GIT_COMMIT))}}
+                "sweep": tags.sweep_name or "", "trial_id": tags.trial_id or "", "spec_file": tags.spec_file,
+                "spec_hash": tags.spec_hash, "git_commit": tags.git_commit}
     (out / MODEL_CARD).write_text(model_card(record, identity), encoding="utf-8")
     FinalRecord(record.config, record.metrics, record.trained, identity).write(out)
     return out
@@ -256,7 +258,7 @@ def matching_runs(runs: list, row: str | None = None, seed: int | None = None, t
     """The runs of ``runs`` with this row, seed and trial id (None matches any); a one-line error names
     what exists when none does."""
     identities = {run.info.run_id: run_identity(run) for run in runs}
-    trial_ids = {run.info.run_id: run.data.tags.get(Tag.TRIAL_ID, "") for run in runs}
+    trial_ids = {run.info.run_id: trial_tags(run).trial_id or "" for run in runs}
     matching = [
         run for run in runs
         if (row is None or identities[run.info.run_id].row == row)

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
-from results.reader import run_identity
+from results.reader import run_identity, trial_tags
 from results.record import ModelState, Tag
 from sweep.run.models import MODEL_CARD, export_refusal, export_trial, open_checkpoint, select_run
 from trainers.training.checkpoint import FINAL_RECORD, sibling_checkpoints
@@ -85,28 +85,30 @@ def finish_models(spec, tracker, register: str | None = None) -> None:
     reused trial's: it is its source's)."""
     from trainers.registry import get_method
 
-    runs = [run for run in tracker.child_runs() if run.info.status == "FINISHED" and run.data.tags.get(Tag.CHECKPOINT)]
+    runs = [run for run in tracker.child_runs() if run.info.status == "FINISHED" and trial_tags(run).checkpoint]
     if not runs:
         return
     kept = kept_run_ids(runs, spec.keep_models, spec.metric, spec.mode)
     best = select_run(runs, spec.metric, spec.mode)
     logged = [best] + [run for run in runs if spec.log_models and run.info.run_id in kept and run is not best]
     for run in logged:
+        tags = trial_tags(run)
         if refusal := export_refusal(run_identity(run).knobs):  # no folder would give its vectors: say so, log nothing
-            print(f"trial {run.data.tags.get(Tag.TRIAL_ID)}: no model logged to MLflow: {refusal}")
+            print(f"trial {tags.trial_id}: no model logged to MLflow: {refusal}")
             continue
-        if not run.data.tags.get(Tag.MODEL_URI):
+        if not tags.model_uri:
             log_model(tracker.tracking_uri, run, register if run is best else None)
     for run in runs:
-        if Tag.REUSED_FROM in run.data.tags:  # its checkpoint is its source's, which that sweep keeps or not
+        tags = trial_tags(run)
+        if tags.reused_from is not None:  # its checkpoint is its source's, which that sweep keeps or not
             continue
-        delete_resume_states(run.data.tags[Tag.CHECKPOINT])
+        delete_resume_states(tags.checkpoint)
         if not get_method(run_identity(run).method or "none").trains:
             state = ModelState.UNTRAINED  # nothing stored: the model is loaded again from the config
         elif run.info.run_id in kept:
             state = ModelState.KEPT
         else:
-            if run.data.tags.get(Tag.MODEL) != ModelState.DELETED:
-                delete_encoder(run.data.tags[Tag.CHECKPOINT])
+            if tags.model_state != ModelState.DELETED:
+                delete_encoder(tags.checkpoint)
             state = ModelState.DELETED
         tracker.runs.model_state(run.info.run_id, state)

@@ -10,11 +10,10 @@ sweep. Sweeps with sampled axes or PBT draw their trials as they run, so they re
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from results.reader import all_pages, run_identity
+from results.reader import all_pages, run_identity, trial_tags
 from results.record import TRIAL_FILTER, Tag, TrialIdentity, plain
 from sweep.spec.sweep_spec import SweepSpec
 from sweep.spec.trial_key import TrialKey, trial_key
@@ -88,17 +87,17 @@ def finished_runs(client) -> list:
     runs = all_pages(lambda token: client.search_runs(
         ids, filter_string=f"{TRIAL_FILTER} and attributes.status = 'FINISHED'", max_results=1000,
         page_token=token)) if ids else []
-    return [run for run in runs if Tag.TRIAL_KEY in run.data.tags and Metric.is_final(run.data.metrics)
-            and run.data.tags.get(Tag.STOPPED_BY_SCHEDULER) != "true"]
+    return [run for run in runs if (tags := trial_tags(run)).trial_key is not None
+            and Metric.is_final(run.data.metrics) and not tags.stopped_by_scheduler]
 
 
 def source_of(run, other_code: bool = False) -> Source:
     """The run a trial reused from ``run`` stands on: ``run`` itself, or the run it was reused from."""
-    tags = run.data.tags
-    if Tag.REUSED_FROM in tags:  # itself reused: point at the run that trained it
-        return Source(tags[Tag.REUSED_FROM], tags.get(Tag.REUSED_SWEEP, ""), dict(run.data.metrics), tags,
-                      other_code or tags.get(Tag.REUSED_OTHER_CODE) == "true")
-    return Source(run.info.run_id, tags.get(Tag.NAME, ""), dict(run.data.metrics), tags, other_code)
+    tags = trial_tags(run)
+    if tags.reused_from is not None:  # itself reused: point at the run that trained it
+        return Source(tags.reused_from, tags.reused_sweep, dict(run.data.metrics), run.data.tags,
+                      other_code or tags.reused_other_code)
+    return Source(run.info.run_id, tags.sweep_name or "", dict(run.data.metrics), run.data.tags, other_code)
 
 
 def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_code: bool = False) -> Reuse:
@@ -107,17 +106,16 @@ def plan_reuse(spec: SweepSpec, client, parent_run_id: str | None = None, other_
     has are kept by its resume: they take nothing from the store."""
     if not spec.trials_known:
         return Reuse()
-    stored = finished_runs(client)
-    own = {run.data.tags[Tag.TRIAL_KEY] for run in stored
-           if parent_run_id is not None and run.data.tags.get(Tag.PARENT_RUN_ID) == parent_run_id}
-    runs = [run for run in stored if run.data.tags.get(Tag.PARENT_RUN_ID) != parent_run_id]
-    by_key: dict[str, Any] = {}
-    by_key_without_code: dict[str, Any] = {}
-    for run in sorted(runs, key=lambda run: run.info.start_time or 0):
-        by_key.setdefault(run.data.tags[Tag.TRIAL_KEY], run)  # the earliest: the one that trained
-        by_key_without_code.setdefault(run.data.tags.get(Tag.TRIAL_KEY_WITHOUT_CODE), run)
+    stored = [(run, trial_tags(run)) for run in finished_runs(client)]
+    own = {tags.trial_key for _, tags in stored if parent_run_id is not None and tags.parent_run_id == parent_run_id}
+    others = [(run, tags) for run, tags in stored if tags.parent_run_id != parent_run_id]
+    by_key: dict[str | None, Any] = {}
+    by_key_without_code: dict[str | None, Any] = {}
+    for run, tags in sorted(others, key=lambda pair: pair[0].info.start_time or 0):
+        by_key.setdefault(tags.trial_key, run)  # the earliest: the one that trained
+        by_key_without_code.setdefault(tags.trial_key_without_code, run)
     by_point: dict[tuple[str, int, str], list[tuple[Any, TrialIdentity]]] = {}  # (row, seed, method) -> runs
-    for run in runs:
+    for run, _ in others:
         identity = run_identity(run)
         by_point.setdefault((identity.row, identity.seed, identity.method), []).append((run, identity))
     sources, misses, trained, kept = {}, {}, {}, set()
@@ -144,7 +142,7 @@ def _nearest_miss(key: TrialKey, trial, near: list[tuple[Any, TrialIdentity]]) -
     trial (the parts that differ, and the knobs among them), or None when there are none."""
     if not near:
         return None
-    differing = [key.differing(json.loads(run.data.tags[Tag.TRIAL_KEY_PARTS])) for run, _ in near]
+    differing = [key.differing(trial_tags(run).trial_key_parts) for run, _ in near]
     nearest = min(range(len(near)), key=lambda at: len(differing[at]))
     (run, identity), parts = near[nearest], differing[nearest]
     said = [f"{part} differ{'s' if part not in ('knobs', 'models', 'libraries') else ''}" for part in parts]
@@ -153,7 +151,7 @@ def _nearest_miss(key: TrialKey, trial, near: list[tuple[Any, TrialIdentity]]) -
         bookkeeping = get_method(trial.config["method"]).all_knobs.bookkeeping
         changed = sorted(k for k in (set(knobs) | set(ours)) - bookkeeping if knobs.get(k) != ours.get(k))
         said[parts.index("knobs")] = f"knobs differ ({', '.join(changed)})"
-    return f"{', '.join(said)} from run {run.info.run_id} of sweep {run.data.tags.get(Tag.NAME, '?')}"
+    return f"{', '.join(said)} from run {run.info.run_id} of sweep {trial_tags(run).sweep_name or '?'}"
 
 
 def reuse_lines(spec: SweepSpec, tracking_uri: str, other_code: bool = False) -> list[str]:

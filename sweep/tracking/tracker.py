@@ -22,6 +22,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from ray.tune.experiment import Trial
 
+from results.reader import trial_tags
 from results.record import (
     LAYOUT_TAG,
     PARENT_FILTER,
@@ -199,11 +200,8 @@ class MLflowTracker(DriverLocal):
 
     def finished_trials(self) -> dict[str, dict[str, float]]:
         """Final metrics of the trials already FINISHED in MLflow, by Ray trial id."""
-        return {
-            run.data.tags[Tag.TRIAL_ID]: dict(run.data.metrics)
-            for run in self.child_runs()
-            if run.info.status == FINISHED and Tag.TRIAL_ID in run.data.tags
-        }
+        finished = [(trial_tags(run).trial_id, run) for run in self.child_runs() if run.info.status == FINISHED]
+        return {trial_id: dict(run.data.metrics) for trial_id, run in finished if trial_id is not None}
 
     def close_unfinished_runs(self) -> None:
         """Mark KILLED the child runs left RUNNING by a driver whose Ray state is gone:
