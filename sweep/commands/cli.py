@@ -12,6 +12,7 @@ from sweep.spec.budget import BUDGETS
 from sweep.spec.options import SweepOptions
 from sweep.spec.source import parse_override
 from sweep.spec.sweep_spec import SpecError, SweepSpec
+from sweep.tracking.journal import EXIT_TRACKING_GONE
 from trainers.errors import UnknownName
 
 
@@ -149,10 +150,6 @@ def print_knobs(method_name: str) -> None:
         print(f"{knob.name:<22}{knob.describe():<48} default {knob.default!r}\n{'':<22}{knob.help}")
 
 
-EXIT_TRACKING_GONE = 75
-"""EX_TEMPFAIL: the sweep stopped because its tracking server was gone too long; try again later."""
-
-
 def _summarise(outcome, spec: SweepSpec, options) -> int:
     """Say how the sweep ended, with its summary table and the next commands; exit 1 if any trial
     failed (the others still finished). A sweep stopped by a signal ends with the command that continues
@@ -287,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "evaluate":
             from sweep.commands.evaluate import evaluate_command
 
-            evaluate_command(args.name, args.suite, args.tracking_uri, args.row, args.seed, args.trial)
+            return evaluate_command(args.name, args.suite, args.tracking_uri, args.row, args.seed, args.trial)
         elif args.command == "glue":
             from sweep.run.glue import run_glue
 

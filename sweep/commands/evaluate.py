@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,9 +33,13 @@ from results.names import UsageError
 from results.reader import existing_store_uri, run_identity, trial_tags
 from results.record import Tag
 from sweep.run.models import encoder_problem, finished_runs, matching_runs, trial_encoder
+from sweep.tracking.journal import EXIT_TRACKING_GONE, PendingWrites, answers
 from sweep.tracking.store import open_client
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import SUITES, parse_evaluations
+
+EVALUATIONS_DIR_ENV = "SWEEP_EVALUATIONS_DIR"
+"""Where evaluations computed while the tracking server was gone wait for it (:func:`pending_evaluations`)."""
 
 
 def parse_suite(text: str) -> dict[str, Any]:
@@ -122,27 +128,66 @@ def log_into_run(client, run, suite: dict[str, Any], metrics: dict[str, float], 
                            RunTag(Tag.EVALUATION_KEYS, json.dumps(keys, sort_keys=True))])
 
 
+def pending_evaluations(name: str, tracking_uri: str) -> PendingWrites:
+    """The evaluations of sweep ``name`` computed but not yet in its store: they wait, in a journal of their
+    own, while its tracking server does not answer, and the next ``sweep evaluate`` of the sweep writes them
+    first, computing nothing again. The journal is ``$SWEEP_EVALUATIONS_DIR`` (else ``~/.cache/sweep/
+    evaluations``)/<the store and the sweep's digest>.json."""
+    folder = Path(os.environ.get(EVALUATIONS_DIR_ENV) or Path.home() / ".cache" / "sweep" / "evaluations")
+    digest = hashlib.sha256(json.dumps([tracking_uri, name]).encode()).hexdigest()[:16]
+    # The command's own lines say what waits (the journal's notes speak of a sweep's trials).
+    return PendingWrites(tracking_uri, folder / f"{digest}.json", note=lambda line: None)
+
+
 def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | None, seed: int | None,
-                     trial: str | None) -> None:
+                     trial: str | None) -> int:
+    """Evaluate the chosen trials and log each one's metrics into its run; 0, or :data:`EXIT_TRACKING_GONE`
+    when the tracking server stopped answering and what was computed waits in the journal."""
     suite = parse_suite(suite_text)
     runs = chosen_runs(name, tracking_uri, row, seed, trial)
     problem = SUITES[suite["suite"]].data_problem()
     if problem:
         raise UsageError(f"--suite {suite['suite']}: {problem}")
-    client = open_client(existing_store_uri(tracking_uri))
+    uri = existing_store_uri(tracking_uri)
+    client = open_client(uri)
+    pending = pending_evaluations(name, uri)
+
+    def log(event: dict[str, Any]) -> None:  # the run read again: its evaluation tags as they are now
+        log_into_run(client, client.get_run(event["run_id"]), event["suite"], event["metrics"], event["key"])
+
+    def stored(run, key: str | None) -> tuple[str, dict[str, float]] | None:
+        """What the store holds of the evaluation; None (computed) while the server does not answer."""
+        if pending.down_since is not None:
+            return None
+        try:
+            return stored_evaluation(client, run, key)
+        except Exception:
+            if answers(uri):
+                raise  # the store answers: the read itself is wrong
+            return None  # the next write finds the server gone, and keeps what was computed
+
+    pending.deliver(log, at_once=True)  # what an earlier call computed while the server was gone
     for run in runs:
         key = evaluation_key(run, suite)
-        stored = stored_evaluation(client, run, key)
+        held = stored(run, key)
         identity = run_identity(run)
         said = f"trial {trial_tags(run).trial_id} (row {identity.row!r}, seed {identity.seed})"
-        if stored is not None and stored[0] == run.info.run_id:
+        if held is not None and held[0] == run.info.run_id:
             print(f"{said}: evaluated before with the same key (trial, suite, options, data): not computed again")
             continue
-        metrics = stored[1] if stored is not None else evaluate_run(run, suite)
-        log_into_run(client, run, suite, metrics, key)
+        metrics = held[1] if held is not None else evaluate_run(run, suite)
+        pending.add({"run_id": run.info.run_id, "suite": suite, "metrics": metrics, "key": key}, log)
         shown = ", ".join(f"{k} {v:.2f}" for k, v in metrics.items() if f"_{SuiteName.AVG}_" in k)
-        source = f" (taken from run {stored[0]}, the same evaluation of the same trial)" if stored else ""
-        print(f"{said}: {shown}, logged into MLflow run {run.info.run_id}{source}", flush=True)
+        source = f" (taken from run {held[0]}, the same evaluation of the same trial)" if held else ""
+        where = "kept until the server answers" if pending.events else f"logged into MLflow run {run.info.run_id}"
+        print(f"{said}: {shown}, {where}{source}", flush=True)
+    pending.deliver(log, at_once=True)
+    if pending.events:
+        print(f"stopped: the tracking server {tracking_uri} does not answer: {len(pending.events)} evaluations are "
+              f"kept in {pending.journal}; when it answers, run the same `sweep evaluate` again to log them "
+              "(nothing is computed again)")
+        return EXIT_TRACKING_GONE
     print(f"{len(runs)} trials of {name} evaluated on {suite['suite']}; `python -m reports.collect` then "
           "`python -m reports.tables` show them")
+    return 0
 

@@ -30,6 +30,9 @@ DEFAULT_OUTAGE_BOUND_S = 600.0
 PROBE_EVERY_S = 5.0
 PROBE_CONNECT_S = 3.0
 PROBE_ANSWER_S = 60.0
+EXIT_TRACKING_GONE = 75
+"""EX_TEMPFAIL: a command stopped because its tracking server was gone too long; what it computed is kept, and
+the same command run again writes it."""
 JOURNAL = "tracking_journal.json"
 """The waiting events of a sweep whose tracking server did not answer, beside its Ray state."""
 
