@@ -167,6 +167,8 @@ def body(results: dict[str, Any]) -> str:
                   "captured as one CUDA graph", "",
                   *_table(("step", "precision", "bare loop ms (padded to the longest)", "fixed shape, eager ms",
                            "fixed shape, one CUDA graph ms", "the graph's speed-up"), rows)]
+        lines += [f"- failed: {row['model']} {row['precision']}{', graphed' if row['graphed'] else ''}: "
+                  f"{row['error']}" for row in graphed if row.get("error")]
     legacy = step_rows(results, "legacy")
     if legacy:
         rows = []

@@ -93,19 +93,25 @@ def test_the_bare_loop_takes_the_shared_loops_batches_in_its_order(tiny_bert, us
 
 
 def test_the_bare_step_at_a_fixed_shape_runs_and_its_graph_table_compares_like_with_like(tiny_bert):
-    """The fixed-shape bare step runs on a CPU (its CUDA graph cannot); the section sets each step's graph
-    beside the same fixed shape eager, and both beside the bare loop padded to the longest."""
+    """The fixed-shape bare step runs on a CPU, and its CUDA graph fails there in its own row, the others
+    measured; the section sets each graph beside the same fixed shape eager, both beside the bare loop padded
+    to the longest, and lists what failed."""
     from benchmarks import gpu, gpu_report
 
     cpu = torch.device("cpu")
-    longest, fixed = (gpu.bare_simcse(tiny_bert, "fp32", 2, cpu, fixed_shape=shape) for shape in (False, True))
-    assert fixed["fixed_shape"] and not fixed["graphed"] and not longest["fixed_shape"] and fixed["ms"] > 0
-    graph = {**fixed, "graphed": True, "ms": fixed["ms"] / 4}  # what a GPU call would add beside it
-    rows = [{"model": "tiny BERT", **row} for row in (fixed, graph)]
+    longest = gpu.bare_simcse(tiny_bert, "fp32", 2, cpu)
+    fixed, failed = gpu.fixed_shape_steps({"tiny BERT": tiny_bert}, ["fp32"], 2, cpu)
+    assert fixed["fixed_shape"] and not fixed["graphed"] and fixed["ms"] > 0 and not longest["fixed_shape"]
+    assert failed["graphed"] and failed["ms"] is None and failed["error"]  # no CUDA to capture on
+    graph = {**fixed, "graphed": True, "ms": fixed["ms"] / 4}  # what a GPU call adds beside it
+    bf16 = [{**fixed, "precision": "bf16"}, {**failed, "precision": "bf16"}]
+    bare = [{"model": "tiny BERT", **longest}, {"model": "tiny BERT", **longest, "precision": "bf16"}]
     text = gpu_report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
-                            "bare": [{"model": "tiny BERT", **longest}], "graphed": rows})
+                            "bare": bare, "graphed": [fixed, graph, *bf16]})
     assert (f"| simcse tiny BERT | fp32 | {longest['ms']:.1f} | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |"
             in text)
+    assert f"| simcse tiny BERT | bf16 | {longest['ms']:.1f} | {fixed['ms']:.1f} | – | – |" in text
+    assert f"- failed: tiny BERT bf16, graphed: {failed['error']}" in text
 
 
 def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):
