@@ -106,3 +106,38 @@ def test_a_write_the_live_server_refuses_is_raised_not_kept(store, tmp_path):
     with pytest.raises(ValueError, match="bad metric"):
         pending.add(events(1)[0], refuses)
     assert pending.down_since is None and not (tmp_path / "journal.json").exists()
+
+
+def test_a_read_while_the_server_is_gone_gives_the_fallback_and_the_writes_after_it_wait(store, tmp_path):
+    """``read``: the store's answer while it answers; with the server gone, the fallback, the server marked gone
+    (the reads after it are not tried, and the writes wait), and no journal while nothing waits."""
+    journal = tmp_path / "journal.json"
+    pending = PendingWrites(SERVER, journal, lambda line: None)
+    tried: list[int] = []
+
+    def lookup() -> str:
+        tried.append(1)
+        if not store.up:
+            raise ConnectionError("the server does not answer")
+        return "held"
+
+    assert pending.read(lookup, None) == "held"
+    store.up = False
+    assert pending.read(lookup, None) is None and pending.down_since is not None and not journal.exists()
+    assert pending.read(lookup, "fallback") == "fallback" and len(tried) == 2  # not tried while it is gone
+    pending.add(events(1)[0], store.apply)
+    assert store.written == [] and json.loads(journal.read_text()) == events(1)
+    store.up = True
+    pending.deliver(store.apply, at_once=True)
+    assert store.written == events(1) and pending.read(lookup, None) == "held"
+
+
+def test_a_read_the_live_server_refuses_is_raised(store, tmp_path):
+    pending = PendingWrites(SERVER, tmp_path / "journal.json", lambda line: None)
+
+    def refused() -> None:
+        raise ValueError("no such run")
+
+    with pytest.raises(ValueError, match="no such run"):
+        pending.read(refused, None)
+    assert pending.down_since is None

@@ -33,7 +33,7 @@ from results.names import UsageError
 from results.reader import existing_store_uri, run_identity, trial_tags
 from results.record import Tag
 from sweep.run.models import encoder_problem, finished_runs, matching_runs, trial_encoder
-from sweep.tracking.journal import EXIT_TRACKING_GONE, PendingWrites, answers
+from sweep.tracking.journal import EXIT_TRACKING_GONE, PendingWrites
 from sweep.tracking.store import open_client
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import SUITES, parse_evaluations
@@ -155,21 +155,11 @@ def evaluate_command(name: str, suite_text: str, tracking_uri: str, row: str | N
     def log(event: dict[str, Any]) -> None:  # the run read again: its evaluation tags as they are now
         log_into_run(client, client.get_run(event["run_id"]), event["suite"], event["metrics"], event["key"])
 
-    def stored(run, key: str | None) -> tuple[str, dict[str, float]] | None:
-        """What the store holds of the evaluation; None (computed) while the server does not answer."""
-        if pending.down_since is not None:
-            return None
-        try:
-            return stored_evaluation(client, run, key)
-        except Exception:
-            if answers(uri):
-                raise  # the store answers: the read itself is wrong
-            return None  # the next write finds the server gone, and keeps what was computed
-
     pending.deliver(log, at_once=True)  # what an earlier call computed while the server was gone
     for run in runs:
         key = evaluation_key(run, suite)
-        held = stored(run, key)
+        # While the server does not answer, no run can be asked what it holds: the evaluation is computed.
+        held = pending.read(lambda: stored_evaluation(client, run, key), None)
         identity = run_identity(run)
         said = f"trial {trial_tags(run).trial_id} (row {identity.row!r}, seed {identity.seed})"
         if held is not None and held[0] == run.info.run_id:

@@ -22,7 +22,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 OUTAGE_BOUND_ENV = "SWEEP_TRACKING_OUTAGE_S"
 DEFAULT_OUTAGE_BOUND_S = 600.0
@@ -37,6 +37,7 @@ JOURNAL = "tracking_journal.json"
 """The waiting events of a sweep whose tracking server did not answer, beside its Ray state."""
 
 Event = dict[str, Any]
+T = TypeVar("T")
 
 
 def outage_bound_s() -> float:
@@ -108,6 +109,20 @@ class PendingWrites:
         if self.journal is not None:
             self.journal.unlink(missing_ok=True)
 
+    def read(self, call: Callable[[], T], otherwise: T) -> T:
+        """``call()``, a read of the store, or ``otherwise`` while the store does not answer: a read that fails
+        with the server gone marks it gone, as a failed write does, so that the writes after it wait without
+        MLflow's own retries (a read the live store refuses is raised)."""
+        if self.down_since is not None:
+            return otherwise
+        try:
+            return call()
+        except Exception:
+            if self._answers():
+                raise  # the store answers: the read itself is wrong
+            self._went_down()
+            return otherwise
+
     def _answers(self) -> bool:
         self._last_try = time.monotonic()
         return answers(self.tracking_uri)
@@ -121,7 +136,9 @@ class PendingWrites:
         self._save()
 
     def _save(self) -> None:
-        if self.journal is not None:
+        if self.journal is not None and not self.events:  # a failed read with nothing waiting: no journal
+            self.journal.unlink(missing_ok=True)
+        elif self.journal is not None:
             self.journal.parent.mkdir(parents=True, exist_ok=True)
             partial = self.journal.with_suffix(".partial")
             partial.write_text(json.dumps(self.events), encoding="utf-8")
