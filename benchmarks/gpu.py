@@ -225,12 +225,12 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device,
     width = network.config.hidden_size
     head = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()).to(device)
     parameters = [*network.parameters(), *head.parameters()]
-    cuda = device.type == "cuda"
+    fixed_shape = fixed_shape or graphed  # a graph replays one shape
     # A captured update keeps its step counts on the device (capturable).
-    optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=cuda or None, capturable=graphed)
-    padding = "max_length" if fixed_shape or graphed else True
-    batches = [tokenizer(texts * 2, padding=padding, truncation=True, max_length=config["max_seq_length"],
-                         return_tensors="pt").to(device)
+    optimizer = torch.optim.AdamW(parameters, lr=config["learning_rate"], fused=device.type == "cuda" or None,
+                                  capturable=graphed)
+    batches = [tokenizer(texts * 2, padding="max_length" if fixed_shape else True, truncation=True,
+                         max_length=config["max_seq_length"], return_tensors="pt").to(device)
                for texts in loop_batches(config, typical_examples(config, WARMUP + steps))]
 
     def step(features: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -254,7 +254,7 @@ def bare_simcse(model: str, precision: str, steps: int, device: torch.device,
             optimizer.zero_grad(set_to_none=True)
     synchronize(device)
     return {"method": "simcse", "precision": precision, "ms": 1000 * (time.perf_counter() - started) / steps,
-            "fixed_shape": fixed_shape or graphed, "graphed": graphed}
+            "fixed_shape": fixed_shape, "graphed": graphed}
 
 
 def fixed_shape_steps(models: Mapping[str, str], precisions: list[str], steps: int,

@@ -156,11 +156,10 @@ def body(results: dict[str, Any]) -> str:
     graphed = results.get("graphed", [])
     if graphed:
         rows = []
+        graphed_ms = {(row["model"], row["precision"], row["graphed"]): row["ms"] for row in graphed}
         for (method, model), by_precision in bare.items():
             for precision, row in by_precision.items():
-                fixed, captured = ({r["graphed"]: r for r in graphed
-                                    if (r["model"], r["precision"]) == (model, precision)}.get(g, {}).get("ms")
-                                   for g in (False, True))
+                fixed, captured = (graphed_ms.get((model, precision, g)) for g in (False, True))
                 rows.append((f"{method} {model}", precision, _ms(row["ms"]), _ms(fixed), _ms(captured),
                              f"{fixed / captured:.2f}x" if fixed and captured else "–"))
         lines += ["", "### The bare SimCSE step at a fixed shape (every batch padded to max_seq_length), eager and "
