@@ -15,6 +15,8 @@ from trainers.views.embedding import (
 )
 
 MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
+LENGTHS = (10, 14, 7)
+"""Each row's real tokens in MASK, as the host counted them (what the augmentations are given)."""
 
 
 @pytest.fixture
@@ -28,7 +30,7 @@ def zero_rows(x):
 
 
 def test_token_cutoff_erases_int_len_times_rate_real_rows(embeddings):
-    out = token_cutoff(embeddings, MASK, 0.15)
+    out = token_cutoff(embeddings, LENGTHS, 0.15)
     assert zero_rows(out).sum(1).tolist() == [int(10 * 0.15), int(14 * 0.15), int(7 * 0.15)]
     assert not zero_rows(out)[MASK == 0].any()  # padding untouched
     kept = ~zero_rows(out)
@@ -36,7 +38,7 @@ def test_token_cutoff_erases_int_len_times_rate_real_rows(embeddings):
 
 
 def test_feature_cutoff_erases_whole_columns(embeddings):
-    out = feature_cutoff(embeddings, MASK, 0.2)
+    out = feature_cutoff(embeddings, LENGTHS, 0.2)
     for i in range(3):
         zero_columns = (out[i] == 0).all(0)
         assert zero_columns.sum() == int(20 * 0.2)
@@ -44,7 +46,7 @@ def test_feature_cutoff_erases_whole_columns(embeddings):
 
 
 def test_dropout_zeroes_single_elements_without_rescaling(embeddings):
-    out = dropout(embeddings, MASK, 0.2)
+    out = dropout(embeddings, LENGTHS, 0.2)
     for i, length in enumerate([10, 14, 7]):
         assert int((out[i, :length] == 0).sum()) == int(length * 20 * 0.2)
         assert not (out[i, length:] == 0).any()
@@ -54,7 +56,7 @@ def test_dropout_zeroes_single_elements_without_rescaling(embeddings):
 
 
 def test_span_cutoff_erases_one_contiguous_span(embeddings):
-    out = span_cutoff(embeddings, MASK, 0.3)
+    out = span_cutoff(embeddings, LENGTHS, 0.3)
     for i, length in enumerate([10, 14, 7]):
         erased = zero_rows(out[i]).nonzero().flatten().tolist()
         assert len(erased) == int(length * 0.3)
@@ -63,7 +65,7 @@ def test_span_cutoff_erases_one_contiguous_span(embeddings):
 
 def test_shuffle_permutes_real_positions_only():
     torch.manual_seed(3)
-    positions = shuffled_position_ids(MASK, FAMILIES["bert"], 0)
+    positions = shuffled_position_ids(LENGTHS, 14, FAMILIES["bert"], 0)
     for i, length in enumerate([10, 14, 7]):
         assert sorted(positions[i, :length].tolist()) == list(range(length))  # same multiset
         assert positions[i, length:].tolist() == list(range(length, 14))
@@ -135,10 +137,11 @@ def _one_by_one(kind: str, embeddings: torch.Tensor, mask: torch.Tensor, rate: f
 def test_each_augmentation_is_its_sentence_by_sentence_version_bit_for_bit(embeddings, augmentation):
     """Same seed, same draws, same values and the same gradient as the in-place loop they replaced."""
     results = []
-    for compute in (augmentation, lambda x, m, r: _one_by_one(augmentation.__name__, x, m, r)):
+    by_sentence = lambda x: _one_by_one(augmentation.__name__, x, MASK, 0.3)  # noqa: E731
+    for compute in (lambda x: augmentation(x, LENGTHS, 0.3), by_sentence):
         torch.manual_seed(11)
         x = embeddings.clone().requires_grad_(True)
-        out = compute(x, MASK, 0.3)
+        out = compute(x)
         (out * torch.arange(out.numel()).view_as(out)).sum().backward()
         results.append((out.detach(), x.grad))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
@@ -148,7 +151,7 @@ def test_each_augmentation_is_its_sentence_by_sentence_version_bit_for_bit(embed
 @pytest.mark.parametrize("family, pad", [("bert", 0), ("roberta", 1)])
 def test_shuffle_draws_the_permutations_of_its_sentence_by_sentence_version(family, pad):
     torch.manual_seed(5)
-    got = shuffled_position_ids(MASK, FAMILIES[family], pad)
+    got = shuffled_position_ids(LENGTHS, MASK.shape[1], FAMILIES[family], pad)
     torch.manual_seed(5)
     first = FAMILIES[family].first_position(pad)
     expected = torch.arange(first, first + MASK.shape[1]).repeat(len(MASK), 1)

@@ -6,9 +6,13 @@ cannot launch the next kernels while the device works, and a host-bound step get
 The shared loop reads the losses once every ``READ_LOSSES_EVERY`` steps, in one place
 (:class:`trainers.training.loop.UnreadLosses`); a method's views, loss and ``after_step`` read nothing.
 
-Each test runs one method's step (loss, backward, ``after_step``) on the CPU under a dispatch mode that records
-every op that reads a value back, with the line of our code that asked for it. Reads inside transformers are
-its own (its attention-mask check), not ours to remove. The rare reads we keep are listed with their reason.
+Two ways to see a read without a GPU:
+- **The meta device**, whose tensors have a shape and no values: any read back (``.item()``, ``.tolist()``,
+  ``.cpu()``, a boolean index, transformers' check of the attention mask) raises there. A step that runs on it
+  reads nothing. The CPU cannot show a copy back this way: there, the device's tensors are the host's.
+- **A dispatch mode on the CPU**, recording every op that reads a value with the line of our code that asked
+  for it; reads inside transformers are not counted. It lists the rare reads we keep, with their reason: the
+  one method that keeps a read of the device (DiffCSE) cannot run on the meta device.
 """
 
 from __future__ import annotations
@@ -126,6 +130,48 @@ def test_a_methods_step_reads_nothing_back_from_the_device(method, tiny_bert, ti
     step(examples[:8])  # the first step builds what later steps reuse (queues filled, tables made)
     reads = reads_of(lambda: step(examples[8:16]))
     assert not unlisted(reads), f"{method}'s step reads back on the host at {unlisted(reads)}"
+
+
+KEEPS_A_DEVICE_READ = {"diffcse"}
+"""Methods whose step reads the device back (:data:`KEPT`): they cannot run on the meta device."""
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - KEEPS_A_DEVICE_READ))
+def test_a_methods_step_runs_on_a_device_with_no_values_to_read(method, tiny_bert, tiny_masked_lm, use_tiny_sts):
+    from trainers.data.sources import load_corpus
+
+    knobs = {key: value.format(tiny_bert=tiny_bert, tiny_masked_lm=tiny_masked_lm)
+             for key, value in METHODS[method].items()}
+    objective = build_objective(method, tiny_bert, 0, batch_size=8, max_seq_length=16, **knobs)
+    examples = list(load_corpus(objective_corpus(method, knobs, tiny_bert))[:16])
+    objective.prepare(examples)
+    objective.train()
+
+    def step(batch: list) -> None:
+        objective.loss(batch).backward()
+        objective.after_step()
+
+    step(examples[:8])  # on the CPU: the first step builds what later steps reuse (queues filled, flow fitted)
+    objective.to("meta")
+    step(examples[8:16])  # raises at any read back
+
+
+@pytest.mark.parametrize("views", [("shuffle", "token_cutoff"), ("span_cutoff", "dropout"), ("feature_cutoff", "none")])
+def test_consert_views_read_nothing_back(views, tiny_bert, use_tiny_sts):
+    """Each embedding-layer view takes its rows' lengths from the host's count (ConSERT's and SCT's views)."""
+    from trainers.data.sources import load_corpus
+
+    objective = build_objective("consert", tiny_bert, 0, max_seq_length=16, aug1=views[0], aug2=views[1]).to("meta")
+    objective.loss(list(load_corpus(objective_corpus("consert", {}, tiny_bert))[:8])).backward()
+
+
+@pytest.mark.parametrize("sentences", [["the dog saw the cat", "the cat saw the dog"], ["a dog", "two cats sleep"]],
+                         ids=["one length", "padded"])
+def test_an_evaluation_batch_is_encoded_without_a_read(sentences, tiny_bert):
+    """The transformer's own mask check is answered by the host (:func:`trainers.models.batches.transformer_inputs`)."""
+    encoder = build_objective("simcse", tiny_bert).encoder.to("meta")
+    with torch.no_grad():
+        assert encoder(encoder.tokenize(sentences, 32)).shape == (2, 32)
 
 
 def objective_corpus(method: str, knobs: dict[str, Any], model: str) -> str:

@@ -82,6 +82,18 @@ def test_encode_equals_one_by_one_and_deduplicates(encoder, monkeypatch):
         encoder.pooling = "cls"
 
 
+def test_encode_gives_a_batch_of_one_length_no_mask_and_a_padded_one_the_mask_made_ahead(encoder, monkeypatch):
+    """Longest first, batches of 2: one of a length (no mask), then one padded (SDPA's 4D mask, made ahead)."""
+    from tests.test_batches import SAME_LENGTH
+
+    masks = []
+    original = encoder.model.forward
+    monkeypatch.setattr(encoder.model, "forward",
+                        lambda **inputs: masks.append(inputs.get("attention_mask")) or original(**inputs))
+    encoder.encode([*SAME_LENGTH, "the cat", "dog saw cat"], batch_size=2)
+    assert masks[0] is None and masks[1].shape == (2, 1, 5, 5)
+
+
 def test_encode_runs_without_gradients_and_restores_mode(encoder):
     encoder.train()
     vectors = encoder.encode(SENTENCES)

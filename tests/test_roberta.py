@@ -26,7 +26,6 @@ from trainers.training.loop import run_trial
 from trainers.views.embedding import augmented_hidden_states, shuffled_position_ids
 
 BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell sharply today.", "Hi."]
-MASK = torch.tensor([[1] * 10 + [0] * 4, [1] * 14, [1] * 7 + [0] * 7])
 
 
 def test_the_tokenizer_gives_no_token_types_and_s_comes_first(tiny_roberta):
@@ -45,7 +44,7 @@ def test_the_tokenizer_gives_no_token_types_and_s_comes_first(tiny_roberta):
 
 def test_roberta_positions_count_from_after_padding():
     torch.manual_seed(3)
-    positions = shuffled_position_ids(MASK, FAMILIES["roberta"], 1)
+    positions = shuffled_position_ids((10, 14, 7), 14, FAMILIES["roberta"], 1)
     for i, length in enumerate([10, 14, 7]):
         assert sorted(positions[i, :length].tolist()) == list(range(2, 2 + length))  # RoBERTa's 2..length+1
         assert positions[i, length:].tolist() == [1] * (14 - length)  # padding keeps position pad_token_id

@@ -29,6 +29,7 @@ from transformers.utils import logging as hf_logging
 from trainers.common_knobs import COMMON_KNOBS, FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
 from trainers.data.sources import pair_sentences
 from trainers.data.tokens import TokenCache, pad
+from trainers.models.batches import TokenBatch, transformer_inputs
 from trainers.models.pretrained import ModelFamily, model_family, resolve_model_path
 from trainers.models.wk_pooling import wk_pool
 from trainers.references import resolve
@@ -141,14 +142,6 @@ def token_cache(tokenizer: PreTrainedTokenizerBase) -> TokenCache:
     """The token ids of the texts the process trained on with ``tokenizer``: a corpus is tokenised once, not
     in every epoch, and the next trial of the worker on the same corpus finds it tokenised."""
     return TokenCache(tokenizer)
-
-
-def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
-    """Host tensors onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
-    the next launch while the copy runs (the copy is ordered before the kernels that read it)."""
-    if device.type != "cuda":
-        return {name: tensor.to(device) for name, tensor in features.items()}
-    return {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in features.items()}
 
 
 @functools.lru_cache(maxsize=4)
@@ -275,10 +268,10 @@ class SentenceEncoder(nn.Module):
     def num_layers(self) -> int:
         return self.model.config.num_hidden_layers
 
-    def tokenize(self, sentences: Sequence[str], max_length: int) -> dict[str, Tensor]:
+    def tokenize(self, sentences: Sequence[str], max_length: int) -> TokenBatch:
         """``tokenizer(sentences, padding=True, truncation=True, max_length=max_length)`` on the encoder's
         device, from the process's kept token ids (:func:`token_cache`)."""
-        return to_device(token_cache(self.tokenizer).features(sentences, max_length), self.device)
+        return TokenBatch.sent(token_cache(self.tokenizer).features(sentences, max_length), self.device)
 
     def compile_transformer(self) -> None:
         """Run the transformer through torch.compile from now on (the ``torch_compile`` knob), from graphs of
@@ -289,13 +282,14 @@ class SentenceEncoder(nn.Module):
         torch._dynamo.reset()
         self.compiled = True
 
-    def hidden_states(self, features: dict[str, Tensor], **model_kwargs) -> tuple[Tensor, ...]:
+    def hidden_states(self, features: TokenBatch, **model_kwargs) -> tuple[Tensor, ...]:
         """All hidden states, index 0 = embedding layer output."""
         # A call with a forward hook in it (ConSERT's and SCT's views at the embedding layer) runs eagerly: a
         # compiled graph does not see a hook that captures each call's own tensors.
         compiled = self.compiled and not any(module._forward_hooks for module in self.model.modules())
         call = _compiled_call() if compiled else _call_transformer
-        output = call(self.model, **features, **model_kwargs, output_hidden_states=True, return_dict=True)
+        inputs = transformer_inputs(self.model, features)
+        output = call(self.model, **inputs, **model_kwargs, output_hidden_states=True, return_dict=True)
         return output.hidden_states
 
     def skip_tokens(self, token_ids: Sequence[int]) -> None:
@@ -313,12 +307,12 @@ class SentenceEncoder(nn.Module):
         skipped = torch.isin(features["input_ids"], torch.tensor(self.skip_token_ids, device=mask.device))
         return mask * ~skipped
 
-    def pooled(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+    def pooled(self, features: TokenBatch, **model_kwargs) -> Tensor:
         """The pooling's vectors, before any map after pooling."""
         states = self.hidden_states(features, **model_kwargs)
         return pool(states, self.pooled_tokens(features), self.pooling, self.layer, self.wk)
 
-    def forward(self, features: dict[str, Tensor], **model_kwargs) -> Tensor:
+    def forward(self, features: TokenBatch, **model_kwargs) -> Tensor:
         vectors = self.pooled(features, **model_kwargs)
         return vectors if self.after_pooling is None else self.after_pooling(vectors)
 
@@ -338,8 +332,8 @@ class SentenceEncoder(nn.Module):
         unique = list(dict.fromkeys(sentences))
         if not unique:
             return torch.empty(0, self.model.config.hidden_size)
-        # Tokenise once, then batch longest-first: batches of similar length
-        # waste little on padding, and running out of memory shows on batch one.
+        # Tokenise once, then batch longest-first: batches of similar length waste little on padding (most hold
+        # one length, and go to the transformer without a mask), and running out of memory shows on batch one.
         ids = (_token_ids if cached_tokens else _token_ids.__wrapped__)(self.tokenizer, tuple(unique), max_length)
         order = sorted(range(len(unique)), key=lambda i: -len(ids[i]))
         was_training = self.training
@@ -350,8 +344,8 @@ class SentenceEncoder(nn.Module):
             in_order = torch.empty(len(unique), self.model.config.hidden_size)
             block: list[Tensor] = []
             for start in range(0, len(order), batch_size):
-                padded = pad(self.tokenizer, [{"input_ids": ids[i]} for i in order[start : start + batch_size]])
-                block.append(self(to_device(padded, self.device)).float())
+                rows = [{"input_ids": ids[i]} for i in order[start : start + batch_size]]
+                block.append(self(TokenBatch.sent(pad(self.tokenizer, rows), self.device)).float())
                 end = min(start + batch_size, len(order))
                 if sum(len(vectors) for vectors in block) >= ENCODE_BLOCK or end == len(order):
                     done = torch.cat(block)

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from trainers.data.nli_examples import NLIPair
 from trainers.losses.contrastive import nt_xent
 from trainers.method import Config
+from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.base import Objective
 from trainers.objectives.nli import SBERTNLIObjective, mean_last_layer
@@ -47,7 +48,7 @@ class ConSERTObjective(Objective):
         consert_settings(self, config)
         self.augmentations = (config["aug1"], config["aug2"])
 
-    def view(self, features: dict[str, Tensor], augmentation: str) -> Tensor:
+    def view(self, features: TokenBatch, augmentation: str) -> Tensor:
         states = augmented_hidden_states(self.encoder, features, augmentation, self.rates.get(augmentation, 0.0))
         return mean_last_layer(states, features)
 
@@ -79,7 +80,7 @@ class NLIObjective(SBERTNLIObjective):
         return ce + self.joint_weight * contrastive
 
     def _augmented_views(
-        self, sides: list[dict[str, Tensor]], states: list[tuple[Tensor, ...]], ce: Tensor
+        self, sides: list[TokenBatch], states: list[tuple[Tensor, ...]], ce: Tensor
     ) -> list[Tensor]:
         if self.augmentation != "adversarial":
             rate = self.rates.get(self.augmentation, 0.0)

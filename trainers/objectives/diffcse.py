@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from trainers.losses.contrastive import info_nce
 from trainers.losses.diffcse import rtd_loss
 from trainers.method import Config
+from trainers.models.batches import TokenBatch, transformer_inputs
 from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.simcse import SimCSEObjective
 from trainers.views.text import MaskedLMRewriter
@@ -49,7 +50,7 @@ class DiffCSEObjective(SimCSEObjective):
         return ("generator",)
 
     @torch.no_grad()
-    def edit(self, features: dict[str, Tensor]) -> Tensor:
+    def edit(self, features: TokenBatch) -> Tensor:
         """x'': the generator's prediction for a masked copy of each sentence, in every position but the first
         (the sentence token) and the padding, as the authors' code takes it."""
         input_ids, attention = features["input_ids"], features["attention_mask"].bool()
@@ -57,7 +58,9 @@ class DiffCSEObjective(SimCSEObjective):
         special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=input_ids.device))
         masked = mask_for_generator(input_ids, attention & ~special, self.config["mask_ratio"],
                                     tokenizer.mask_token_id, len(tokenizer))
-        logits = self.generator.model(input_ids=masked, attention_mask=features["attention_mask"]).logits.float()
+        inputs = transformer_inputs(self.generator.model, features.with_ids(masked))
+        # The ids and the mask only, as the authors give them: the generator may take no token types (DistilBERT).
+        logits = self.generator.model(input_ids=masked, attention_mask=inputs.get("attention_mask")).logits.float()
         if self.config["generator_decoding"] == "sample":
             # Unvalidated: checking the logits would read them back on the host, a GPU sync per step.
             predicted = torch.distributions.Categorical(logits=logits, validate_args=False).sample()
@@ -66,7 +69,7 @@ class DiffCSEObjective(SimCSEObjective):
         predicted[:, 0] = input_ids[:, 0]
         return torch.where(attention, predicted, input_ids)
 
-    def discriminate(self, edited: Tensor, features: dict[str, Tensor], sentence_vectors: Tensor) -> Tensor:
+    def discriminate(self, edited: Tensor, features: TokenBatch, sentence_vectors: Tensor) -> Tensor:
         """``[n, T, 2]`` logits of kept/replaced for every token of ``edited``, with each copy's sentence vector
         in place of its first token's embedding (the authors' cls_input)."""
         def condition(module: nn.Module, inputs: Any, output: Tensor) -> Tensor:
@@ -74,8 +77,8 @@ class DiffCSEObjective(SimCSEObjective):
 
         handle = self.discriminator.embeddings.register_forward_hook(condition)
         try:
-            others = {name: tensor for name, tensor in features.items() if name != "input_ids"}
-            states = self.discriminator(input_ids=edited, **others).last_hidden_state
+            inputs = transformer_inputs(self.discriminator, features.with_ids(edited))
+            states = self.discriminator(**inputs).last_hidden_state
         finally:
             handle.remove()
         return self.rtd_head(states)

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from trainers.data.nli_examples import NLIPair
 from trainers.losses.nli import NLI_CLASSES, nli_classification_loss
 from trainers.method import Config
+from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder, masked_mean
 from trainers.objectives.base import Objective
 
@@ -31,7 +32,7 @@ class SBERTNLIObjective(Objective):
 
     def pair_vectors(
         self, batch: Sequence[NLIPair]
-    ) -> tuple[list[dict[str, Tensor]], list[tuple[Tensor, ...]], list[Tensor], Tensor]:
+    ) -> tuple[list[TokenBatch], list[tuple[Tensor, ...]], list[Tensor], Tensor]:
         """Each side's features, hidden states and pooled vectors (premises, then hypotheses), and the labels."""
         premises, hypotheses, labels = zip(*batch)
         sides = [self.encoder.tokenize(sentences, self.max_length) for sentences in (premises, hypotheses)]

@@ -16,6 +16,7 @@ from trainers.losses.sct import queue_contrastive_loss, sct_loss
 from trainers.method import Config
 from trainers.methods.sct import REWRITE_VIEWS, teacher_table, view_texts
 from trainers.metrics import Metric
+from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder, masked_mean
 from trainers.models.queues import InstanceQueue
 from trainers.objectives.base import Objective
@@ -82,7 +83,7 @@ class SCTObjective(Objective):
             return [replace_one_synonym(s, wordnet_synonyms, self.rewrite_generator) for s in sentences]
         return sentences
 
-    def _encode(self, encoder: SentenceEncoder, features: dict[str, Tensor], view: str, seed: int) -> Tensor:
+    def _encode(self, encoder: SentenceEncoder, features: TokenBatch, view: str, seed: int) -> Tensor:
         augmentation = view if view in AUGMENTATIONS else "none"
         # The same seed gives the online and the reference pass the same random transformation.
         with torch.random.fork_rng(devices=[]):

@@ -20,6 +20,7 @@ from trainers.losses.self_guided import (
 from trainers.method import Config
 from trainers.methods.sg import views_table
 from trainers.metrics import Metric
+from trainers.models.batches import transformer_inputs
 from trainers.models.encoder import SentenceEncoder, pool_layer
 from trainers.models.frozen_outputs import FrozenOutputs, model_key
 from trainers.objectives.base import Objective
@@ -77,7 +78,8 @@ class SelfGuidedObjective(Objective):
     def compute_views(self, sentences: Sequence[str]) -> Tensor:
         """h_{i,k} for k = first_layer..l: BERT_F's layers pooled with p, ``[b, views, d]``."""
         features = self.encoder.tokenize(sentences, self.max_length)
-        states = self.fixed(**features, output_hidden_states=True, return_dict=True).hidden_states
+        states = self.fixed(**transformer_inputs(self.fixed, features), output_hidden_states=True,
+                            return_dict=True).hidden_states
         mask = features["attention_mask"]
         return torch.stack([pool_layer(layer, mask, self.view_pooling) for layer in states[self.first_layer :]], dim=1)
 
@@ -93,15 +95,19 @@ class SelfGuidedObjective(Objective):
     def statistics(self) -> dict[str, float]:
         return self.table.statistics(Metric.FROZEN_OUTPUTS) if self.table is not None else {}
 
+    def sentence_tokens(self, sentences: Sequence[str]) -> Tensor:
+        """c_i: BERT_T's last layer at each sentence's first token ([CLS]), with gradient."""
+        features = self.encoder.tokenize(sentences, self.max_length)
+        output = self.encoder.model(**transformer_inputs(self.encoder.model, features), return_dict=True)
+        return output.last_hidden_state[:, 0]
+
     def loss(self, batch: Sequence[Any]) -> Tensor:
         if self.loss_name == "bt":
             contrastive = self.contrastive_bt_loss(batch)
         elif self.bt_column is not None:
             contrastive = self.back_translation_loss(batch)
         else:
-            features = self.encoder.tokenize(batch, self.max_length)
-            sentence_vectors = self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0]
-            c = self.head(sentence_vectors)
+            c = self.head(self.sentence_tokens(batch))
             h = self.views(batch)
             if self.loss_name == "opt3":
                 contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
@@ -119,8 +125,7 @@ class SelfGuidedObjective(Objective):
         sentence's positive. BERT_T reads the sentences and their back-translations (with gradient, one pass);
         L_base (NT-Xent over the 2b vectors, Section 3.1) pairs f(c_i) with f(c'_i)."""
         sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
-        features = self.encoder.tokenize(sentences + translations, self.max_length)
-        vectors = self.head(self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0])
+        vectors = self.head(self.sentence_tokens(sentences + translations))
         return sg_base_loss(vectors[: len(rows)], vectors[len(rows) :], self.temperature)
 
     def back_translation_loss(self, rows: Sequence[Any]) -> Tensor:
@@ -128,8 +133,7 @@ class SelfGuidedObjective(Objective):
         sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
         # BERT_T reads the sentences, and with bt_into 'tuned' their back-translations, in one pass.
         tuned = sentences + translations if self.bt_into == "tuned" else sentences
-        features = self.encoder.tokenize(tuned, self.max_length)
-        vectors = self.head(self.encoder.model(**features, return_dict=True).last_hidden_state[:, 0])
+        vectors = self.head(self.sentence_tokens(tuned))
         c = vectors[: len(sentences)]
         if self.bt_into == "tuned":
             views, joined = self.head(self.views(sentences)), vectors[len(sentences) :]

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from trainers.data.sources import BT_COLUMNS
 from trainers.losses.contrastive import info_nce
 from trainers.method import Config
+from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder
 from trainers.objectives.base import Objective
 
@@ -34,7 +35,7 @@ class SimCSEObjective(Objective):
             return list(batch), list(batch)
         return [row[0] for row in batch], [row[self.positive] for row in batch]
 
-    def encode_views(self, batch: Sequence[Any]) -> tuple[dict[str, Tensor], Tensor]:
+    def encode_views(self, batch: Sequence[Any]) -> tuple[TokenBatch, Tensor]:
         """The tokenised sentences followed by their positives, and their vectors through the head."""
         sentences, positives = self.texts(batch)
         # One forward pass over both halves, so that each copy gets its own dropout mask.

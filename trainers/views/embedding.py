@@ -1,8 +1,9 @@
 """Token-level augmentations on the embedding layer (ConSERT, Yan et al. 2021, Section 3.2).
 
 Each transformation is a pure function of the embedding-layer output
-``[batch, tokens, dim]`` and the attention mask (1 = real token), except
-``shuffle``, which permutes position ids. Erased counts follow the authors'
+``[batch, tokens, dim]`` and each row's count of real tokens (the host's count,
+:class:`~trainers.models.batches.TokenBatch`: nothing is read back from the
+device), except ``shuffle``, which permutes position ids. Erased counts follow the authors'
 implementation: int(n x rate) of the n candidates of each sentence, where the
 candidates are its real tokens (rows), its feature dimensions (columns), or
 its real-token elements (dropout). Padding is never touched. Randomness comes
@@ -16,22 +17,20 @@ registries; ConSERT's joint training uses it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import torch
 from torch import Tensor
 
 from trainers.common_knobs import RATE_KNOBS
+from trainers.models.batches import TokenBatch
 from trainers.models.pretrained import ModelFamily
 
 if TYPE_CHECKING:
     from trainers.models.encoder import SentenceEncoder
 
-EmbeddingAugmentation = Callable[[Tensor, Tensor, float], Tensor]
-
-
-def _lengths(attention_mask: Tensor) -> list[int]:
-    return attention_mask.sum(1).tolist()
+EmbeddingAugmentation = Callable[[Tensor, Sequence[int], float], Tensor]
+"""(embedding-layer output, each row's count of real tokens, rate) -> the transformed output."""
 
 
 def _erased(embeddings: Tensor, erase: Tensor) -> Tensor:
@@ -47,31 +46,31 @@ def _subset_mask(n: int, rate: float) -> Tensor:
     return mask
 
 
-def token_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+def token_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase int(len x rate) whole token rows of each sentence's real tokens."""
     erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
-    for i, length in enumerate(_lengths(attention_mask)):
+    for i, length in enumerate(lengths):
         erase[i, :length] = _subset_mask(length, rate)
     return _erased(embeddings, erase.unsqueeze(-1))
 
 
-def feature_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+def feature_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase int(dim x rate) whole feature columns of each sentence."""
     erase = torch.stack([_subset_mask(embeddings.shape[-1], rate) for _ in range(len(embeddings))])
     return _erased(embeddings, erase.unsqueeze(1))
 
 
-def dropout(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+def dropout(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
     """Zero int(len x dim x rate) single elements among each sentence's real tokens
     (no rescaling, unlike nn.Dropout: the authors' 'random cutoff')."""
     erase = torch.zeros(embeddings.shape, dtype=torch.bool)
     dim = embeddings.shape[-1]
-    for i, length in enumerate(_lengths(attention_mask)):
+    for i, length in enumerate(lengths):
         erase[i, :length] = _subset_mask(length * dim, rate).view(length, dim)
     return _erased(embeddings, erase)
 
 
-def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+def span_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase one contiguous span of int(len x rate) real tokens, at a random start.
 
     This is Shen et al.'s span cutoff as the ConSERT paper describes cutoff
@@ -79,33 +78,31 @@ def span_cutoff(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tens
     unpublished 'span' option that keeps only a span of (1 - rate) of the
     tokens and masks the rest out of attention; it is not reproduced here."""
     erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
-    for i, length in enumerate(_lengths(attention_mask)):
+    for i, length in enumerate(lengths):
         span = int(length * rate)
         start = int(torch.randint(length - span + 1, ()))
         erase[i, start : start + span] = True
     return _erased(embeddings, erase.unsqueeze(-1))
 
 
-def no_augmentation(embeddings: Tensor, attention_mask: Tensor, rate: float) -> Tensor:
+def no_augmentation(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
     return embeddings
 
 
-def shuffled_position_ids(attention_mask: Tensor, family: ModelFamily, pad_token_id: int) -> Tensor:
-    """Position ids with each sentence's real tokens permuted (token shuffle); token ids are untouched.
+def shuffled_position_ids(lengths: Sequence[int], width: int, family: ModelFamily, pad_token_id: int) -> Tensor:
+    """Position ids, on the host, of rows of ``width`` tokens whose first ``lengths`` are real, with each row's
+    real tokens permuted (token shuffle); token ids are untouched.
 
     The positions are those the model gives itself when it is given none (``family``): BERT's count from 0
     over every token; RoBERTa's count from pad_token_id + 1 over the real tokens and give padding
-    pad_token_id. Padding keeps its position either way. The permutations are drawn on the CPU's generator and
-    the ids sent to the mask's device in one copy."""
-    batch, width = attention_mask.shape
+    pad_token_id. Padding keeps its position either way. The permutations are drawn on the CPU's generator."""
     first = family.first_position(pad_token_id)
-    mask = attention_mask.cpu()
-    positions = torch.arange(first, first + width).repeat(batch, 1)
-    if family.positions_after_padding:
-        positions[mask == 0] = pad_token_id
-    for i, length in enumerate(_lengths(mask)):
+    positions = torch.arange(first, first + width).repeat(len(lengths), 1)
+    for i, length in enumerate(lengths):
         positions[i, :length] = first + torch.randperm(length)
-    return positions.to(attention_mask.device, non_blocking=True)
+        if family.positions_after_padding:
+            positions[i, length:] = pad_token_id
+    return positions
 
 
 EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
@@ -134,7 +131,7 @@ def fgv_perturbation(gradient: Tensor, norm: float) -> Tensor:
 
 
 def hidden_states_with_embedding_transform(
-    encoder: "SentenceEncoder", features: dict[str, Tensor], transform: Callable[[Tensor], Tensor]
+    encoder: "SentenceEncoder", features: TokenBatch, transform: Callable[[Tensor], Tensor]
 ) -> tuple[Tensor, ...]:
     """All hidden states of ``encoder`` with its embedding-layer output replaced by
     ``transform(output)``, through a forward hook, so the encoder itself is used unchanged.
@@ -147,14 +144,14 @@ def hidden_states_with_embedding_transform(
 
 
 def augmented_hidden_states(
-    encoder: "SentenceEncoder", features: dict[str, Tensor], augmentation: str, rate: float
+    encoder: "SentenceEncoder", features: TokenBatch, augmentation: str, rate: float
 ) -> tuple[Tensor, ...]:
     """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer
-    (``shuffle`` passes permuted position ids instead)."""
+    (``shuffle`` passes permuted position ids instead, sent to the device in one copy)."""
     if augmentation == "shuffle":
-        mask, pad_token_id = features["attention_mask"], encoder.model.config.pad_token_id
-        positions = shuffled_position_ids(mask, encoder.family, pad_token_id)
-        return encoder.hidden_states(features, position_ids=positions)
+        width, pad_token_id = features["input_ids"].shape[1], encoder.model.config.pad_token_id
+        positions = shuffled_position_ids(features.lengths, width, encoder.family, pad_token_id)
+        return encoder.hidden_states(features, position_ids=positions.to(encoder.device, non_blocking=True))
     transform = EMBEDDING_AUGMENTATIONS[augmentation]
-    mask = features["attention_mask"]
-    return hidden_states_with_embedding_transform(encoder, features, lambda output: transform(output, mask, rate))
+    return hidden_states_with_embedding_transform(encoder, features,
+                                                  lambda output: transform(output, features.lengths, rate))

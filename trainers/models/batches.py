@@ -1,0 +1,89 @@
+"""A tokenised batch on the device, and what the host knows of it without asking the device.
+
+On a GPU, every value the host reads back from the device (``.tolist()``, ``.cpu()``, ``bool(tensor)``) waits
+for every kernel queued before it: the device then idles while the host launches the next kernels. The host
+padded each batch itself, so it already knows how many real tokens each row has. :class:`TokenBatch` keeps
+that count beside the device tensors, and the views and the transformer's attention mask are built from it
+(:func:`transformer_inputs`) instead of from the device's copy of the mask.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Mapping
+
+import torch
+from torch import Tensor
+from transformers import PreTrainedModel
+
+from trainers.models.pretrained import FAMILIES
+
+
+def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """Host tensors onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
+    the next launch while the copy runs (the copy is ordered before the kernels that read it)."""
+    if device.type != "cuda":
+        return {name: tensor.to(device) for name, tensor in features.items()}
+    return {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in features.items()}
+
+
+class TokenBatch(dict[str, Tensor]):
+    """Token ids, attention mask (and token types) of a batch on the encoder's device, with ``lengths``: each
+    row's count of real tokens, counted on the host before the batch was sent (real tokens first, then
+    padding, as the encoder families here pad)."""
+
+    lengths: tuple[int, ...]
+
+    @classmethod
+    def sent(cls, features: Mapping[str, Tensor], device: torch.device) -> TokenBatch:
+        """``features``, padded on the host, sent to ``device``; their rows' lengths counted before."""
+        batch = cls(to_device(features, device))
+        batch.lengths = tuple(features["attention_mask"].sum(1).tolist())
+        return batch
+
+    def with_ids(self, input_ids: Tensor) -> TokenBatch:
+        """The same rows with other token ids in the same places (a masked or an edited copy)."""
+        batch = TokenBatch({**self, "input_ids": input_ids})
+        batch.lengths = self.lengths
+        return batch
+
+    @property
+    def padded(self) -> bool:
+        """Whether any row has padding (rows are padded to the longest)."""
+        return min(self.lengths, default=0) != max(self.lengths, default=0)
+
+
+def transformer_inputs(model: PreTrainedModel, batch: TokenBatch) -> dict[str, Tensor]:
+    """``batch`` as ``model`` is to be given it, so that the transformer reads nothing back from the device.
+
+    Given a 2D attention mask, the transformer reads it back to learn whether any token is padding: with none it
+    drops the mask (SDPA then runs unmasked). The host knows the answer, so
+    - a batch without padding goes without a mask: what the transformer would have done;
+    - a padded batch, with SDPA attention, goes with the 4D mask the transformer would have made of it
+      (transformers' own ``create_bidirectional_mask``, told that padding is there, so it does not look);
+    - any other batch (eager attention, whose mask depends on the dtype inside the model) goes as it is.
+    Each computes the same bits as the batch given as it is (``tests/test_encoder.py``)."""
+    if not batch.padded:
+        return {name: tensor for name, tensor in batch.items() if name != "attention_mask"}
+    config = model.config
+    if config._attn_implementation != "sdpa" or config.model_type not in FAMILIES or not _mask_maker_told():
+        return dict(batch)
+    from transformers.masking_utils import create_bidirectional_mask
+
+    mask = batch["attention_mask"]
+    # The maker reads only the embeddings' batch size, length, dtype and device: a stand-in without storage.
+    embeddings = mask.new_empty((*mask.shape, 0), dtype=model.dtype)
+    prepared = create_bidirectional_mask(config=config, inputs_embeds=embeddings, attention_mask=mask,
+                                         allow_is_bidirectional_skip=False)
+    return {**batch, "attention_mask": prepared}
+
+
+@functools.cache
+def _mask_maker_told() -> bool:
+    """Whether this transformers' mask maker can be told not to look for a batch without padding."""
+    try:
+        from transformers.masking_utils import create_bidirectional_mask
+    except ImportError:
+        return False
+    return "allow_is_bidirectional_skip" in inspect.signature(create_bidirectional_mask).parameters
