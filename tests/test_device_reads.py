@@ -112,8 +112,9 @@ METHODS = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_a_methods_step_reads_nothing_back_from_the_device(method, tiny_bert, tiny_masked_lm, use_tiny_sts):
+def second_step(method: str, tiny_bert: str, tiny_masked_lm: str) -> tuple[torch.nn.Module, Callable[[], None]]:
+    """``method``'s objective and its second step (loss, backward, ``after_step``), once the first has run on the
+    CPU: the first builds what later steps reuse (queues filled, tables made, the flow fitted)."""
     from trainers.data.sources import load_corpus
 
     knobs = {key: value.format(tiny_bert=tiny_bert, tiny_masked_lm=tiny_masked_lm)
@@ -127,8 +128,13 @@ def test_a_methods_step_reads_nothing_back_from_the_device(method, tiny_bert, ti
         objective.loss(batch).backward()
         objective.after_step()
 
-    step(examples[:8])  # the first step builds what later steps reuse (queues filled, tables made)
-    reads = reads_of(lambda: step(examples[8:16]))
+    step(examples[:8])
+    return objective, lambda: step(examples[8:16])
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_a_methods_step_reads_nothing_back_from_the_device(method, tiny_bert, tiny_masked_lm, use_tiny_sts):
+    reads = reads_of(second_step(method, tiny_bert, tiny_masked_lm)[1])
     assert not unlisted(reads), f"{method}'s step reads back on the host at {unlisted(reads)}"
 
 
@@ -138,24 +144,9 @@ KEEPS_A_DEVICE_READ = {"diffcse"}
 
 @pytest.mark.parametrize("method", sorted(set(METHODS) - KEEPS_A_DEVICE_READ))
 def test_a_methods_step_runs_on_a_device_with_no_values_to_read(method, tiny_bert, tiny_masked_lm, use_tiny_sts):
-    from trainers.data.sources import load_corpus
-
-    knobs = {key: value.format(tiny_bert=tiny_bert, tiny_masked_lm=tiny_masked_lm)
-             for key, value in METHODS[method].items()}
-    objective = build_objective(method, tiny_bert, 0, batch_size=8, max_seq_length=16, **knobs)
-    examples = list(load_corpus(objective_corpus(method, knobs, tiny_bert))[:16])
-    objective.prepare(examples)
-    objective.train()
-
-    def step(batch: list) -> None:
-        objective.loss(batch).backward()
-        objective.after_step()
-
-    step(examples[:8])  # on the CPU: the first step builds what later steps reuse (queues filled, flow fitted)
+    objective, step = second_step(method, tiny_bert, tiny_masked_lm)
     objective.to("meta")
-    step(examples[8:16])  # raises at any read back
-
-
+    step()  # raises at any read back
 @pytest.mark.parametrize("views", [("shuffle", "token_cutoff"), ("span_cutoff", "dropout"), ("feature_cutoff", "none")])
 def test_consert_views_read_nothing_back(views, tiny_bert, use_tiny_sts):
     """Each embedding-layer view takes its rows' lengths from the host's count (ConSERT's and SCT's views)."""
