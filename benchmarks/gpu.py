@@ -17,8 +17,8 @@ Measured, on a CUDA device:
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
-- **legacy** (``--legacy DIR``): the steps of an older ``trainers/`` in ``DIR`` (``--pack`` takes the commit
-  before the host's share was cut), in the same call;
+- **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
+  (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
   in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile``, against
   sentence-transformers' ``encode`` in fp32 and fp16;
@@ -475,9 +475,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
+LEGACY_METHODS = ("simcse", "consert", "sct")
+"""The methods timed through the older loop: ConSERT's and SCT's views took the most host work out."""
+
+
 def legacy_steps(trainers_folder: str, commit: str, tiny: bool) -> list[dict[str, Any]]:
-    """SimCSE's and SCT's steps through the older loop in ``trainers_folder`` (fp32 and bf16: it has no tf32)."""
-    extra = ["--methods", "simcse", "sct", "--precisions", "fp32", "bf16", *(["--tiny"] if tiny else [])]
+    """:data:`LEGACY_METHODS`' steps through the older loop in ``trainers_folder``, in the precision ``auto``
+    picks on a GPU (TF32; fp32 in the tiny version: a CPU has no TF32)."""
+    extra = ["--methods", *LEGACY_METHODS, "--precisions", "fp32" if tiny else "tf32", *(["--tiny"] if tiny else [])]
     return [{**row, "commit": commit} for row in steps_in_child(extra, trainers_folder)["steps"]]
 
 

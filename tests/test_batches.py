@@ -46,6 +46,8 @@ def test_what_the_transformer_is_given(tiny_bert, attention):
         assert torch.equal(given[:, 0, 0], padded["attention_mask"].bool())
     else:  # eager's mask depends on the dtype inside the model: given as it is
         assert given is padded["attention_mask"]
+    counted_elsewhere = dict(padded)  # features whose lengths the host did not count: as they are
+    assert transformer_inputs(encoder.model, counted_elsewhere)["attention_mask"] is padded["attention_mask"]
 
 
 @pytest.mark.parametrize("sentences", [SAME_LENGTH, PADDED], ids=["one length", "padded"])

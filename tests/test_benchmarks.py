@@ -52,9 +52,12 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     gpu.main(["--json", str(figures), "--methods", "simcse", "sct", "--legacy", str(legacy)])
     results = json.loads(figures.read_text())
     assert results["errors"] == [] and results["tiny"] and results["device"] == "CPU"
-    for part in ("steps", "bare", "legacy"):
+    for part in ("steps", "bare"):
         rows = {(row["method"], row["precision"]) for row in results[part]}
         assert {("simcse", "fp32"), ("simcse", "bf16")} <= rows and all(row["ms"] > 0 for row in results[part])
+    assert {(row["method"], row["precision"]) for row in results["legacy"]} == {
+        (method, "fp32") for method in gpu.LEGACY_METHODS}  # the tiny version's precision: a CPU has no TF32
+    assert all(row["ms"] > 0 for row in results["legacy"])
     scores = {(row["what"], row["precision"]): row["test_avg"] for row in results["evaluation"]}
     assert scores[("ours", "fp32")] == scores[("ours, tokenised afresh", "fp32")]  # kept ids are the tokenizer's
     assert scores[("ours", "tf32")] == scores[("ours", "fp32")]  # a CPU has no TF32: the same fp32

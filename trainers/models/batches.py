@@ -54,7 +54,7 @@ class TokenBatch(dict[str, Tensor]):
         return min(self.lengths, default=0) != max(self.lengths, default=0)
 
 
-def transformer_inputs(model: PreTrainedModel, batch: TokenBatch) -> dict[str, Tensor]:
+def transformer_inputs(model: PreTrainedModel, batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
     """``batch`` as ``model`` is to be given it, so that the transformer reads nothing back from the device.
 
     Given a 2D attention mask, the transformer reads it back to learn whether any token is padding: with none it
@@ -62,8 +62,11 @@ def transformer_inputs(model: PreTrainedModel, batch: TokenBatch) -> dict[str, T
     - a batch without padding goes without a mask: what the transformer would have done;
     - a padded batch, with SDPA attention, goes with the 4D mask the transformer would have made of it
       (transformers' own ``create_bidirectional_mask``, told that padding is there, so it does not look);
-    - any other batch (eager attention, whose mask depends on the dtype inside the model) goes as it is.
-    Each computes the same bits as the batch given as it is (``tests/test_encoder.py``)."""
+    - any other batch (eager attention, whose mask depends on the dtype inside the model; features whose
+      lengths the host did not count) goes as it is.
+    Each computes the same bits as the batch given as it is (``tests/test_batches.py``)."""
+    if not isinstance(batch, TokenBatch):
+        return dict(batch)
     if not batch.padded:
         return {name: tensor for name, tensor in batch.items() if name != "attention_mask"}
     config = model.config
