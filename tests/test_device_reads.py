@@ -169,3 +169,14 @@ def objective_corpus(method: str, knobs: dict[str, Any], model: str) -> str:
     from trainers.registry import get_method
 
     return get_method(method).resolve({"model": model, **knobs})["train_corpus"]
+
+
+def test_a_glue_step_reads_nothing_back(tiny_bert):
+    """GLUE fine-tuning's forward and backward on sentence pairs, padded, on the meta device."""
+    from trainers.models.encoder import SentenceEncoder
+    from trainers.training.glue import SequenceClassifier
+
+    model = SequenceClassifier(SentenceEncoder.from_pretrained(tiny_bert)).to("meta")
+    features = model.features((["a dog runs", "two cats sleep on a mat"], ["it runs", "they sleep"]), 32)
+    assert features.padded
+    model(features).sum().backward()

@@ -28,6 +28,7 @@ from transformers import set_seed
 
 from trainers.data.glue_tasks import N_LABELS, Examples, TaskData, split_validation
 from trainers.metrics import Glue
+from trainers.models.batches import TokenBatch, transformer_inputs
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
 from trainers.training.steps import total_steps
@@ -58,15 +59,15 @@ class SequenceClassifier(nn.Module):
         nn.init.normal_(self.head.weight, std=getattr(config, "initializer_range", 0.02))  # as BERT initialises it
         nn.init.zeros_(self.head.bias)
 
-    def features(self, texts: Sequence[Sequence[str]], max_length: int) -> dict[str, Tensor]:
+    def features(self, texts: Sequence[Sequence[str]], max_length: int) -> TokenBatch:
         """Token ids of single sentences or sentence pairs (the tokenizer's [SEP]-joined pair input)."""
         tokenizer = self.encoder.tokenizer
         found = tokenizer(*(list(side) for side in texts), padding=True, truncation=True, max_length=max_length,
                           return_tensors="pt")
-        return {name: tensor.to(self.encoder.device) for name, tensor in found.items()}
+        return TokenBatch.sent(found, self.encoder.device)
 
-    def forward(self, features: dict[str, Tensor]) -> Tensor:
-        output = self.encoder.model(**features, return_dict=True)
+    def forward(self, features: TokenBatch) -> Tensor:
+        output = self.encoder.model(**transformer_inputs(self.encoder.model, features), return_dict=True)
         pooled = getattr(output, "pooler_output", None)
         pooled = output.last_hidden_state[:, 0] if pooled is None else pooled
         return self.head(self.dropout(pooled))
