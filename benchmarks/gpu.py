@@ -13,7 +13,9 @@ Measured, on a CUDA device:
   fp32, TF32 and bf16, through :func:`trainers.training.loop.train` with the objective on the device as a trial runs
   it; peak memory; FLOPs per step (``FlopCounterMode``) and their rate's share of the card's measured one;
 - **compiled**: the SimCSE steps again with ``torch_compile: true`` (the transformer through torch.compile) in
-  TF32 and bf16, the compiling's seconds beside them;
+  TF32 and bf16, in each of ``--compile-modes`` (``default``, and ``reduce-overhead``: each batch shape's
+  forward and backward replayed as a CUDA graph), warmed up on one pass over the timed batches, so that the
+  compiling and each shape's recording fall before the timing; the warm-up's seconds beside them;
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
@@ -48,6 +50,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from benchmarks.step_time import timed_steps
+from trainers.common_knobs import COMPILE_MODES
 from trainers.data.sources import TEST_SETS, load_corpus
 from trainers.metrics import Metric
 from trainers.models.encoder import SentenceEncoder
@@ -63,6 +66,9 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 SHARING = (1, 2, 4, 8)
 COMPILED_PRECISIONS = ("tf32", "bf16")
 """The precisions of the compiled SimCSE steps (``torch_compile: true``) on a GPU; fp32 in the tiny version."""
+COMPILED_MODES = ("default", "reduce-overhead")
+"""The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
+tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
 PARTS = ("rates", "steps", "compiled", "bare", "graphed", "legacy", "profile", "evaluation", "sharing",
          "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
@@ -121,16 +127,17 @@ def matmul_tflops(precision: str, device: torch.device, size: int) -> float:
     return 2 * size**3 / best / 1e12
 
 
-def objective_of(method: str, model: str, precision: str, steps: int, device: torch.device, **overrides):
-    """(objective on ``device``, its config, training examples for ``steps`` + warm-up batches), as a trial
-    builds them."""
+def objective_of(method: str, model: str, precision: str, steps: int, device: torch.device, batches: int,
+                 **overrides):
+    """(objective on ``device``, its config for ``steps`` steps, training examples for ``batches`` batches), as a
+    trial builds them."""
     torch.manual_seed(0)
-    config = get_method(method).resolve({"model": model, "train_precision": precision, "max_steps": WARMUP + steps,
+    config = get_method(method).resolve({"model": model, "train_precision": precision, "max_steps": steps,
                                          "eval_every": 10**6, "checkpoint_every": 0, **overrides})
     (stage,) = get_method(method).stages(config)
     encoder = SentenceEncoder.from_config(config).to(device)
     objective = stage.build(config, encoder).to(device)
-    return objective, config, typical_examples(config, WARMUP + steps)
+    return objective, config, typical_examples(config, batches)
 
 
 def typical_examples(config: Mapping[str, Any], batches: int) -> list[Any]:
@@ -142,13 +149,19 @@ def typical_examples(config: Mapping[str, Any], batches: int) -> list[Any]:
 
 
 def loop_steps(method: str, model: str, precision: str, steps: int, device: torch.device,
-               at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True,
+               at_warmup: Callable[[], None] = lambda: None, count_flops: bool = True, rehearse: bool = False,
                **overrides: Any) -> dict[str, Any]:
     """ms per step of ``steps`` steps through :func:`trainers.training.loop.train` after the warm-up (the device
     synchronised at both ends, so queued work is counted), when they finished, the seconds the warm-up took
     (a compiled step's compiling included), the peak memory, and the FLOPs of one more step; ``overrides`` are
-    knobs (``torch_compile``)."""
-    objective, config, examples = objective_of(method, model, precision, steps, device, **overrides)
+    knobs (``torch_compile``). The warm-up is :data:`WARMUP` steps, or with ``rehearse`` a first epoch over the
+    timed steps' examples (reshuffled, as a trial's epochs are), so that the compiling and the recording of most
+    padded lengths' graphs (``reduce-overhead``'s CUDA graphs) fall before the timing, as in a trial's first
+    steps."""
+    warmup = steps if rehearse else WARMUP
+    epochs = {"epochs": 2} if rehearse else {}
+    objective, config, examples = objective_of(method, model, precision, warmup + steps, device,
+                                               steps if rehearse else warmup + steps, **overrides, **epochs)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
@@ -158,11 +171,21 @@ def loop_steps(method: str, model: str, precision: str, steps: int, device: torc
         warmed.append(time.perf_counter() - started)
         at_warmup()
 
-    seconds, finished = timed_steps(objective, examples, config, device, WARMUP, warmed_up)
+    skipped = cudagraph_skips()
+    seconds, finished = timed_steps(objective, examples, config, device, warmup, warmed_up)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else 0.0
     flops = step_flops(objective, examples[: config["batch_size"]]) if count_flops else 0.0
     return {"method": method, "precision": precision, "ms": 1000 * seconds, "warmup_seconds": warmed[0],
-            "finished": finished, "peak_gib": peak, "tflop_per_step": flops / 1e12, **overrides}
+            "finished": finished, "peak_gib": peak, "tflop_per_step": flops / 1e12,
+            "cudagraph_skips": cudagraph_skips() - skipped, **overrides}
+
+
+def cudagraph_skips() -> int:
+    """How many compiled graphs torch.compile has run without their CUDA graph so far (a mode that records them
+    skips a graph it cannot capture, and says why under ``TORCH_LOGS=perf_hints``)."""
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    return sys.modules["torch._dynamo"].utils.counters["inductor"]["cudagraph_skips"]
 
 
 def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:
@@ -449,9 +472,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.steps_only:
             return results
         compiled = [p for p in (COMPILED_PRECISIONS if not tiny else ("fp32",)) if p in precisions]
+        modes = args.compile_modes or (COMPILED_MODES if not tiny else ("default",))
         section("compiled", lambda: [{"model": name, **loop_steps("simcse", path, precision, steps, device,
-                                                                   count_flops=False, torch_compile=True)}
-                                     for name, path in models.items() for precision in compiled])
+                                                                   count_flops=False, rehearse=True,
+                                                                   torch_compile=True, torch_compile_mode=mode)}
+                                     for name, path in models.items() for precision in compiled
+                                     for mode in modes])
         section("bare", lambda: [{"model": name, **bare_simcse(path, precision, steps, device)}
                                  for name, path in models.items() for precision in precisions])
         if device.type == "cuda":  # a CPU has no graphs to capture
@@ -557,6 +583,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="Layers,width of the tiny version's BERT (2,64).")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
+    parser.add_argument("--compile-modes", nargs="+", choices=COMPILE_MODES,
+                        help=f"torch_compile_mode values of the compiled part ({', '.join(COMPILED_MODES)}; "
+                             "'default' tiny).")
     parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
     parser.add_argument("--skip", nargs="+", default=[], choices=PARTS, metavar="PART",

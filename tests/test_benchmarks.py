@@ -64,7 +64,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert abs(scores[("ours, eval_batch_size 512", "tf32")] - scores[("ours", "fp32")]) < 0.05
     assert abs(scores[("ours, torch_compile", "tf32")] - scores[("ours", "fp32")]) < 0.05
     (compiled,) = results["compiled"]  # the tiny version compiles SimCSE's fp32 step
-    assert compiled["torch_compile"] and compiled["method"] == "simcse" and compiled["ms"] > 0
+    assert compiled["torch_compile"] and compiled["torch_compile_mode"] == "default" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
@@ -74,7 +74,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     text = page.read_text()
     assert "## GPU: training steps" in text and "Machine: CPU;" in text and "### Targets (issue 39)" in text
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
-    assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 |" in text
+    assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
 
 

@@ -41,3 +41,33 @@ def test_the_knob_compiles_the_transformer(tiny_bert):
     counters.clear()
     _trial(str(tiny_bert), "simcse", compiled=False)
     assert counters["stats"]["calls_captured"] == 0
+
+
+def test_the_mode_reaches_torch_compile_as_its_options(tiny_bert, monkeypatch):
+    """``torch_compile_mode`` is handed to torch.compile as the mode's own options (a mode ignored would compile
+    every trial as 'default'), with eager's random draws kept."""
+    import torch
+
+    from trainers.models import encoder as encoder_module
+
+    seen: list[dict] = []
+    compile_ = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: seen.append(kwargs["options"]) or compile_(fn, **kwargs))
+    encoder_module._compiled_call.cache_clear()
+    reports: list[dict] = []
+    run_trial({"method": "simcse", "model": str(tiny_bert), "max_steps": 2, "eval_every": 2, "batch_size": 8,
+               "train_limit": 16, "eval_max_pairs": 20, "torch_compile": True,
+               "torch_compile_mode": "reduce-overhead"}, reports.append)
+    encoder_module._compiled_call.cache_clear()
+    assert seen == [{"triton.cudagraphs": True, "fallback_random": True}]
+
+
+def test_a_mode_without_torch_compile_is_refused():
+    """A mode set while torch_compile is off would change the trial's key and compute nothing else: refused,
+    naming the knob."""
+    from trainers.knobs import ConfigError
+    from trainers.registry import get_method
+
+    with pytest.raises(ConfigError, match="torch_compile_mode.*needs torch_compile: true"):
+        get_method("simcse").resolve({"torch_compile_mode": "reduce-overhead"})
+    assert get_method("simcse").resolve({"torch_compile": True, "torch_compile_mode": "reduce-overhead"})

@@ -25,6 +25,9 @@ FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+"""torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
+CUDA graphs, one per batch shape, on a GPU."""
 """Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
@@ -81,10 +84,15 @@ def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:
 
 def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the training knobs of a resolved config ask for that no one knob shows."""
+    problems = []
     if config["final_state"] == "last" and config["patience"]:
-        return [Problem("patience", "stops a stage after evaluations without a better dev score, but final_state "
-                                    "'last' keeps no best score to beat: set patience 0 or final_state 'best_dev'")]
-    return []
+        problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
+                                "final_state 'last' keeps no best score to beat: set patience 0 or final_state "
+                                "'best_dev'"))
+    if config["torch_compile_mode"] != "default" and not config["torch_compile"]:
+        problems.append(Problem("torch_compile_mode", f"is torch.compile's mode, so {config['torch_compile_mode']!r} "
+                                "needs torch_compile: true"))
+    return problems
 
 
 TRAINING_KNOBS = KnobSet(
@@ -136,6 +144,11 @@ TRAINING_KNOBS = KnobSet(
              "Face's TrainingArguments.torch_compile does: fewer kernel launches and no Python per layer, for a "
              "GPU whose steps wait on the host (docs/gpu.md). The same arithmetic, but fused kernels round in "
              "another order, so scores differ in their last digits; compiling takes a minute or so per process."),
+        Knob("torch_compile_mode", str, "default", "torch.compile's mode under torch_compile, as Hugging Face's "
+             "TrainingArguments.torch_compile_mode: 'reduce-overhead' replays each batch shape's forward and "
+             "backward as a CUDA graph on a GPU (one recording per padded length, a few seconds at a trial's "
+             "start; on a CPU it compiles as 'default'), 'max-autotune' also searches kernels (minutes).",
+             choices=COMPILE_MODES),
     )
 )
 

@@ -169,11 +169,16 @@ def _call_transformer(model: PreTrainedModel, **inputs: Any) -> Any:
 
 
 @functools.cache
-def _compiled_call() -> Any:
-    """The transformer's call through torch.compile, made on first use (importing the compiler takes time a
-    process that never compiles should not spend). It compiles once per model class and set of inputs: every
-    instance of a class shares the graph, torch.compile taking modules' parameters as inputs."""
-    return torch.compile(_call_transformer, dynamic=True, options={"fallback_random": True})
+def _compiled_call(mode: str) -> Any:
+    """The transformer's call through torch.compile in ``mode`` (the ``torch_compile_mode`` knob), made on first
+    use (importing the compiler takes time a process that never compiles should not spend). It compiles once per
+    model class and set of inputs: every instance of a class shares the graph, torch.compile taking modules'
+    parameters as inputs. Random ops fall back to eager's, so a compiled dropout draws eager's masks; torch.compile
+    takes a mode or options, not both, so the mode comes as its options."""
+    from torch._inductor import list_mode_options
+
+    options = {**list_mode_options(mode, dynamic=True), "fallback_random": True}
+    return torch.compile(_call_transformer, dynamic=True, options=options)
 
 
 class SentenceEncoder(nn.Module):
@@ -207,9 +212,10 @@ class SentenceEncoder(nn.Module):
         self.layer = layer
         self.wk = tuple(wk)
         self.skip_token_ids: tuple[int, ...] = ()
-        # Whether the transformer runs through torch.compile (the torch_compile knob). The compiled function
-        # takes the transformer as an argument, so a deep copy (SCT's reference) computes with its own weights.
-        self.compiled = False
+        # torch.compile's mode when the transformer runs through it (the torch_compile knobs), else None. The
+        # compiled function takes the transformer as an argument, so a deep copy (SCT's reference) computes with
+        # its own weights.
+        self.compile_mode: str | None = None
         # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow), set by
         # from_config for a method that declares one; its weights are the encoder's (selection, checkpoints).
         self.after_pooling: nn.Module | None = None
@@ -273,21 +279,22 @@ class SentenceEncoder(nn.Module):
         device, from the process's kept token ids (:func:`token_cache`)."""
         return TokenBatch.sent(token_cache(self.tokenizer).features(sentences, max_length), self.device)
 
-    def compile_transformer(self) -> None:
-        """Run the transformer through torch.compile from now on (the ``torch_compile`` knob), from graphs of
-        its own: the graphs an earlier trial of this process compiled are dropped, because torch.compile does not
-        guard every module attribute a graph reads (ConSERT's zeroed dropout rates ran at a SimCSE trial's)."""
+    def compile_transformer(self, mode: str = "default") -> None:
+        """Run the transformer through torch.compile in ``mode`` from now on (the ``torch_compile`` knobs), from
+        graphs of its own: the graphs an earlier trial of this process compiled are dropped, because torch.compile
+        does not guard every module attribute a graph reads (ConSERT's zeroed dropout rates ran at a SimCSE
+        trial's)."""
         import torch._dynamo
 
         torch._dynamo.reset()
-        self.compiled = True
+        self.compile_mode = mode
 
     def hidden_states(self, features: TokenBatch, **model_kwargs) -> tuple[Tensor, ...]:
         """All hidden states, index 0 = embedding layer output."""
         # A call with a forward hook in it (ConSERT's and SCT's views at the embedding layer) runs eagerly: a
         # compiled graph does not see a hook that captures each call's own tensors.
-        compiled = self.compiled and not any(module._forward_hooks for module in self.model.modules())
-        call = _compiled_call() if compiled else _call_transformer
+        hooked = any(module._forward_hooks for module in self.model.modules())
+        call = _compiled_call(self.compile_mode) if self.compile_mode and not hooked else _call_transformer
         inputs = transformer_inputs(self.model, features)
         output = call(self.model, **inputs, **model_kwargs, output_hidden_states=True, return_dict=True)
         return output.hidden_states

@@ -156,8 +156,8 @@ def train(
         timer = _Timer(**resume.timer)
         position = _Position(**resume.position)
         set_rng_states(resume.rng)
-    if config["torch_compile"]:
-        encoder.compile_transformer()  # after the objective's copies of the encoder (its own, uncompiled)
+    if config["torch_compile"]:  # after the objective's copies of the encoder (its own, uncompiled)
+        encoder.compile_transformer(config["torch_compile_mode"])
     used = precision.resolve(config["train_precision"], device)
     with precision.autocast(used, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
