@@ -1,8 +1,9 @@
 """The device check: a trial's training steps, its evaluation and several trials on one GPU, measured in one call.
 
-    python -m benchmarks.gpu --pack .gpu_carry          # here: what the GPU machine needs (see docs/gpu.md)
-    python -m benchmarks.gpu --unpack .gpu_carry        # there: restore the bundled model's weights
-    python -m benchmarks.gpu --json gpu.json [--legacy .gpu_carry/legacy]   # there: measure (about 4 minutes)
+    python -m benchmarks.gpu --pack .gpu_carry --before COMMIT   # here: what the GPU machine needs, HEAD's code
+                                                                 # in .gpu_carry/clean (docs/gpu.md)
+    python -m benchmarks.gpu --unpack ..                # there, in .gpu_carry/clean: restore the model's weights
+    PYTHONPATH=$PWD/../site python -m benchmarks.gpu --json gpu.json --legacy ../legacy   # there: measure
     python -m benchmarks.gpu --render gpu.json          # here: its section of benchmarks/results.md
 
 Measured, on a CUDA device:
@@ -527,9 +528,14 @@ def steps_in_child(extra: list[str], trainers_folder: str | None = None) -> dict
     return result
 
 
+CARRIED_CODE = ("trainers", "benchmarks", "pyproject.toml")
+"""What ``--pack`` archives from HEAD into the carried folder's ``clean/``: the code the device check runs."""
+
+
 def pack(folder: Path, before: str) -> None:
     """What a GPU call carries (under 64 MiB): the bundled model with fp16 weights, a stand-in for its package,
-    and the ``trainers/`` of commit ``before`` for the legacy steps."""
+    the ``trainers/`` of commit ``before`` for the legacy steps, and HEAD's :data:`CARRIED_CODE` in ``clean/``,
+    run from there; ``commit`` names both commits, the figures' and the legacy's."""
     from safetensors.torch import load_file, save_file
 
     source = Path(resolve_model_path(BUNDLED_MODEL))
@@ -544,10 +550,14 @@ def pack(folder: Path, before: str) -> None:
     (package / "__init__.py").write_text(
         "from pathlib import Path\n\n\ndef get_model_path():\n"
         "    return Path(__file__).resolve().parent.parent.parent / 'model'\n", encoding="utf-8")
-    legacy = folder / "legacy"
-    legacy.mkdir()
-    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True, cwd=ROOT).stdout
-    subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive, check=True)
+    for commit, paths, into in ((before, ("trainers",), folder / "legacy"), ("HEAD", CARRIED_CODE, folder / "clean")):
+        into.mkdir()
+        archive = subprocess.run(["git", "archive", commit, *paths], check=True, capture_output=True, cwd=ROOT).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    changed = subprocess.run(["git", "status", "--porcelain", *CARRIED_CODE], check=True, capture_output=True,
+                             text=True, cwd=ROOT).stdout
+    if changed:
+        print(f"{folder}/clean holds HEAD's code; not carried, uncommitted:\n{changed}", file=sys.stderr)
     named = subprocess.run(["git", "rev-parse", "--short", before], check=True, capture_output=True, text=True,
                            cwd=ROOT).stdout.strip()  # HEAD names another commit once more are made
     (folder / "commit").write_text(json.dumps({"commit": commit_here(), "before": named}), encoding="utf-8")
@@ -561,6 +571,13 @@ def unpack(folder: Path) -> None:
     weights = load_file(str(model / "model.fp16.safetensors"))
     save_file({name: tensor.float() if tensor.is_floating_point() else tensor for name, tensor in weights.items()},
               str(model / "model.safetensors"))
+
+
+def carried_commits() -> dict[str, str]:
+    """The commits ``--pack`` recorded ({"commit", "before"}) when this code runs from a carried folder's
+    ``clean/`` (the copy there has no git to ask), else none."""
+    carried = ROOT.parent / "commit"
+    return json.loads(carried.read_text()) if ROOT.name == "clean" and carried.is_file() else {}
 
 
 def commit_here() -> str:
@@ -603,8 +620,7 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks.gpu_report import render
 
         return render(json.loads(Path(args.render).read_text()), args.results)
-    carried = Path(args.legacy).parent / "commit" if args.legacy else None
-    commits = json.loads(carried.read_text()) if carried and carried.exists() else {}
+    commits = carried_commits()
     args.commit = commits.get("commit") or commit_here()
     args.commit_before = commits.get("before", "?")
     results = measure(args)
