@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -444,6 +445,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU",
         "torch": torch.__version__, "transformers": __import__("transformers").__version__, "tiny": tiny,
         "commit": args.commit, "steps_timed": steps, "warmup_steps": WARMUP, "errors": [],
+        "command": "python -m benchmarks.gpu " + shlex.join(args.argv), **({"label": args.label} if args.label else {}),
     }
 
     def section(name: str, run: Callable[[], Any]) -> None:
@@ -607,9 +609,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
     parser.add_argument("--skip", nargs="+", default=[], choices=PARTS, metavar="PART",
                         help=f"Parts not to measure, to fit a call's time ({', '.join(PARTS)}).")
+    parser.add_argument("--label", help="Name a call that measures a few parts: its section of results.md is its "
+                                        "own instead of replacing the card's whole check.")
     parser.add_argument("--steps-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.worker:
         return worker(json.loads(args.worker))
     if args.pack:

@@ -76,6 +76,12 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
+    assert f"Command: `python -m benchmarks.gpu --json {figures} --methods simcse sct --legacy {legacy}`" in text
+    # A call of a few parts, labelled, gets a section of its own beside the card's whole check.
+    figures.write_text(json.dumps({**results, "label": "a few parts"}))
+    gpu.main(["--render", str(figures), "--results", str(page)])
+    headings = [line for line in page.read_text().splitlines() if line.startswith("## GPU: training steps")]
+    assert headings == [headings[0], headings[0] + ": a few parts"]
 
 
 def test_the_bare_loop_takes_the_shared_loops_batches_in_its_order(tiny_bert, use_tiny_sts):
