@@ -41,11 +41,35 @@ def test_rtd_loss_matches_the_slow_version_and_ignores_padding():
     torch.manual_seed(0)
     logits, replaced = torch.randn(3, 6, 2), torch.rand(3, 6) < 0.3
     attention = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4])
-    assert rtd_loss(logits, replaced, attention).item() == pytest.approx(slow_rtd_loss(logits, replaced, attention),
-                                                                          rel=1e-6)
+    real = attention.flatten().nonzero().squeeze(1)
+    assert rtd_loss(logits, replaced, real).item() == pytest.approx(slow_rtd_loss(logits, replaced, attention),
+                                                                     rel=1e-6)
     spoilt = logits.clone()
     spoilt[attention == 0] = 100.0  # what the discriminator says of padding counts for nothing
-    assert rtd_loss(spoilt, replaced, attention).item() == pytest.approx(rtd_loss(logits, replaced, attention).item())
+    assert rtd_loss(spoilt, replaced, real).item() == pytest.approx(rtd_loss(logits, replaced, real).item())
+
+
+def test_rtd_loss_over_the_hosts_positions_is_the_boolean_index_bit_for_bit(tiny_bert):
+    """The real tokens picked by the host's positions (no read back) give the loss and the gradient that the
+    boolean index by the mask gives, bit for bit: the same elements in the same order."""
+    import torch.nn.functional as F
+    from transformers import AutoTokenizer
+
+    from trainers.models.batches import TokenBatch
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    features = tokenizer(["a dog", "two cats sleep on the warm mat", "birds"], padding=True, return_tensors="pt")
+    batch = TokenBatch.sent(dict(features), torch.device("cpu"))
+    mask = batch["attention_mask"].bool()
+    assert torch.equal(batch.real_positions(), mask.flatten().nonzero().squeeze(1))
+    torch.manual_seed(0)
+    logits = torch.randn(*mask.shape, 2, dtype=torch.bfloat16, requires_grad=True)
+    replaced = torch.rand(mask.shape) < 0.3
+    by_positions = rtd_loss(logits, replaced, batch.real_positions())
+    (from_positions,) = torch.autograd.grad(by_positions, logits)
+    by_mask = F.cross_entropy(logits[mask].float(), replaced[mask].long())
+    (from_mask,) = torch.autograd.grad(by_mask, logits)
+    assert torch.equal(by_positions, by_mask) and torch.equal(from_positions, from_mask)
 
 
 def test_masking_chooses_the_ratio_of_maskable_tokens_bert_style():
@@ -104,7 +128,7 @@ def test_the_loss_is_infonce_plus_lambda_rtd_and_trains_encoder_discriminator_an
     features, views = objective.encode_views(BATCH)
     edited = objective.edit(features)
     replaced = (edited != features["input_ids"]) & features["attention_mask"].bool()
-    detection = rtd_loss(objective.discriminate(edited, features, views), replaced, features["attention_mask"])
+    detection = rtd_loss(objective.discriminate(edited, features, views), replaced, features.real_positions())
     first, second = views.chunk(2)
     assert loss.item() == pytest.approx((info_nce(first, second, 0.05) + 0.5 * detection).item(), rel=1e-6)
 

@@ -9,11 +9,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def rtd_loss(logits: Tensor, replaced: Tensor, attention_mask: Tensor) -> Tensor:
+def rtd_loss(logits: Tensor, replaced: Tensor, real_positions: Tensor) -> Tensor:
     """L_RTD (Section 3): the cross-entropy of the discriminator's two-way prediction (kept, replaced) for
     every token of the edited sentence x'', -1(x''_t = x_t) log D(x'', h, t) - 1(x''_t != x_t)
     log(1 - D(x'', h, t)), averaged over the real (not padding) tokens of the batch.
 
-    ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` and ``attention_mask`` ``[n, T]``."""
-    real = attention_mask.bool()
-    return F.cross_entropy(logits[real].float(), replaced[real].long())
+    ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` ``[n, T]``; ``real_positions`` are the real
+    tokens' indices into the ``n * T`` positions, row by row (:meth:`TokenBatch.real_positions`, made on the
+    host: a boolean index by the mask would read the device back to count them)."""
+    return F.cross_entropy(logits.flatten(0, 1).index_select(0, real_positions).float(),
+                           replaced.flatten().index_select(0, real_positions).long())

@@ -48,6 +48,13 @@ class TokenBatch(dict[str, Tensor]):
         batch.lengths = self.lengths
         return batch
 
+    def real_positions(self) -> Tensor:
+        """The real tokens' indices into the batch's ``rows x length`` positions, row by row, on the batch's
+        device: what ``attention_mask.flatten().nonzero()`` gives, made from the host's lengths."""
+        width = self["input_ids"].shape[1]
+        positions = torch.cat([torch.arange(length) + row * width for row, length in enumerate(self.lengths)])
+        return to_device({"positions": positions}, self["input_ids"].device)["positions"]
+
     @property
     def padded(self) -> bool:
         """Whether any row has padding (rows are padded to the longest)."""
