@@ -37,6 +37,8 @@ READS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.maske
 KEPT = {
     "seed = int(torch.randint(2**31 - 1, ()))": "SCT's per-view seed: drawn from the CPU generator, a CPU tensor "
                                                 "in a GPU trial too",
+    "positions = self.host_mask.flatten().nonzero().squeeze(1)": "DiffCSE's real tokens, found in the mask the host "
+                                                                  "padded the batch with: a CPU tensor",
 }
 """Reads of ours that stay, by their source line, with why."""
 

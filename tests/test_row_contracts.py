@@ -87,9 +87,9 @@ def another_value(knob):
     return f"{knob.default}-other"
 
 
-COMPANIONS = [{}, {"patience": 0}, {"final_state": "best_dev"}, {"pooling": "mean"}]
+COMPANIONS = [{}, {"patience": 0}, {"final_state": "best_dev"}, {"pooling": "mean"}, {"torch_compile": True}]
 """Settings that let one knob's other value resolve: final_state 'last' refuses patience, pooling_skip_frequent a
-non-averaging pooling."""
+non-averaging pooling, torch_compile_mode an uncompiled transformer."""
 KNOBS_OF_EVERY_METHOD = [(name, knob.name) for name, method in METHODS.items() for knob in method.all_knobs]
 
 

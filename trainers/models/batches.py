@@ -29,30 +29,31 @@ def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str,
 
 
 class TokenBatch(dict[str, Tensor]):
-    """Token ids, attention mask (and token types) of a batch on the encoder's device, with ``lengths``: each
-    row's count of real tokens, counted on the host before the batch was sent (real tokens first, then
-    padding, as the encoder families here pad)."""
+    """Token ids, attention mask (and token types) of a batch on the encoder's device, with what the host
+    knows of them: ``host_mask``, the attention mask it padded the batch with, and ``lengths``, each row's
+    count of real tokens (the views take real tokens first, then padding, as the encoder families here pad)."""
 
+    host_mask: Tensor
     lengths: tuple[int, ...]
 
     @classmethod
     def sent(cls, features: Mapping[str, Tensor], device: torch.device) -> TokenBatch:
         """``features``, padded on the host, sent to ``device``; their rows' lengths counted before."""
         batch = cls(to_device(features, device))
-        batch.lengths = tuple(features["attention_mask"].sum(1).tolist())
+        batch.host_mask = features["attention_mask"]
+        batch.lengths = tuple(batch.host_mask.sum(1).tolist())
         return batch
 
     def with_ids(self, input_ids: Tensor) -> TokenBatch:
         """The same rows with other token ids in the same places (a masked or an edited copy)."""
         batch = TokenBatch({**self, "input_ids": input_ids})
-        batch.lengths = self.lengths
+        batch.host_mask, batch.lengths = self.host_mask, self.lengths
         return batch
 
     def real_positions(self) -> Tensor:
         """The real tokens' indices into the batch's ``rows x length`` positions, row by row, on the batch's
-        device: what ``attention_mask.flatten().nonzero()`` gives, made from the host's lengths."""
-        width = self["input_ids"].shape[1]
-        positions = torch.cat([torch.arange(length) + row * width for row, length in enumerate(self.lengths)])
+        device: what ``attention_mask.flatten().nonzero()`` gives there, found in the host's mask instead."""
+        positions = self.host_mask.flatten().nonzero().squeeze(1)
         return to_device({"positions": positions}, self["input_ids"].device)["positions"]
 
     @property
