@@ -145,9 +145,10 @@ TRAINING_KNOBS = KnobSet(
              "GPU whose steps wait on the host (docs/gpu.md). The same arithmetic, but fused kernels round in "
              "another order, so scores differ in their last digits; compiling takes a minute or so per process."),
         Knob("torch_compile_mode", str, "default", "torch.compile's mode under torch_compile, as Hugging Face's "
-             "TrainingArguments.torch_compile_mode: 'reduce-overhead' replays each batch shape's forward and "
-             "backward as a CUDA graph on a GPU (one recording per padded length, a few seconds at a trial's "
-             "start; on a CPU it compiles as 'default'), 'max-autotune' also searches kernels (minutes).",
+             "TrainingArguments.torch_compile_mode: 'reduce-overhead' replays the transformer's forward and "
+             "backward as a CUDA graph on a GPU, one recorded per padded length (on a CPU it compiles as "
+             "'default'); 'max-autotune' also searches kernels. On an H200, reduce-overhead took a SimCSE step "
+             "on MiniLM from 26.6 to 13.9 ms in TF32 and gained nothing at BERT-base (docs/gpu.md).",
              choices=COMPILE_MODES),
     )
 )
