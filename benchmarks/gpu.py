@@ -15,8 +15,8 @@ Measured, on a CUDA device:
   it; peak memory; FLOPs per step (``FlopCounterMode``) and their rate's share of the card's measured one;
 - **compiled**: the SimCSE steps again with ``torch_compile: true`` (the transformer through torch.compile) in
   TF32 and bf16, in each of ``--compile-modes`` (``default``, and ``reduce-overhead``: each batch shape's
-  forward and backward replayed as a CUDA graph), warmed up on one pass over the timed batches, so that the
-  compiling and each shape's recording fall before the timing; the warm-up's seconds beside them;
+  forward and backward replayed as a CUDA graph), warmed up on one epoch over the timed steps' examples, so
+  that the compiling and most shapes' recording fall before the timing; the warm-up's seconds beside them;
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
@@ -184,7 +184,8 @@ def loop_steps(method: str, model: str, precision: str, steps: int, device: torc
 
 def cudagraph_skips() -> int:
     """How many compiled graphs torch.compile has run without their CUDA graph so far (a mode that records them
-    skips a graph it cannot capture, and says why under ``TORCH_LOGS=perf_hints``)."""
+    skips a graph it cannot capture, and says why under ``TORCH_LOGS=perf_hints``); read only where torch.compile
+    was imported, which a process that never compiles should not spend time on."""
     if "torch._dynamo" not in sys.modules:
         return 0
     return sys.modules["torch._dynamo"].utils.counters["inductor"]["cudagraph_skips"]

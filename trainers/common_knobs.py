@@ -25,10 +25,10 @@ FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+"""Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
 CUDA graphs, one per batch shape, on a GPU."""
-"""Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 

@@ -15,7 +15,7 @@ def rtd_loss(logits: Tensor, replaced: Tensor, real_positions: Tensor) -> Tensor
     log(1 - D(x'', h, t)), averaged over the real (not padding) tokens of the batch.
 
     ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` ``[n, T]``; ``real_positions`` are the real
-    tokens' indices into the ``n * T`` positions, row by row (:meth:`TokenBatch.real_positions`, made on the
-    host: a boolean index by the mask would read the device back to count them)."""
+    tokens' indices into the ``n * T`` positions, row by row (:meth:`TokenBatch.real_positions`, found in the
+    host's mask: a boolean index by the device's mask would read it back to count them)."""
     return F.cross_entropy(logits.flatten(0, 1).index_select(0, real_positions).float(),
                            replaced.flatten().index_select(0, real_positions).long())

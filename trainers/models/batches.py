@@ -38,7 +38,8 @@ class TokenBatch(dict[str, Tensor]):
 
     @classmethod
     def sent(cls, features: Mapping[str, Tensor], device: torch.device) -> TokenBatch:
-        """``features``, padded on the host, sent to ``device``; their rows' lengths counted before."""
+        """``features``, padded on the host, sent to ``device``; their mask kept and their rows' lengths counted
+        on the host."""
         batch = cls(to_device(features, device))
         batch.host_mask = features["attention_mask"]
         batch.lengths = tuple(batch.host_mask.sum(1).tolist())
