@@ -158,10 +158,10 @@ def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_
     assert json.loads((tmp_path / "carry/commit").read_text())["before"] == head.stdout.strip()  # not "HEAD"
     # HEAD's code, run there from clean/, knows its commit without git (the figures name the code that ran).
     assert all((tmp_path / "carry/clean" / path).exists() for path in gpu.CARRIED_CODE)
-    asked = "from benchmarks.gpu import carried_commits; print(carried_commits())"
+    asked = "import json; from benchmarks.gpu import carried_commits; print(json.dumps(carried_commits()))"
     told = subprocess.run([sys.executable, "-c", asked], capture_output=True, text=True, cwd=tmp_path / "carry/clean",
                           check=True).stdout
-    assert told.strip() == str({"commit": head.stdout.strip(), "before": head.stdout.strip()})
+    assert json.loads(told) == {"commit": head.stdout.strip(), "before": head.stdout.strip()}
     gpu.main(["--unpack", str(tmp_path / "carry")])
     original = load_file(str(Path(resolve_model_path(BUNDLED_MODEL)) / "model.safetensors"))
     restored = load_file(str(carried / "model.safetensors"))

@@ -34,22 +34,24 @@ class TokenBatch(dict[str, Tensor]):
     count of real tokens (the views take real tokens first, then padding, as the encoder families here pad)."""
 
     host_mask: Tensor
-    lengths: tuple[int, ...]
 
     @classmethod
     def sent(cls, features: Mapping[str, Tensor], device: torch.device) -> TokenBatch:
-        """``features``, padded on the host, sent to ``device``; their mask kept and their rows' lengths counted
-        on the host."""
+        """``features``, padded on the host, sent to ``device``; the host keeps their mask."""
         batch = cls(to_device(features, device))
         batch.host_mask = features["attention_mask"]
-        batch.lengths = tuple(batch.host_mask.sum(1).tolist())
         return batch
 
     def with_ids(self, input_ids: Tensor) -> TokenBatch:
         """The same rows with other token ids in the same places (a masked or an edited copy)."""
         batch = TokenBatch({**self, "input_ids": input_ids})
-        batch.host_mask, batch.lengths = self.host_mask, self.lengths
+        batch.host_mask = self.host_mask
         return batch
+
+    @functools.cached_property
+    def lengths(self) -> tuple[int, ...]:
+        """Each row's count of real tokens, counted in the host's mask."""
+        return tuple(self.host_mask.sum(1).tolist())
 
     def real_positions(self) -> Tensor:
         """The real tokens' indices into the batch's ``rows x length`` positions, row by row, on the batch's
