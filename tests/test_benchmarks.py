@@ -202,3 +202,22 @@ def test_timed_steps_times_the_steps_after_the_warm_up_and_refuses_a_short_corpu
     with pytest.raises(ValueError, match="ran out after 3 of 5 steps"):
         timed_steps(build_objective("simcse", tiny_bert, batch_size=4, max_steps=5), sentences[:12], config,
                     torch.device("cpu"), 2)
+
+
+def test_the_legacy_steps_run_against_an_older_commits_trainers(tmp_path):
+    """The before-and-after rows run this checkout's benchmarks against an older ``trainers/`` (docs/gpu.md's
+    recipe, ``--before 234e4c7``): a name the benchmark imports from trainers at import time, and the older
+    commit lacks, breaks them (``COMPILE_MODES`` did)."""
+    import subprocess
+
+    from benchmarks import gpu
+
+    before = "234e4c7"
+    if subprocess.run(["git", "cat-file", "-e", f"{before}^{{commit}}"], cwd=gpu.ROOT).returncode:
+        pytest.skip(f"commit {before} is not in this clone's history")
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True, cwd=gpu.ROOT)
+    subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive.stdout, check=True)
+    (row,) = gpu.steps_in_child(["--methods", "simcse", "--precisions", "fp32", "--tiny"], str(legacy))["steps"]
+    assert row["method"] == "simcse" and row["ms"] > 0
