@@ -20,6 +20,8 @@ Measured, on a CUDA device:
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
+- **loop_graphed**: SimCSE's steps through the loop at a fixed shape (``pad_to_max_length``), eager and replayed
+  from one CUDA graph (``cuda_graph``), in each precision (on a CPU both run eagerly: the path, not the figure);
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -70,8 +72,8 @@ COMPILED_PRECISIONS = ("tf32", "bf16")
 COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
-PARTS = ("rates", "steps", "compiled", "bare", "graphed", "legacy", "profile", "evaluation", "sharing",
-         "sharing_compiled")
+PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "legacy", "profile", "evaluation",
+         "sharing", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
@@ -299,6 +301,27 @@ def fixed_shape_steps(models: Mapping[str, str], precisions: list[str], steps: i
     return rows
 
 
+GRAPHED_LOOP = ({"pad_to_max_length": True}, {"pad_to_max_length": True, "cuda_graph": True})
+"""The knobs of the loop's SimCSE steps at a fixed shape: eager, and replayed from one CUDA graph."""
+
+
+def graphed_loop_steps(models: Mapping[str, str], precisions: list[str], steps: int,
+                       device: torch.device) -> list[dict[str, Any]]:
+    """SimCSE's steps through the loop with each of :data:`GRAPHED_LOOP`'s knobs (the graph recorded during the
+    warm-up), for each model and precision; each row on its own, as :func:`fixed_shape_steps`'."""
+    rows = []
+    for name, path in models.items():
+        for precision in precisions:
+            for knobs in GRAPHED_LOOP:
+                try:
+                    row = loop_steps("simcse", path, precision, steps, device, count_flops=False, **knobs)
+                except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
+                    row = {"method": "simcse", "precision": precision, "ms": None, **knobs,
+                           "error": f"{type(error).__name__}: {error}"}
+                rows.append({"model": name, "cuda_graph": False, **row})
+    return rows
+
+
 def captured(step: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], optimizer: torch.optim.Optimizer,
              warmup: list[Mapping[str, torch.Tensor]]) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
     """``step`` captured as one CUDA graph after a few eager steps on a side stream (PyTorch's recipe for
@@ -485,6 +508,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                  for name, path in models.items() for precision in precisions])
         if device.type == "cuda":  # a CPU has no graphs to capture
             section("graphed", lambda: fixed_shape_steps(models, precisions, steps, device))
+        section("loop_graphed", lambda: graphed_loop_steps(models, precisions, steps, device))
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:

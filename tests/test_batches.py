@@ -26,8 +26,8 @@ def test_a_batch_counts_its_rows_lengths_on_the_host(tiny_bert):
     encoder = SentenceEncoder.from_pretrained(tiny_bert)
     batch = encoder.tokenize(PADDED, 32)
     assert isinstance(batch, TokenBatch)
-    assert list(batch.lengths) == batch["attention_mask"].sum(1).tolist() and batch.padded
-    assert not encoder.tokenize(SAME_LENGTH, 32).padded
+    assert list(batch.lengths) == batch["attention_mask"].sum(1).tolist() and batch.masked
+    assert not encoder.tokenize(SAME_LENGTH, 32).masked
     edited = batch.with_ids(torch.zeros_like(batch["input_ids"]))
     assert edited.lengths == batch.lengths and edited["attention_mask"] is batch["attention_mask"]
     assert not edited["input_ids"].any() and batch["input_ids"].any()

@@ -79,6 +79,8 @@ def fake_nli(monkeypatch):
 BASE = {"batch_size": 4, "train_limit": 24, "max_steps": 6, "eval_every": 1, "learning_rate": 1e-3}
 CASES = {
     "simcse": {"method": "simcse"},
+    # Its steps after the warm-up replay one recorded step on copied inputs; the rate lives in a tensor.
+    "simcse-cuda-graph": {"method": "simcse", "pad_to_max_length": True, "cuda_graph": True, "max_steps": 9},
     "sg": {"method": "sg", "loss": "sg", "projection_hidden": 16},
     "sg-opt1": {"method": "sg", "loss": "opt1", "projection_hidden": 16},
     "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},

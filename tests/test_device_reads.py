@@ -174,5 +174,5 @@ def test_a_glue_step_reads_nothing_back(tiny_bert):
 
     model = SequenceClassifier(SentenceEncoder.from_pretrained(tiny_bert)).to("meta")
     features = model.features((["a dog runs", "two cats sleep on a mat"], ["it runs", "they sleep"]), 32)
-    assert features.padded
+    assert features.masked
     model(features).sum().backward()

@@ -44,19 +44,20 @@ def test_tf32_allows_tf32_products_inside_its_block_only():
     assert torch.get_float32_matmul_precision() == before
 
 
-def test_a_tf32_trial_runs_its_backward_passes_in_tf32_too(tiny_bert, use_tiny_sts, monkeypatch):
+@pytest.mark.parametrize("graph", [{}, {"pad_to_max_length": True, "cuda_graph": True}], ids=["eager", "graphed"])
+def test_a_tf32_trial_runs_its_backward_passes_in_tf32_too(tiny_bert, use_tiny_sts, monkeypatch, graph):
     """The products of the gradients are two thirds of a step's: a TF32 trial whose backward pass ran in full
     fp32 was slower than fp32 itself on an H100."""
-    from trainers.training import loop
+    from trainers.training import graphs
 
     monkeypatch.setattr(precision, "has_tf32", lambda device: True)  # this CPU stands in for a TF32 device
     seen = []
-    original = loop.optimization_step
-    monkeypatch.setattr(loop, "optimization_step",
+    original = graphs.update
+    monkeypatch.setattr(graphs, "update",
                         lambda *args: seen.append(torch.get_float32_matmul_precision()) or original(*args))
     final = run_trial({"method": "simcse", "model": tiny_bert, "device": "cpu", "train_precision": "tf32",
-                       "batch_size": 8, "train_limit": 16, "max_steps": 2})
-    assert seen == ["high", "high"] and final["train_precision"] == "tf32"
+                       "batch_size": 8, "train_limit": 40, "max_steps": 5, **graph})
+    assert seen == ["high"] * 5 and final["train_precision"] == "tf32"
 
 
 def test_this_cpu_is_read_from_its_instruction_sets():

@@ -28,16 +28,22 @@ def tokenizers(tiny_roberta: str) -> list:
     return [bert, left, AutoTokenizer.from_pretrained(tiny_roberta)]
 
 
+@pytest.mark.parametrize("to_max_length", [False, True], ids=["longest", "max_length"])
 @pytest.mark.parametrize("max_length", [8, 32, 128])
-def test_kept_ids_padded_with_numpy_are_what_the_tokenizer_gives(tiny_roberta, max_length):
+def test_kept_ids_padded_with_numpy_are_what_the_tokenizer_gives(tiny_roberta, max_length, to_max_length):
     """BERT (token types), BERT padded on the left, RoBERTa (no token types, pad id 1); cut texts, an empty
-    text, a repeated one; the same cache asked twice (the second time every row is kept)."""
+    text, a repeated one; the same cache asked twice (the second time every row is kept); padded to the longest
+    row or to the length limit (``pad_to_max_length``)."""
+    padding = "max_length" if to_max_length else True
     for tokenizer in tokenizers(tiny_roberta):
         cache = TokenCache(tokenizer)
         for start in (0, 100, 0):
             batch = TEXTS[start : start + 150] + TEXTS[-4:]
-            expected = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-            got = cache.features(batch, max_length)
+            if to_max_length:  # no row that reaches the limit: padded past the longest
+                batch = [text for text in batch if len(tokenizer(text)["input_ids"]) < max_length]
+            expected = tokenizer(batch, padding=padding, truncation=True, max_length=max_length, return_tensors="pt")
+            got = cache.features(batch, max_length, to_max_length)
+            assert got["input_ids"].shape[1] == max_length or not to_max_length
             assert list(got) == list(expected.keys())
             for key in got:
                 assert torch.equal(got[key], expected[key]), (tokenizer.padding_side, key)

@@ -92,6 +92,12 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     if config["torch_compile_mode"] != "default" and not config["torch_compile"]:
         problems.append(Problem("torch_compile_mode", f"is torch.compile's mode, so {config['torch_compile_mode']!r} "
                                 "needs torch_compile: true"))
+    if config.get("cuda_graph"):  # the methods with STEP_GRAPH_KNOBS
+        if not config["pad_to_max_length"]:
+            problems.append(Problem("cuda_graph", "replays one batch shape, so it needs pad_to_max_length: true"))
+        if config["torch_compile"]:
+            problems.append(Problem("cuda_graph", "captures the whole step itself; torch_compile would compile "
+                                    "inside the capture: set one of them"))
     return problems
 
 
@@ -152,6 +158,23 @@ TRAINING_KNOBS = KnobSet(
              choices=COMPILE_MODES),
     )
 )
+
+STEP_GRAPH_KNOBS = KnobSet(
+    (
+        Knob("pad_to_max_length", bool, False, "Pad every training batch to max_seq_length instead of its longest "
+             "sentence (the SimCSE authors' --pad_to_max_length): every step has one shape, at the cost of the "
+             "padding's arithmetic. The same loss up to float rounding (the attention's sums run over more "
+             "masked positions)."),
+        Knob("cuda_graph", bool, False, "Record the whole training step (forward, backward, clipping and the "
+             "optimiser's update) as one CUDA graph after a few eager steps, and replay it for every batch of "
+             "the same shape: no kernel launches from the host, for a GPU whose steps wait on the host "
+             "(docs/gpu.md). Needs pad_to_max_length; a batch of another shape (an epoch's last) runs eagerly. "
+             "On a device without CUDA graphs (a CPU) the steps run eagerly, as they would be replayed; the trial "
+             "records whether it replayed a graph (step_graph)."),
+    )
+)
+"""The knobs of the methods whose step can be replayed as one CUDA graph (:mod:`trainers.training.graphs`): a
+step that reads nothing back from the device and whose host work (the batch's tokens) comes before it."""
 
 RATE_KNOBS = KnobSet(
     (

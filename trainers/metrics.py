@@ -45,6 +45,8 @@ class Metric:
     WALL_SECONDS = "wall_seconds"
     SENTENCES_PER_SECOND = "sentences_per_second"
     RESUMED_FROM_STEP = "resumed_from_step"
+    GRAPHED_STEPS = "graphed_steps"
+    """``cuda_graph``: the steps this run of the trial replayed from a CUDA graph (0 on a device without them)."""
     TEST_PREFIX = "test_"
     TEST_AVG = TEST_PREFIX + sts(STS_AVG)  # test_avg_spearman
     FROZEN_OUTPUTS = "frozen_outputs"  # prefix of <name>_computed, <name>_reused and <name>_seconds

@@ -32,11 +32,12 @@ def pad_values(tokenizer: PreTrainedTokenizerBase) -> dict[str, int]:
             "token_type_ids": tokenizer.pad_token_type_id, "special_tokens_mask": 1}
 
 
-def pad(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row]) -> dict[str, torch.Tensor]:
-    """``rows`` padded to the longest on the tokenizer's padding side, as int64 tensors (what
-    ``tokenizer.pad(rows, return_tensors="pt")`` gives, with an attention mask where the rows have none)."""
+def pad(tokenizer: PreTrainedTokenizerBase, rows: Sequence[Row], length: int | None = None) -> dict[str, torch.Tensor]:
+    """``rows`` padded to the longest (or to ``length``, no shorter than the longest) on the tokenizer's padding
+    side, as int64 tensors (what ``tokenizer.pad(rows, return_tensors="pt")`` gives, with ``padding="max_length",
+    max_length=length`` for a length, and with an attention mask where the rows have none)."""
     lengths = np.fromiter((len(row["input_ids"]) for row in rows), dtype=np.int64, count=len(rows))
-    width, total = int(lengths.max(initial=0)), int(lengths.sum())
+    width, total = max(int(lengths.max(initial=0)), length or 0), int(lengths.sum())
     positions = np.arange(width)[None, :]
     left = tokenizer.padding_side == "left"
     real = positions >= (width - lengths)[:, None] if left else positions < lengths[:, None]
@@ -73,7 +74,8 @@ class TokenCache:
             self._rows.update({(text, max_length): row for text, row in list(fresh.items())[:room]})
         return [self._rows.get((text, max_length)) or fresh[text] for text in texts]
 
-    def features(self, texts: Sequence[str], max_length: int) -> dict[str, torch.Tensor]:
+    def features(self, texts: Sequence[str], max_length: int, to_max_length: bool = False) -> dict[str, torch.Tensor]:
         """``texts`` tokenised, cut at ``max_length`` and padded: ``tokenizer(texts, padding=True,
-        truncation=True, max_length=max_length, return_tensors="pt")``, from the kept ids."""
-        return pad(self.tokenizer, self.rows(texts, max_length))
+        truncation=True, max_length=max_length, return_tensors="pt")``, from the kept ids; with
+        ``to_max_length``, ``padding="max_length"`` (every batch one shape)."""
+        return pad(self.tokenizer, self.rows(texts, max_length), max_length if to_max_length else None)

@@ -15,8 +15,14 @@ from __future__ import annotations
 from trainers.common_knobs import POOLINGS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
-from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
+from trainers.methods.simcse import (
+    SIMCSE_KNOBS,
+    built_on_simcse_sources,
+    positive_views,
+    reads_bt_file,
+    simcse_examples,
+    simcse_problems,
+)
 from trainers.models.pretrained import model_problem
 
 COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
@@ -32,7 +38,7 @@ METHOD = Method(
     name="dclr",
     summary="DCLR: SimCSE with gradient-refined Gaussian noise negatives and a complementary model's "
             "false-negative weights.",
-    knobs=SIMCSE.knobs
+    knobs=SIMCSE_KNOBS
     + KnobSet(
         (
             Knob("complementary_model", str, COMPLEMENTARY_MODEL, "Frozen complementary model that finds false "
@@ -56,7 +62,7 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
     check=dclr_problems,
     views=positive_views,
-    reads_bt_file=SIMCSE.reads_bt_file,
+    reads_bt_file=reads_bt_file,
     sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1", batch_size="batch 128",
                                     learning_rate="lr 3e-5", epochs="3 epochs", max_seq_length="max length 32"),
 )

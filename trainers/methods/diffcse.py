@@ -18,8 +18,14 @@ from __future__ import annotations
 
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
-from trainers.methods.simcse import METHOD as SIMCSE
-from trainers.methods.simcse import built_on_simcse_sources, positive_views, simcse_examples, simcse_problems
+from trainers.methods.simcse import (
+    SIMCSE_KNOBS,
+    built_on_simcse_sources,
+    positive_views,
+    reads_bt_file,
+    simcse_examples,
+    simcse_problems,
+)
 from trainers.models.pretrained import mlm_problem, model_config
 
 GENERATOR = "distilbert-base-uncased"
@@ -46,7 +52,7 @@ METHOD = Method(
     name="diffcse",
     summary="DiffCSE: SimCSE plus replaced-token detection conditioned on the sentence vector (a frozen MLM "
             "generator edits, a discriminator finds the edits).",
-    knobs=SIMCSE.knobs
+    knobs=SIMCSE_KNOBS
     + KnobSet(
         (
             Knob("generator", str, GENERATOR, "Frozen masked LM that edits the sentences: a Hugging Face id or a "
@@ -67,7 +73,7 @@ METHOD = Method(
     stages=single_stage("trainers.objectives.diffcse:DiffCSEObjective", simcse_examples),
     check=diffcse_problems,
     views=positive_views,
-    reads_bt_file=SIMCSE.reads_bt_file,
+    reads_bt_file=reads_bt_file,
     sources=built_on_simcse_sources("DiffCSE (Chuang et al. 2022)", "Section 4", batch_size="batch 64",
                                     learning_rate="lr 7e-6 (its Appendix: BERT-base STS)", epochs="2 epochs",
                                     max_seq_length="max length 32"),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from trainers.common_knobs import BT_FILE_KNOBS
+from trainers.common_knobs import BT_FILE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 
@@ -71,20 +71,22 @@ def simcse_problems(config: Config) -> list[Problem]:
     return bt_file_problems(config, reader, "positive is 'dropout' (set positive to bt1 or bt2)")
 
 
+SIMCSE_KNOBS = KnobSet(
+    (
+        Knob("temperature", float, 0.05, "Temperature tau of the InfoNCE loss.", low=1e-4, high=10.0),
+        Knob("mlp_during_training", bool, True, "Put SimCSE's dense+tanh head on the pooled vector in training "
+             "(evaluation never uses it)."),
+        Knob("positive", str, "dropout", "Each sentence's positive: 'dropout' (the sentence again, another "
+             "dropout mask: SimCSE) or its back-translation 'bt1'/'bt2' from bt_file (SG-BERT's "
+             "Contrastive (BT)).", choices=("dropout",) + BT_POSITIVES),
+    )
+) + BT_FILE_KNOBS
+"""SimCSE's knobs, which the methods built on its views (DCLR, DiffCSE) have too."""
+
 METHOD = Method(
     name="simcse",
     summary="Unsupervised SimCSE: two dropout views of each sentence (or its back-translation), in-batch InfoNCE.",
-    knobs=KnobSet(
-        (
-            Knob("temperature", float, 0.05, "Temperature tau of the InfoNCE loss.", low=1e-4, high=10.0),
-            Knob("mlp_during_training", bool, True, "Put SimCSE's dense+tanh head on the pooled vector in training "
-                 "(evaluation never uses it)."),
-            Knob("positive", str, "dropout", "Each sentence's positive: 'dropout' (the sentence again, another "
-                 "dropout mask: SimCSE) or its back-translation 'bt1'/'bt2' from bt_file (SG-BERT's "
-                 "Contrastive (BT)).", choices=("dropout",) + BT_POSITIVES),
-        )
-    )
-    + BT_FILE_KNOBS,
+    knobs=SIMCSE_KNOBS + STEP_GRAPH_KNOBS,
     defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125},
     stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
     check=simcse_problems,

@@ -31,21 +31,25 @@ def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str,
 class TokenBatch(dict[str, Tensor]):
     """Token ids, attention mask (and token types) of a batch on the encoder's device, with what the host
     knows of them: ``host_mask``, the attention mask it padded the batch with, and ``lengths``, each row's
-    count of real tokens (the views take real tokens first, then padding, as the encoder families here pad)."""
+    count of real tokens (the views take real tokens first, then padding, as the encoder families here pad).
+    ``fixed_shape`` says the batch was padded to its length limit, not to its longest row (``pad_to_max_length``):
+    the transformer then always gets its mask, so that every batch of the shape computes through the same
+    operations (what a CUDA graph replays, :mod:`trainers.training.graphs`)."""
 
     host_mask: Tensor
+    fixed_shape: bool = False
 
     @classmethod
-    def sent(cls, features: Mapping[str, Tensor], device: torch.device) -> TokenBatch:
+    def sent(cls, features: Mapping[str, Tensor], device: torch.device, fixed_shape: bool = False) -> TokenBatch:
         """``features``, padded on the host, sent to ``device``; the host keeps their mask."""
         batch = cls(to_device(features, device))
-        batch.host_mask = features["attention_mask"]
+        batch.host_mask, batch.fixed_shape = features["attention_mask"], fixed_shape
         return batch
 
     def with_ids(self, input_ids: Tensor) -> TokenBatch:
         """The same rows with other token ids in the same places (a masked or an edited copy)."""
         batch = TokenBatch({**self, "input_ids": input_ids})
-        batch.host_mask = self.host_mask
+        batch.host_mask, batch.fixed_shape = self.host_mask, self.fixed_shape
         return batch
 
     @functools.cached_property
@@ -60,9 +64,10 @@ class TokenBatch(dict[str, Tensor]):
         return to_device({"positions": positions}, self["input_ids"].device)["positions"]
 
     @property
-    def padded(self) -> bool:
-        """Whether any row has padding (rows are padded to the longest)."""
-        return min(self.lengths, default=0) != max(self.lengths, default=0)
+    def masked(self) -> bool:
+        """Whether the transformer needs the attention mask: a batch of fixed shape always gets it; another
+        needs it where a row has padding (rows are then padded to the longest)."""
+        return self.fixed_shape or min(self.lengths, default=0) != max(self.lengths, default=0)
 
 
 def transformer_inputs(model: PreTrainedModel, batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -70,7 +75,8 @@ def transformer_inputs(model: PreTrainedModel, batch: Mapping[str, Tensor]) -> d
 
     Given a 2D attention mask, the transformer reads it back to learn whether any token is padding: with none it
     drops the mask (SDPA then runs unmasked). The host knows the answer, so
-    - a batch without padding goes without a mask: what the transformer would have done;
+    - a batch without padding goes without a mask: what the transformer would have done (but a batch of fixed
+      shape keeps its mask, :attr:`TokenBatch.fixed_shape`);
     - a padded batch, with SDPA attention, goes with the 4D mask the transformer would have made of it
       (transformers' own ``create_bidirectional_mask``, told that padding is there, so it does not look);
     - any other batch (eager attention, whose mask depends on the dtype inside the model; features whose
@@ -78,7 +84,7 @@ def transformer_inputs(model: PreTrainedModel, batch: Mapping[str, Tensor]) -> d
     Each computes the same bits as the batch given as it is (``tests/test_batches.py``)."""
     if not isinstance(batch, TokenBatch):
         return dict(batch)
-    if not batch.padded:
+    if not batch.masked:
         return {name: tensor for name, tensor in batch.items() if name != "attention_mask"}
     config = model.config
     if config._attn_implementation != "sdpa" or config.model_type not in FAMILIES or not _mask_maker_told():

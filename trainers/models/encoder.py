@@ -274,10 +274,12 @@ class SentenceEncoder(nn.Module):
     def num_layers(self) -> int:
         return self.model.config.num_hidden_layers
 
-    def tokenize(self, sentences: Sequence[str], max_length: int) -> TokenBatch:
+    def tokenize(self, sentences: Sequence[str], max_length: int, to_max_length: bool = False) -> TokenBatch:
         """``tokenizer(sentences, padding=True, truncation=True, max_length=max_length)`` on the encoder's
-        device, from the process's kept token ids (:func:`token_cache`)."""
-        return TokenBatch.sent(token_cache(self.tokenizer).features(sentences, max_length), self.device)
+        device, from the process's kept token ids (:func:`token_cache`); ``to_max_length`` pads to
+        ``max_length`` instead (``padding="max_length"``: a batch of fixed shape)."""
+        features = token_cache(self.tokenizer).features(sentences, max_length, to_max_length)
+        return TokenBatch.sent(features, self.device, fixed_shape=to_max_length)
 
     def compile_transformer(self, mode: str = "default") -> None:
         """Run the transformer through torch.compile in ``mode`` from now on (the ``torch_compile`` knobs), from

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from torch import Tensor, nn
 
+from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder
 
 
@@ -32,6 +33,17 @@ class Objective(nn.Module):
     def loss(self, batch: Sequence[Any]) -> Tensor:
         """The scalar training loss of one batch of corpus examples."""
         raise NotImplementedError
+
+    # An objective whose step a CUDA graph can record (the methods with ``cuda_graph``) splits its loss in two:
+    # ``loss(batch) == device_loss(inputs(batch))``.
+
+    def inputs(self, batch: Sequence[Any]) -> TokenBatch:
+        """The step's host work on a batch: its tokens, sent to the device."""
+        raise NotImplementedError(f"{type(self).__name__} does not split its loss for a CUDA graph")
+
+    def device_loss(self, features: TokenBatch) -> Tensor:
+        """The loss of a batch :meth:`inputs` made, computed on the device and reading nothing back from it."""
+        raise NotImplementedError(f"{type(self).__name__} does not split its loss for a CUDA graph")
 
     def prepare(self, examples: Sequence[Any]) -> None:
         """Called once before the stage trains (and again on resume), with its training examples, under

@@ -22,6 +22,7 @@ class SimCSEObjective(Objective):
         self.head = self.training_head(config, encoder.model.config.hidden_size)
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
+        self.to_max_length = config.get("pad_to_max_length", False)  # SimCSE's knob, not DCLR's or DiffCSE's
         # Column of a back-translation row that is the positive (None: the sentence itself).
         self.positive = BT_COLUMNS.index(config["positive"]) if config["positive"] in BT_COLUMNS else None
 
@@ -35,13 +36,22 @@ class SimCSEObjective(Objective):
             return list(batch), list(batch)
         return [row[0] for row in batch], [row[self.positive] for row in batch]
 
-    def encode_views(self, batch: Sequence[Any]) -> tuple[TokenBatch, Tensor]:
-        """The tokenised sentences followed by their positives, and their vectors through the head."""
+    def inputs(self, batch: Sequence[Any]) -> TokenBatch:
+        """The step's host work: the batch's sentences followed by their positives, tokenised and sent."""
         sentences, positives = self.texts(batch)
         # One forward pass over both halves, so that each copy gets its own dropout mask.
-        features = self.encoder.tokenize(sentences + positives, self.max_length)
+        return self.encoder.tokenize(sentences + positives, self.max_length, self.to_max_length)
+
+    def encode_views(self, batch: Sequence[Any]) -> tuple[TokenBatch, Tensor]:
+        """The tokenised sentences followed by their positives, and their vectors through the head."""
+        features = self.inputs(batch)
         return features, self.head(self.encoder(features))
 
-    def loss(self, batch: Sequence[Any]) -> Tensor:
-        first, second = self.encode_views(batch)[1].chunk(2)
+    def device_loss(self, features: TokenBatch) -> Tensor:
+        """The loss of a batch :meth:`inputs` made, from the device's tensors alone: what a CUDA graph of the
+        step records (:mod:`trainers.training.graphs`)."""
+        first, second = self.head(self.encoder(features)).chunk(2)
         return info_nce(first, second, self.temperature)
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        return self.device_loss(self.inputs(batch))

@@ -41,7 +41,8 @@ from trainers.training.checkpoint import (
     write_final_checkpoint,
     write_training_state,
 )
-from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
+from trainers.training.graphs import GraphedStep, eager_step
+from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule
 from trainers.training.rng import rng_states, set_rng_states
 from trainers.training.steps import load_examples, total_steps
 
@@ -113,7 +114,10 @@ def restore_learning_rate(config: Config, optimizer: torch.optim.Optimizer, sche
     schedule.base_lrs = [config["learning_rate"]] * len(optimizer.param_groups)
     rates = [base * rate(schedule.last_epoch) for base, rate in zip(schedule.base_lrs, schedule.lr_lambdas)]
     for group, rate in zip(optimizer.param_groups, rates):
-        group["initial_lr"], group["lr"] = config["learning_rate"], rate
+        group["initial_lr"] = config["learning_rate"]
+        # A rate kept in a tensor (for a CUDA graph) stays one, on the parameters' device.
+        group["lr"] = (torch.tensor(rate, device=group["params"][0].device) if isinstance(group["lr"], torch.Tensor)
+                       else rate)
     schedule._last_lr = rates
 
 
@@ -139,7 +143,8 @@ def train(
     device = encoder.device
     encode = encode_fn(encoder, config)
     parameters = [p for p in objective.parameters() if p.requires_grad]
-    optimizer = make_optimizer(config, parameters)
+    graphed = config.get("cuda_graph", False)  # the methods with STEP_GRAPH_KNOBS
+    optimizer = make_optimizer(config, parameters, rate_tensor=graphed)
     steps = total_steps(config, len(examples))
     schedule = make_schedule(config, optimizer, steps)
     generator = torch.Generator().manual_seed(config["seed"])
@@ -161,6 +166,7 @@ def train(
     used = precision.resolve(config["train_precision"], device)
     with precision.autocast(used, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
+    step = (GraphedStep if graphed else eager_step)(objective, optimizer, config["max_grad_norm"], used, device)
     losses: list[float] = []
     unread = UnreadLosses()
     # Training mode is set here and after each evaluation, not every step: a step's host time is what a GPU
@@ -170,10 +176,8 @@ def train(
     while position.stage_step < steps and not selection.should_stop:
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
-        with precision.autocast(used, device):
-            loss = objective.loss([examples[i] for i in batch_indices])
-        with precision.matmuls(used):
-            optimization_step(loss, optimizer, schedule, config["max_grad_norm"])
+        loss = step([examples[i] for i in batch_indices])
+        schedule.step()
         objective.after_step()
         position.step += 1
         position.stage_step += 1
@@ -191,7 +195,7 @@ def train(
             metrics = {
                 Metric.STEP: position.step,
                 Metric.LOSS: sum(losses) / len(losses),
-                Metric.LR: schedule.get_last_lr()[0],
+                Metric.LR: float(schedule.get_last_lr()[0]),  # a tensor's copy for a CUDA graph's rate
                 Metric.DEV: dev,
                 Metric.BEST_DEV: selection.best_score,
             }
@@ -235,6 +239,7 @@ def train(
         Metric.TRAIN_SECONDS: timer.training_seconds,
         Metric.TRAIN_SECONDS_WITH_FROZEN_OUTPUTS: timer.training_seconds + table_seconds,
         Metric.SENTENCES_PER_SECOND: timer.examples / timer.training_seconds if timer.training_seconds else 0.0,
+        **({Metric.GRAPHED_STEPS: float(step.graphed_steps)} if graphed else {}),
         **statistics,
     }
 

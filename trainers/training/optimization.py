@@ -26,18 +26,29 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> lis
     return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
 
 
-def make_optimizer(config: Config, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+def make_optimizer(config: Config, parameters: list[torch.nn.Parameter],
+                   rate_tensor: bool = False) -> torch.optim.Optimizer:
     """Adam or AdamW; on a GPU the fused kernel, one launch for all parameters' update instead of a few per
-    tensor group (the same update, up to float rounding; the CPU keeps the plain one its tests pin bitwise)."""
+    tensor group (the same update, up to float rounding; the CPU keeps the plain one its tests pin bitwise).
+
+    ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
+    place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
+    On a GPU the update is then capturable too (its step counts stay on the device)."""
     kind = torch.optim.AdamW if config["optimizer"] == "adamw" else torch.optim.Adam
-    return kind(
+    fused = fused_update(parameters)
+    rate = config["learning_rate"]
+    optimizer = kind(
         parameters,
-        lr=config["learning_rate"],
+        lr=torch.tensor(rate, device=parameters[0].device) if rate_tensor else rate,
         betas=(config["adam_beta1"], config["adam_beta2"]),
         weight_decay=config["weight_decay"],
         eps=config["adam_epsilon"],
-        fused=fused_update(parameters),
+        fused=fused,
+        capturable=bool(rate_tensor and fused),
     )
+    for group in optimizer.param_groups:  # the schedule's base rate, a float: each step's rate is filled in
+        group["initial_lr"] = rate        # without reading the device
+    return optimizer
 
 
 def fused_update(parameters: list[torch.nn.Parameter]) -> bool | None:
@@ -52,14 +63,19 @@ def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps:
     return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
-def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float) -> None:
-    """One step on ``loss``: its gradients (clipped to global L2 norm ``max_grad_norm`` over the optimiser's
-    parameters unless it is 0), the optimiser's update, the schedule's next rate, gradients cleared."""
+def update(loss: torch.Tensor, optimizer: torch.optim.Optimizer, max_grad_norm: float) -> None:
+    """``loss``'s gradients (clipped to global L2 norm ``max_grad_norm`` over the optimiser's parameters unless
+    it is 0) and the optimiser's update: the part of a step a CUDA graph records (:mod:`trainers.training.graphs`)."""
     loss.backward()
     if max_grad_norm:
         parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     optimizer.step()
+
+
+def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float) -> None:
+    """One step on ``loss``: its update (:func:`update`), the schedule's next rate, gradients cleared."""
+    update(loss, optimizer, max_grad_norm)
     schedule.step()
     optimizer.zero_grad(set_to_none=True)
 

@@ -73,9 +73,11 @@ def matmuls(precision: str) -> Iterator[None]:
         torch.set_float32_matmul_precision(before)
 
 
-def autocast(precision: str, device: torch.device) -> AbstractContextManager:
+def autocast(precision: str, device: torch.device, cache_casts: bool = True) -> AbstractContextManager:
     """The forward pass of a resolved ``precision`` on ``device``: bf16 autocast, or fp32 matrix products in
-    TF32 (``tf32``) or in full (``fp32``, also inside a block that allows TF32)."""
+    TF32 (``tf32``) or in full (``fp32``, also inside a block that allows TF32). ``cache_casts`` False makes
+    autocast cast the weights afresh at each use instead of once per block: what a CUDA graph's capture needs
+    (the same values)."""
     if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16)
+        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache_casts)
     return matmuls(precision)

@@ -1,0 +1,131 @@
+"""``cuda_graph``: the step recorded once and replayed on every batch's inputs, checked on a CPU.
+
+A CPU records no CUDA graph; there the graphed step runs what the graph replays, on the recorded batch's tensors
+with each batch copied into them, with its learning rate in a tensor and its gradients zeroed in place after the
+recording. These tests hold that path to the eager loop's numbers: everything but the capture itself, which only
+a GPU can check (``python -m benchmarks.gpu``, docs/gpu.md).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import build_objective
+from trainers.knobs import ConfigError
+from trainers.metrics import Metric
+from trainers.registry import get_method
+from trainers.training import graphs
+from trainers.training.loop import run_trial
+from trainers.training.optimization import make_optimizer, make_schedule
+
+FIXED = {"method": "simcse", "batch_size": 8, "train_limit": 44, "epochs": 2, "eval_every": 1,
+         "max_seq_length": 16, "pad_to_max_length": True, "learning_rate": 3e-4, "warmup_ratio": 0.2,
+         "max_grad_norm": 1.0}
+"""44 examples in batches of 8: five full batches and a short one per epoch, so that eager steps of another
+shape come between the replays, before and after the recording (the warm-up and the record fall in epoch one)."""
+
+
+def sentences(count: int) -> list[str]:
+    words = "a dog cat runs sleeps on the mat in rain two men play music".split()
+    return [" ".join(words[(i * 7 + j) % len(words)] for j in range(3 + i % 9)) for i in range(count)]
+
+
+def steps_and_weights(step_kind, tiny_bert: str) -> tuple[list[float], list[torch.Tensor]]:
+    """Two epochs of 44 sentences in batches of 8 through ``step_kind``, with the loop's optimiser (its rate in a
+    tensor) and its linear schedule: each step's loss and the weights after the last."""
+    config = get_method("simcse").resolve({**FIXED, "model": tiny_bert})
+    objective = build_objective("simcse", tiny_bert, 0, **{k: v for k, v in FIXED.items() if k != "method"})
+    parameters = [p for p in objective.parameters() if p.requires_grad]
+    optimizer = make_optimizer(config, parameters, rate_tensor=True)
+    schedule = make_schedule(config, optimizer, 12)
+    step = step_kind(objective, optimizer, config["max_grad_norm"], "fp32", torch.device("cpu"))
+    corpus = sentences(44)
+    torch.manual_seed(0)
+    losses = []
+    for _ in range(2):
+        for start in range(0, 44, 8):
+            losses.append(step(corpus[start : start + 8]).item())
+            schedule.step()
+    return losses, [p.detach() for p in parameters]
+
+
+def test_the_graphed_step_computes_the_eager_steps_bits(tiny_bert):
+    """Warm-up, recording, replays on copied inputs and eager steps of another shape between them: the same
+    losses and weights, bit for bit, as the eager step with the same optimiser."""
+    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert)
+    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert)
+    assert len(set(eager_losses)) == 12
+    assert graphed_losses == eager_losses
+    assert all(torch.equal(a, b) for a, b in zip(graphed_weights, eager_weights))
+
+
+def trial(tiny_bert: str, **knobs) -> tuple[list[dict], dict]:
+    reports: list[dict] = []
+    final = run_trial({**FIXED, "model": tiny_bert, "device": "cpu", **knobs}, reports.append)
+    return reports[:-1], final
+
+
+def test_a_graphed_trial_follows_the_eager_trial(tiny_bert, use_tiny_sts):
+    """The loop with ``cuda_graph``: its rate, in a float32 tensor, is the schedule's float rounded to float32
+    at every step, and its update with that rate moves the losses and scores by float rounding only."""
+    eager_reports, eager = trial(tiny_bert)
+    graphed_reports, graphed = trial(tiny_bert, cuda_graph=True)
+    assert len(eager_reports) == 12 and graphed[Metric.GRAPHED_STEPS] == 0  # no CUDA here: nothing replayed
+    rates = [r[Metric.LR] for r in eager_reports]
+    assert len(set(rates)) > 5
+    assert [r[Metric.LR] for r in graphed_reports] == [float(torch.tensor(rate)) for rate in rates]
+    for name in (Metric.LOSS, Metric.DEV):
+        assert [r[name] for r in graphed_reports] == pytest.approx([r[name] for r in eager_reports], rel=1e-4)
+    assert graphed[Metric.TEST_AVG] == pytest.approx(eager[Metric.TEST_AVG], abs=1e-3)
+
+
+def test_a_fixed_shape_batch_always_gives_the_transformer_its_mask(tiny_bert):
+    """Every batch a graph replays runs through the same operations: a batch whose rows all reach the limit keeps
+    its mask too."""
+    objective = build_objective("simcse", tiny_bert, 0, max_seq_length=4, pad_to_max_length=True)
+    batch = objective.inputs(["a long sentence of many words", "another long sentence of words"])
+    assert batch["input_ids"].shape == (4, 4) and batch.fixed_shape and batch.masked
+    assert not build_objective("simcse", tiny_bert, 0, max_seq_length=4).inputs(["a long sentence of words"]).masked
+
+
+def test_the_loss_is_its_device_part_on_its_inputs(tiny_bert):
+    objective = build_objective("simcse", tiny_bert, 0, max_seq_length=16)
+    objective.eval()
+    batch = ["a dog runs", "two cats sleep on a mat", "it rains"]
+    assert torch.equal(objective.loss(batch), objective.device_loss(objective.inputs(batch)))
+
+
+def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(tiny_bert):
+    """What the graph records after the inputs are sent (loss, gradients, clipping) reads nothing back on the
+    meta device, where any read raises (a read inside a capture fails it)."""
+    objective = build_objective("simcse", tiny_bert, 0, max_seq_length=16, pad_to_max_length=True).to("meta")
+    features = objective.inputs(["a dog runs", "two cats sleep on a mat"])
+    objective.device_loss(features).backward()
+    torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.grad is not None], 1.0)
+
+
+def test_the_rate_stays_a_tensor_where_the_optimizer_keeps_it_in_one(tiny_bert):
+    from trainers.training.loop import restore_learning_rate
+
+    config = get_method("simcse").resolve({"model": tiny_bert, "learning_rate": 1e-3, "warmup_ratio": 0.5})
+    parameter = torch.nn.Parameter(torch.zeros(3))
+    optimizer = make_optimizer(config, [parameter], rate_tensor=True)
+    schedule = make_schedule(config, optimizer, 10)
+    rate = optimizer.param_groups[0]["lr"]
+    schedule.step()
+    assert optimizer.param_groups[0]["lr"] is rate and rate.item() == pytest.approx(2e-4)  # filled in place
+    restore_learning_rate({**config, "learning_rate": 2e-3}, optimizer, schedule)  # a PBT exploit's new rate
+    assert isinstance(optimizer.param_groups[0]["lr"], torch.Tensor)
+    assert optimizer.param_groups[0]["lr"].item() == pytest.approx(4e-4)
+
+
+def test_cuda_graph_is_validated():
+    simcse = get_method("simcse")
+    with pytest.raises(ConfigError, match="cuda_graph: replays one batch shape, so it needs pad_to_max_length"):
+        simcse.resolve({"cuda_graph": True})
+    with pytest.raises(ConfigError, match="cuda_graph: captures the whole step itself"):
+        simcse.resolve({"cuda_graph": True, "pad_to_max_length": True, "torch_compile": True})
+    for method in ("dclr", "diffcse", "consert"):  # their steps read their batches on the host
+        with pytest.raises(ConfigError, match="cuda_graph"):
+            get_method(method).resolve({"cuda_graph": True})
