@@ -25,7 +25,8 @@ Measured, on a CUDA device:
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
-  in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile``, against
+  in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile`` (on a GPU also
+  in ``reduce-overhead``, each padded length's forward a CUDA graph), against
   sentence-transformers' ``encode`` in fp32 and fp16;
 - **sharing** (and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
@@ -363,11 +364,15 @@ def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -
     variants = [("ours", precision, {}, True) for precision in PRECISIONS]
     variants += [("ours, tokenised afresh", "fp32", {}, False),
                  ("ours, eval_batch_size 512", "tf32", {"eval_batch_size": 512}, True)]
-    # Last: the transformer stays compiled (its warm-up pass compiles, one graph for every padded length).
+    # Last: the transformer stays compiled (its warm-up pass compiles, one graph for every padded length; with
+    # reduce-overhead, on a GPU, it also records each length's CUDA graph).
     variants += [("ours, torch_compile", "tf32", {"torch_compile": True}, True)]
+    if device.type == "cuda":  # a CPU records no CUDA graphs: the row above again
+        variants += [("ours, torch_compile reduce-overhead", "tf32",
+                      {"torch_compile": True, "torch_compile_mode": "reduce-overhead"}, True)]
     for what, precision, knobs, cached in variants:
         if knobs.get("torch_compile"):
-            encoder.compile_transformer()
+            encoder.compile_transformer(knobs.get("torch_compile_mode", "default"))
         encode = encode_fn(encoder, {**config, **knobs, "eval_precision": precision}, cached_tokens=cached)
         seconds, score = timed_test(evaluator, encode, device, repeats)
         rows.append({"what": what, "precision": precision, "seconds": seconds, "test_avg": score,

@@ -113,6 +113,8 @@ def test_the_rate_stays_a_tensor_where_the_optimizer_keeps_it_in_one(tiny_bert):
     optimizer = make_optimizer(config, [parameter], rate_tensor=True)
     schedule = make_schedule(config, optimizer, 10)
     rate = optimizer.param_groups[0]["lr"]
+    parameter.grad = torch.zeros(3)
+    optimizer.step()
     schedule.step()
     assert optimizer.param_groups[0]["lr"] is rate and rate.item() == pytest.approx(2e-4)  # filled in place
     restore_learning_rate({**config, "learning_rate": 2e-3}, optimizer, schedule)  # a PBT exploit's new rate
