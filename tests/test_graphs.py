@@ -89,6 +89,17 @@ def test_a_fixed_shape_batch_always_gives_the_transformer_its_mask(tiny_bert):
     assert not build_objective("simcse", tiny_bert, 0, max_seq_length=4).inputs(["a long sentence of words"]).masked
 
 
+def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(tiny_bert):
+    batch = ["a dog runs", "two cats sleep on a mat", "it rains", "men play music in the rain"]
+    losses = []
+    for to_max_length in (False, True):
+        objective = build_objective("simcse", tiny_bert, 0, max_seq_length=32, pad_to_max_length=to_max_length)
+        objective.eval()  # no dropout: the same vectors both ways, but for the padding
+        losses.append(objective.loss(batch).item())
+        assert objective.inputs(batch)["input_ids"].shape[1] == (32 if to_max_length else 8)
+    assert losses[1] == pytest.approx(losses[0], rel=1e-6)
+
+
 def test_the_loss_is_its_device_part_on_its_inputs(tiny_bert):
     objective = build_objective("simcse", tiny_bert, 0, max_seq_length=16)
     objective.eval()

@@ -170,7 +170,7 @@ STEP_GRAPH_KNOBS = KnobSet(
              "the same shape: no kernel launches from the host, for a GPU whose steps wait on the host "
              "(docs/gpu.md). Needs pad_to_max_length; a batch of another shape (an epoch's last) runs eagerly. "
              "On a device without CUDA graphs (a CPU) the steps run eagerly, as they would be replayed; the trial "
-             "records whether it replayed a graph (step_graph)."),
+             "reports how many steps a graph replayed (graphed_steps)."),
     )
 )
 """The knobs of the methods whose step can be replayed as one CUDA graph (:mod:`trainers.training.graphs`): a
