@@ -20,8 +20,9 @@ Measured, on a CUDA device:
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
-- **loop_graphed**: SimCSE's steps through the loop at a fixed shape (``pad_to_max_length``), eager and replayed
-  from one CUDA graph (``cuda_graph``), in each precision (on a CPU both run eagerly: the path, not the figure);
+- **loop_graphed**: SimCSE's and SG-OPT's steps through the loop at a fixed shape (``pad_to_max_length``), eager
+  and replayed from one CUDA graph (``cuda_graph``), in each precision (on a CPU both run eagerly: the path, not
+  the figure);
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -303,23 +304,26 @@ def fixed_shape_steps(models: Mapping[str, str], precisions: list[str], steps: i
 
 
 GRAPHED_LOOP = ({"pad_to_max_length": True}, {"pad_to_max_length": True, "cuda_graph": True})
-"""The knobs of the loop's SimCSE steps at a fixed shape: eager, and replayed from one CUDA graph."""
+"""The knobs of the loop's steps at a fixed shape: eager, and replayed from one CUDA graph."""
+GRAPHED_METHODS = ("simcse", "sg")
+"""The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT)."""
 
 
 def graphed_loop_steps(models: Mapping[str, str], precisions: list[str], steps: int,
                        device: torch.device) -> list[dict[str, Any]]:
-    """SimCSE's steps through the loop with each of :data:`GRAPHED_LOOP`'s knobs (the graph recorded during the
-    warm-up), for each model and precision; each row on its own, as :func:`fixed_shape_steps`'."""
+    """:data:`GRAPHED_METHODS`' steps through the loop with each of :data:`GRAPHED_LOOP`'s knobs (the graph
+    recorded during the warm-up), for each model and precision; each row on its own, as :func:`fixed_shape_steps`'."""
     rows = []
     for name, path in models.items():
-        for precision in precisions:
-            for knobs in GRAPHED_LOOP:
-                try:
-                    row = loop_steps("simcse", path, precision, steps, device, count_flops=False, **knobs)
-                except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
-                    row = {"method": "simcse", "precision": precision, "ms": None, **knobs,
-                           "error": f"{type(error).__name__}: {error}"}
-                rows.append({"model": name, "cuda_graph": False, **row})
+        for method in GRAPHED_METHODS:
+            for precision in precisions:
+                for knobs in GRAPHED_LOOP:
+                    try:
+                        row = loop_steps(method, path, precision, steps, device, count_flops=False, **knobs)
+                    except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
+                        row = {"method": method, "precision": precision, "ms": None, **knobs,
+                               "error": f"{type(error).__name__}: {error}"}
+                    rows.append({"model": name, "cuda_graph": False, **row})
     return rows
 
 

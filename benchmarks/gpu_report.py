@@ -53,7 +53,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
               **{f"{row['precision']}, compiled {row.get('torch_compile_mode', 'default')}": row
                  for row in results.get("compiled", []) if (row["method"], row["model"]) == ("simcse", model)},
               **{f"{row['precision']}, cuda_graph": row for row in results.get("loop_graphed", [])
-                 if row["model"] == model and row["cuda_graph"] and row["ms"] is not None}}
+                 if (row["method"], row["model"]) == ("simcse", model) and row["cuda_graph"] and row["ms"] is not None}}
     if simcse:
         precision, row = fastest(simcse)
         checks.append((f"SimCSE step at {model}'s shape <= {STEP_TARGET_MS:.0f} ms",
@@ -177,22 +177,23 @@ def body(results: dict[str, Any]) -> str:
                   f"{row['error']}" for row in graphed if row.get("error")]
     loop_graphed = results.get("loop_graphed", [])
     if loop_graphed:
-        graphed_ms = {(row["model"], row["precision"], row["cuda_graph"]): row for row in loop_graphed}
+        graphed_ms = {(row["method"], row["model"], row["precision"], row["cuda_graph"]): row for row in loop_graphed}
         rows = []
-        for (model, precision, graph), row in graphed_ms.items():
+        for (method, model, precision, graph), row in graphed_ms.items():
             if graph:
                 continue
-            plain = steps.get(("simcse", model), {}).get(precision, {}).get("ms")
-            replayed = graphed_ms.get((model, precision, True), {})
+            plain = steps.get((method, model), {}).get(precision, {}).get("ms")
+            replayed = graphed_ms.get((method, model, precision, True), {})
             fixed, captured = row["ms"], replayed.get("ms")
-            rows.append((f"simcse {model}", precision, _ms(plain), _ms(fixed), _ms(captured),
+            rows.append((f"{method} {model}", precision, _ms(plain), _ms(fixed), _ms(captured),
                          f"{fixed / captured:.2f}x" if fixed and captured else "–",
                          f"{replayed['peak_gib']:.1f}" if captured else "–"))
-        lines += ["", "### SimCSE through the loop at a fixed shape (`pad_to_max_length`), eager and replayed from "
+        lines += ["", "### The steps through the loop at a fixed shape (`pad_to_max_length`), eager and replayed from "
                   "one CUDA graph (`cuda_graph`)", "",
                   *_table(("step", "precision", "loop ms (padded to the longest)", "fixed shape, eager ms",
                            "cuda_graph ms", "the graph's speed-up", "peak GiB"), rows)]
-        lines += [f"- failed: {row['model']} {row['precision']}{', cuda_graph' if row['cuda_graph'] else ''}: "
+        lines += [f"- failed: {row['method']} {row['model']} {row['precision']}"
+                  f"{', cuda_graph' if row['cuda_graph'] else ''}: "
                   f"{row['error']}" for row in loop_graphed if row.get("error")]
     legacy = step_rows(results, "legacy")
     if legacy:

@@ -66,8 +66,9 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     (compiled,) = results["compiled"]  # the tiny version compiles SimCSE's fp32 step
     assert compiled["torch_compile"] and compiled["torch_compile_mode"] == "default" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
-    graphed = {(row["precision"], row["cuda_graph"]): row for row in results["loop_graphed"]}
-    assert set(graphed) == {(p, g) for p in ("fp32", "bf16") for g in (False, True)}  # the graph's path, run eagerly
+    graphed = {(row["method"], row["precision"], row["cuda_graph"]): row for row in results["loop_graphed"]}
+    assert set(graphed) == {(m, p, g) for m in gpu.GRAPHED_METHODS for p in ("fp32", "bf16")
+                            for g in (False, True)}  # the graph's path, run eagerly
     assert all(row["ms"] > 0 and row["pad_to_max_length"] and "error" not in row for row in graphed.values())
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
@@ -79,8 +80,8 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
-    fp32 = graphed[("fp32", False)]["ms"], graphed[("fp32", True)]["ms"]
-    assert "### SimCSE through the loop at a fixed shape" in text
+    fp32 = graphed[("sg", "fp32", False)]["ms"], graphed[("sg", "fp32", True)]["ms"]
+    assert "### The steps through the loop at a fixed shape" in text
     assert f"| {fp32[0]:.1f} | {fp32[1]:.1f} | {fp32[0] / fp32[1]:.2f}x |" in text
     assert f"Command: `python -m benchmarks.gpu --json {figures} --methods simcse sct --legacy {legacy}`" in text
     # A call of a few parts, labelled, gets a section of its own beside the card's whole check.

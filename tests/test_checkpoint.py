@@ -85,6 +85,8 @@ CASES = {
     "sg-opt1": {"method": "sg", "loss": "opt1", "projection_hidden": 16},
     "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},
     "sg-opt3": {"method": "sg", "loss": "opt3", "projection_hidden": 16, "checkpoint_every": 2},
+    "sg-opt1-cuda-graph": {"method": "sg", "loss": "opt1", "projection_hidden": 16, "pad_to_max_length": True,
+                           "cuda_graph": True, "max_steps": 9},
     "consert": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
     "consert-sup-unsup": {"method": "consert", "supervision": "sup-unsup", "max_steps": 3},
     "consert-joint-unsup-adversarial": {"method": "consert", "supervision": "joint-unsup", "max_steps": 3,

@@ -31,16 +31,27 @@ def sentences(count: int) -> list[str]:
     return [" ".join(words[(i * 7 + j) % len(words)] for j in range(3 + i % 9)) for i in range(count)]
 
 
-def steps_and_weights(step_kind, tiny_bert: str) -> tuple[list[float], list[torch.Tensor]]:
+GRAPHED_METHODS = {
+    "simcse": {},
+    "sg-opt": {"method": "sg", "loss": "opt3", "reg_lambda": 0.1, "projection_hidden": 16},
+    "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},  # a layer drawn per sentence
+}
+"""The methods whose step a CUDA graph records (STEP_GRAPH_KNOBS), with the settings each test trains."""
+
+
+def steps_and_weights(step_kind, tiny_bert: str, **knobs) -> tuple[list[float], list[torch.Tensor]]:
     """Two epochs of 44 sentences in batches of 8 through ``step_kind``, with the loop's optimiser (its rate in a
     tensor) and its linear schedule: each step's loss and the weights after the last."""
-    config = get_method("simcse").resolve({**FIXED, "model": tiny_bert})
-    objective = build_objective("simcse", tiny_bert, 0, **{k: v for k, v in FIXED.items() if k != "method"})
+    settings = {**FIXED, **knobs}
+    method = settings.pop("method")
+    config = get_method(method).resolve({**settings, "model": tiny_bert})
+    objective = build_objective(method, tiny_bert, 0, **settings)
+    corpus = sentences(44)
+    objective.prepare(corpus)  # SG's table of BERT_F's views
     parameters = [p for p in objective.parameters() if p.requires_grad]
     optimizer = make_optimizer(config, parameters, rate_tensor=True)
     schedule = make_schedule(config, optimizer, 12)
     step = step_kind(objective, optimizer, config["max_grad_norm"], "fp32", torch.device("cpu"))
-    corpus = sentences(44)
     torch.manual_seed(0)
     losses = []
     for _ in range(2):
@@ -50,11 +61,13 @@ def steps_and_weights(step_kind, tiny_bert: str) -> tuple[list[float], list[torc
     return losses, [p.detach() for p in parameters]
 
 
-def test_the_graphed_step_computes_the_eager_steps_bits(tiny_bert):
+@pytest.mark.parametrize("method", list(GRAPHED_METHODS))
+def test_the_graphed_step_computes_the_eager_steps_bits(method, tiny_bert, tmp_path, monkeypatch):
     """Warm-up, recording, replays on copied inputs and eager steps of another shape between them: the same
     losses and weights, bit for bit, as the eager step with the same optimiser."""
-    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert)
-    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert)
+    monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
+    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert, **GRAPHED_METHODS[method])
+    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert, **GRAPHED_METHODS[method])
     assert len(set(eager_losses)) == 12
     assert graphed_losses == eager_losses
     assert all(torch.equal(a, b) for a, b in zip(graphed_weights, eager_weights))
@@ -107,12 +120,17 @@ def test_the_loss_is_its_device_part_on_its_inputs(tiny_bert):
     assert torch.equal(objective.loss(batch), objective.device_loss(objective.inputs(batch)))
 
 
-def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(tiny_bert):
+@pytest.mark.parametrize("method", list(GRAPHED_METHODS))
+def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(method, tiny_bert, tmp_path, monkeypatch):
     """What the graph records after the inputs are sent (loss, gradients, clipping) reads nothing back on the
     meta device, where any read raises (a read inside a capture fails it)."""
-    objective = build_objective("simcse", tiny_bert, 0, max_seq_length=16, pad_to_max_length=True).to("meta")
-    features = objective.inputs(["a dog runs", "two cats sleep on a mat"])
-    objective.device_loss(features).backward()
+    monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
+    settings = {**GRAPHED_METHODS[method], "max_seq_length": 16, "pad_to_max_length": True}
+    objective = build_objective(settings.pop("method", "simcse"), tiny_bert, 0, **settings)
+    batch = ["a dog runs", "two cats sleep on a mat"]
+    objective.prepare(batch)
+    objective.to("meta")
+    objective.device_loss(objective.inputs(batch)).backward()
     torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.grad is not None], 1.0)
 
 
@@ -139,6 +157,9 @@ def test_cuda_graph_is_validated():
         simcse.resolve({"cuda_graph": True})
     with pytest.raises(ConfigError, match="cuda_graph: captures the whole step itself"):
         simcse.resolve({"cuda_graph": True, "pad_to_max_length": True, "torch_compile": True})
-    for method in ("dclr", "diffcse", "consert"):  # their steps read their batches on the host
+    for method in ("dclr", "diffcse", "consert", "sct"):  # their steps read their batches on the host
         with pytest.raises(ConfigError, match="cuda_graph"):
             get_method(method).resolve({"cuda_graph": True})
+    sg = get_method("sg")
+    config = sg.resolve({"cuda_graph": True, "pad_to_max_length": True, "loss": "opt3", "bt_view": "bt1"})
+    assert any(problem.key == "cuda_graph" and "bt_view" in problem.message for problem in sg.check(config))

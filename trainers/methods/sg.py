@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS
+from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, STEP_GRAPH_KNOBS
 from trainers.data.sources import BT_COLUMNS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
@@ -92,6 +92,9 @@ def sg_problems(config: Config) -> list[Problem]:
     if config["loss"] == "bt" and not reads_bt_file(config):
         problems.append(Problem("loss", "'bt' (Contrastive (BT), SG-BERT Appendix A.2) takes each sentence's "
                         "back-translation as its positive: set bt_view to bt1 or bt2, a column of bt_file"))
+    if config["cuda_graph"] and reads_bt_file(config):
+        problems.append(Problem("cuda_graph", "records the step of SG and SG-OPT on the corpus sentences; a "
+                        "back-translated view (bt_view) is not in it: set cuda_graph false or bt_view 'none'"))
     return problems
 
 
@@ -127,7 +130,8 @@ METHOD = Method(
         )
     )
     + FROZEN_OUTPUT_KNOBS
-    + BT_FILE_KNOBS,
+    + BT_FILE_KNOBS
+    + STEP_GRAPH_KNOBS,
     defaults={
         "pooling": "cls",
         "batch_size": 16,

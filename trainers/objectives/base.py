@@ -37,11 +37,12 @@ class Objective(nn.Module):
     # An objective whose step a CUDA graph can record (the methods with ``cuda_graph``) splits its loss in two:
     # ``loss(batch) == device_loss(inputs(batch))``.
 
-    def inputs(self, batch: Sequence[Any]) -> TokenBatch:
-        """The step's host work on a batch: its tokens, sent to the device."""
+    def inputs(self, batch: Sequence[Any]) -> TokenBatch | tuple[TokenBatch | Tensor, ...]:
+        """The step's host work on a batch: its tokens, sent to the device (and any other device tensors the
+        loss reads, such as rows of a frozen model's table)."""
         raise NotImplementedError(f"{type(self).__name__} does not split its loss for a CUDA graph")
 
-    def device_loss(self, features: TokenBatch) -> Tensor:
+    def device_loss(self, features: Any) -> Tensor:
         """The loss of a batch :meth:`inputs` made, computed on the device and reading nothing back from it."""
         raise NotImplementedError(f"{type(self).__name__} does not split its loss for a CUDA graph")
 

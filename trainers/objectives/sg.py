@@ -20,7 +20,7 @@ from trainers.losses.self_guided import (
 from trainers.method import Config
 from trainers.methods.sg import views_table
 from trainers.metrics import Metric
-from trainers.models.batches import transformer_inputs
+from trainers.models.batches import TokenBatch, transformer_inputs
 from trainers.models.encoder import SentenceEncoder, pool_layer
 from trainers.models.frozen_outputs import FrozenOutputs, model_key
 from trainers.objectives.base import Objective
@@ -46,6 +46,7 @@ class SelfGuidedObjective(Objective):
         self.temperature = config["temperature"]
         self.reg_lambda = config["reg_lambda"]
         self.max_length = config["max_seq_length"]
+        self.to_max_length = config["pad_to_max_length"]
         self.first_layer = config["skip_first_layers"]
         self.view_pooling = config["view_pooling"]
         # Column of a back-translation row taken as a positive (None: SG/SG-OPT alone), and where it enters
@@ -95,37 +96,52 @@ class SelfGuidedObjective(Objective):
     def statistics(self) -> dict[str, float]:
         return self.table.statistics(Metric.FROZEN_OUTPUTS) if self.table is not None else {}
 
-    def sentence_tokens(self, sentences: Sequence[str]) -> Tensor:
+    def tokens(self, sentences: Sequence[str]) -> TokenBatch:
+        return self.encoder.tokenize(sentences, self.max_length, self.to_max_length)
+
+    def sentence_tokens(self, features: TokenBatch) -> Tensor:
         """c_i: BERT_T's last layer at each sentence's first token ([CLS]), with gradient."""
-        features = self.encoder.tokenize(sentences, self.max_length)
         output = self.encoder.model(**transformer_inputs(self.encoder.model, features), return_dict=True)
         return output.last_hidden_state[:, 0]
 
-    def loss(self, batch: Sequence[Any]) -> Tensor:
-        if self.loss_name == "bt":
-            contrastive = self.contrastive_bt_loss(batch)
-        elif self.bt_column is not None:
-            contrastive = self.back_translation_loss(batch)
+    def inputs(self, batch: Sequence[Any]) -> tuple[TokenBatch, Tensor]:
+        """The step's host work on corpus sentences: BERT_T's tokens, and BERT_F's views h (the table's rows)."""
+        if self.loss_name == "bt" or self.bt_column is not None:
+            raise NotImplementedError("a back-translated view reads its own rows: no CUDA graph records it")
+        return self.tokens(batch), self.views(batch)
+
+    def device_loss(self, inputs: tuple[TokenBatch, Tensor]) -> Tensor:
+        """SG's or SG-OPT's loss of a batch of corpus sentences (:meth:`inputs`), lambda L_reg added."""
+        features, h = inputs
+        c = self.head(self.sentence_tokens(features))
+        if self.loss_name == "opt3":
+            contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
         else:
-            c = self.head(self.sentence_tokens(batch))
-            h = self.views(batch)
-            if self.loss_name == "opt3":
-                contrastive = sg_opt3_loss(c, self.head(h), self.temperature)
-            else:
-                # sigma: one layer per sentence, uniformly (the authors' sampler).
-                layer = torch.randint(h.shape[1], (len(batch),))
-                picked = h[torch.arange(len(batch)), layer.to(h.device)]
-                contrastive = SINGLE_VIEW_LOSSES[self.loss_name](c, self.head(picked), self.temperature)
+            # sigma: one layer per sentence, uniformly (the authors' sampler), drawn on the device: a CUDA
+            # graph replays a device draw anew, where a draw of the host's would be recorded once.
+            layer = torch.randint(h.shape[1], (len(h),), device=h.device)
+            picked = h[torch.arange(len(h), device=h.device), layer]
+            contrastive = SINGLE_VIEW_LOSSES[self.loss_name](c, self.head(picked), self.temperature)
+        return self.regularised(contrastive)
+
+    def regularised(self, contrastive: Tensor) -> Tensor:
         if self.reg_lambda == 0:
             return contrastive
         return contrastive + self.reg_lambda * parameter_distance(self.encoder.model, self.fixed)
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        if self.loss_name == "bt":
+            return self.regularised(self.contrastive_bt_loss(batch))
+        if self.bt_column is not None:
+            return self.regularised(self.back_translation_loss(batch))
+        return self.device_loss(self.inputs(batch))
 
     def contrastive_bt_loss(self, rows: Sequence[Any]) -> Tensor:
         """Contrastive (BT), SG-BERT Appendix A.2: Contrastive (SG)'s L_base with the back-translation as each
         sentence's positive. BERT_T reads the sentences and their back-translations (with gradient, one pass);
         L_base (NT-Xent over the 2b vectors, Section 3.1) pairs f(c_i) with f(c'_i)."""
         sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
-        vectors = self.head(self.sentence_tokens(sentences + translations))
+        vectors = self.head(self.sentence_tokens(self.tokens(sentences + translations)))
         return sg_base_loss(vectors[: len(rows)], vectors[len(rows) :], self.temperature)
 
     def back_translation_loss(self, rows: Sequence[Any]) -> Tensor:
@@ -133,7 +149,7 @@ class SelfGuidedObjective(Objective):
         sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
         # BERT_T reads the sentences, and with bt_into 'tuned' their back-translations, in one pass.
         tuned = sentences + translations if self.bt_into == "tuned" else sentences
-        vectors = self.head(self.sentence_tokens(tuned))
+        vectors = self.head(self.sentence_tokens(self.tokens(tuned)))
         c = vectors[: len(sentences)]
         if self.bt_into == "tuned":
             views, joined = self.head(self.views(sentences)), vectors[len(sentences) :]

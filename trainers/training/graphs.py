@@ -11,7 +11,8 @@ What a replay needs, and where it comes from:
 - **one shape**: ``pad_to_max_length`` pads every batch to ``max_seq_length``, and the graph is recorded for the
   first batch's shape; a batch of another shape (an epoch's short last one) runs eagerly;
 - **a step that reads nothing back from the device**, with its host work first: the objective's ``inputs``
-  (tokens, sent) and ``device_loss`` (tensors only), :class:`~trainers.objectives.simcse.SimCSEObjective`;
+  (tokens, sent; SG's views of BERT_F) and ``device_loss`` (tensors only, random draws on the device):
+  :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.sg.SelfGuidedObjective`;
 - **inputs in place**: each batch is copied into the recorded batch's tensors;
 - **the learning rate in a device tensor**, which the schedule fills in place
   (:func:`~trainers.training.optimization.make_optimizer`'s ``rate_tensor``), and a capturable update;
@@ -20,7 +21,8 @@ What a replay needs, and where it comes from:
 - **autocast without its cast cache** (:func:`~trainers.training.precision.autocast`).
 
 On a device without CUDA graphs (a CPU) the steps run eagerly, as they would be replayed (the same inputs
-copied into the same tensors), so that the tests check all of it but the capture; ``graphed_steps`` counts
+copied into the same tensors), so that the tests check all of it but the capture, and but what only a replay
+gets wrong: a value the host computed inside the step, recorded once as a constant. ``graphed_steps`` counts
 the steps a graph replayed.
 """
 
@@ -36,6 +38,9 @@ from trainers.objectives.base import Objective
 from trainers.training import precision
 from trainers.training.optimization import update
 
+Inputs = TokenBatch | Tensor | tuple["Inputs", ...]
+"""What an objective's ``inputs`` gives its ``device_loss``: a batch's tokens on the device, or a tuple of them
+and other device tensors (SG's views of BERT_F)."""
 Step = Callable[[Sequence[Any]], Tensor]
 """One training step on a batch of examples: its forward, backward and update; returns its loss."""
 
@@ -59,6 +64,15 @@ def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_
     return step
 
 
+def tensors(inputs: Inputs) -> list[Tensor]:
+    """The device tensors of a step's inputs, in order: a batch's tokens, or a tuple of them and tensors."""
+    if isinstance(inputs, Tensor):
+        return [inputs]
+    if isinstance(inputs, TokenBatch):
+        return list(inputs.values())
+    return [tensor for part in inputs for tensor in tensors(part)]
+
+
 class GraphedStep:
     """The step of an objective with ``inputs`` and ``device_loss``, replayed from a CUDA graph on a CUDA device
     (eagerly, as it would be replayed, elsewhere); see the module's docstring."""
@@ -69,16 +83,16 @@ class GraphedStep:
         self.used, self.device = used, device
         self.captures = device.type == "cuda"
         self.side_stream = torch.cuda.Stream(device) if self.captures else None
-        self.shape: dict[str, torch.Size] | None = None  # the graph's batches' shapes: the first batch's
+        self.shape: list[torch.Size] | None = None  # the graph's batches' shapes: the first batch's
         self.warmup_steps = 0
-        self.inputs: TokenBatch | None = None  # the recorded batch's tensors, into which each batch is copied
+        self.inputs: Inputs | None = None  # the recorded batch's tensors, into which each batch is copied
         self.graph: torch.cuda.CUDAGraph | None = None
         self.recorded_loss: Tensor | None = None
         self.graphed_steps = 0
 
     def __call__(self, examples: Sequence[Any]) -> Tensor:
         features = self.objective.inputs(examples)
-        shape = {name: tensor.shape for name, tensor in features.items()}
+        shape = [tensor.shape for tensor in tensors(features)]
         self.shape = self.shape or shape
         if shape != self.shape:
             return self._eager(features)
@@ -87,11 +101,11 @@ class GraphedStep:
                 self.warmup_steps += 1
                 return self._warmup(features)
             self._record(features)
-        for name, tensor in self.inputs.items():
-            tensor.copy_(features[name])
+        for recorded, tensor in zip(tensors(self.inputs), tensors(features)):
+            recorded.copy_(tensor)
         return self._replay()
 
-    def _device_step(self, features: TokenBatch) -> Tensor:
+    def _device_step(self, features: Inputs) -> Tensor:
         """What the graph records: the loss from the device's tensors, its gradients and the update."""
         with precision.autocast(self.used, self.device, cache_casts=False):
             loss = self.objective.device_loss(features)
@@ -99,7 +113,7 @@ class GraphedStep:
             update(loss, self.optimizer, self.max_grad_norm)
         return loss
 
-    def _warmup(self, features: TokenBatch) -> Tensor:
+    def _warmup(self, features: Inputs) -> Tensor:
         if not self.captures:
             return self._eager(features)
         self.side_stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -108,7 +122,7 @@ class GraphedStep:
         torch.cuda.current_stream(self.device).wait_stream(self.side_stream)
         return loss
 
-    def _eager(self, features: TokenBatch) -> Tensor:
+    def _eager(self, features: Inputs) -> Tensor:
         recorded = self.inputs is not None
         if recorded:  # the gradients live in the graph's memory from its capture on: zeroed, never freed
             self.optimizer.zero_grad(set_to_none=False)
@@ -117,7 +131,7 @@ class GraphedStep:
             self.optimizer.zero_grad(set_to_none=True)
         return loss
 
-    def _record(self, features: TokenBatch) -> None:
+    def _record(self, features: Inputs) -> None:
         """Keep ``features``' tensors as the graph's inputs, and record the step on them (a CUDA device)."""
         self.inputs = features
         if not self.captures:
