@@ -290,17 +290,19 @@ def fixed_shape_steps(models: Mapping[str, str], precisions: list[str], steps: i
                       device: torch.device) -> list[dict[str, Any]]:
     """The bare step at a fixed shape, eager and as one CUDA graph, for each model and precision; each row on
     its own: a capture that fails (a first try on this card) leaves its error in its row, and the rest run."""
-    rows = []
-    for name, path in models.items():
-        for precision in precisions:
-            for graphed in (False, True):
-                try:
-                    row = bare_simcse(path, precision, steps, device, fixed_shape=True, graphed=graphed)
-                except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
-                    row = {"method": "simcse", "precision": precision, "ms": None, "fixed_shape": True,
-                           "graphed": graphed, "error": f"{type(error).__name__}: {error}"}
-                rows.append({"model": name, **row})
-    return rows
+    return [{"model": name, **measured_or_failed(
+                lambda: bare_simcse(path, precision, steps, device, fixed_shape=True, graphed=graphed),
+                method="simcse", precision=precision, fixed_shape=True, graphed=graphed)}
+            for name, path in models.items() for precision in precisions for graphed in (False, True)]
+
+
+def measured_or_failed(measure: Callable[[], dict[str, Any]], **row: Any) -> dict[str, Any]:
+    """``measure()``'s row, or ``row`` with no figure and the error where it raised: one row that fails (a
+    capture's first try on a card) leaves its error there, and the call goes on to the others."""
+    try:
+        return measure()
+    except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
+        return {**row, "ms": None, "error": f"{type(error).__name__}: {error}"}
 
 
 GRAPHED_LOOP = ({"pad_to_max_length": True}, {"pad_to_max_length": True, "cuda_graph": True})
@@ -313,18 +315,11 @@ def graphed_loop_steps(models: Mapping[str, str], precisions: list[str], steps: 
                        device: torch.device) -> list[dict[str, Any]]:
     """:data:`GRAPHED_METHODS`' steps through the loop with each of :data:`GRAPHED_LOOP`'s knobs (the graph
     recorded during the warm-up), for each model and precision; each row on its own, as :func:`fixed_shape_steps`'."""
-    rows = []
-    for name, path in models.items():
-        for method in GRAPHED_METHODS:
-            for precision in precisions:
-                for knobs in GRAPHED_LOOP:
-                    try:
-                        row = loop_steps(method, path, precision, steps, device, count_flops=False, **knobs)
-                    except Exception as error:  # noqa: BLE001 - reported in its row, the call goes on
-                        row = {"method": method, "precision": precision, "ms": None, **knobs,
-                               "error": f"{type(error).__name__}: {error}"}
-                    rows.append({"model": name, "cuda_graph": False, **row})
-    return rows
+    return [{"model": name, "cuda_graph": False, **measured_or_failed(
+                lambda: loop_steps(method, path, precision, steps, device, count_flops=False, **knobs),
+                method=method, precision=precision, **knobs)}
+            for name, path in models.items() for method in GRAPHED_METHODS for precision in precisions
+            for knobs in GRAPHED_LOOP]
 
 
 def captured(step: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], optimizer: torch.optim.Optimizer,

@@ -49,15 +49,23 @@ WARMUP_STEPS = 3
 lazily on a first step (the optimiser's state, cuBLAS's workspaces) must not be set up inside the capture."""
 
 
+def trained(loss_of: Callable[[], Tensor], optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
+            device: torch.device, cache_casts: bool = True) -> Tensor:
+    """``loss_of()`` in the precision ``used``, then its update (the backward pass's products in it too); the
+    loss. Both steps train through it, the graphed one without autocast's cast cache."""
+    with precision.autocast(used, device, cache_casts):
+        loss = loss_of()
+    with precision.matmuls(used):
+        update(loss, optimizer, max_grad_norm)
+    return loss
+
+
 def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
                device: torch.device) -> Step:
     """The step as the loop runs it without a graph: the objective's loss, its update, gradients freed."""
 
     def step(examples: Sequence[Any]) -> Tensor:
-        with precision.autocast(used, device):
-            loss = objective.loss(examples)
-        with precision.matmuls(used):
-            update(loss, optimizer, max_grad_norm)
+        loss = trained(lambda: objective.loss(examples), optimizer, max_grad_norm, used, device)
         optimizer.zero_grad(set_to_none=True)
         return loss
 
@@ -107,11 +115,8 @@ class GraphedStep:
 
     def _device_step(self, features: Inputs) -> Tensor:
         """What the graph records: the loss from the device's tensors, its gradients and the update."""
-        with precision.autocast(self.used, self.device, cache_casts=False):
-            loss = self.objective.device_loss(features)
-        with precision.matmuls(self.used):
-            update(loss, self.optimizer, self.max_grad_norm)
-        return loss
+        return trained(lambda: self.objective.device_loss(features), self.optimizer, self.max_grad_norm, self.used,
+                       self.device, cache_casts=False)
 
     def _warmup(self, features: Inputs) -> Tensor:
         if not self.captures:
