@@ -102,6 +102,17 @@ def test_a_fixed_shape_batch_always_gives_the_transformer_its_mask(tiny_bert):
     assert not build_objective("simcse", tiny_bert, 0, max_seq_length=4).inputs(["a long sentence of words"]).masked
 
 
+def test_sg_pads_its_tokens_to_the_limit_where_asked(tiny_bert, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
+    batch = ["a dog runs", "two cats sleep"]
+    for to_max_length, width in ((False, 5), (True, 32)):  # [CLS] two cats sleep [SEP]
+        objective = build_objective("sg", tiny_bert, 0, max_seq_length=32, pad_to_max_length=to_max_length)
+        objective.prepare(batch)
+        features, views = objective.inputs(batch)
+        assert features["input_ids"].shape == (2, width) and features.fixed_shape == to_max_length
+        assert views.shape[0] == 2  # BERT_F's views, whatever BERT_T's padding
+
+
 def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(tiny_bert):
     batch = ["a dog runs", "two cats sleep on a mat", "it rains", "men play music in the rain"]
     losses = []
