@@ -311,14 +311,16 @@ GRAPHED_METHODS = ("simcse", "sg")
 """The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT)."""
 
 
-def graphed_loop_steps(models: Mapping[str, str], precisions: list[str], steps: int,
+def graphed_loop_steps(models: Mapping[str, str], methods: list[str], precisions: list[str], steps: int,
                        device: torch.device) -> list[dict[str, Any]]:
-    """:data:`GRAPHED_METHODS`' steps through the loop with each of :data:`GRAPHED_LOOP`'s knobs (the graph
-    recorded during the warm-up), for each model and precision; each row on its own, as :func:`fixed_shape_steps`'."""
+    """The steps of ``methods`` that are :data:`GRAPHED_METHODS` through the loop with each of
+    :data:`GRAPHED_LOOP`'s knobs (the graph recorded during the warm-up), for each model and precision; each row
+    on its own, as :func:`fixed_shape_steps`'."""
     return [{"model": name, "cuda_graph": False, **measured_or_failed(
                 lambda: loop_steps(method, path, precision, steps, device, count_flops=False, **knobs),
                 method=method, precision=precision, **knobs)}
-            for name, path in models.items() for method in GRAPHED_METHODS for precision in precisions
+            for name, path in models.items() for method in GRAPHED_METHODS if method in methods
+            for precision in precisions
             for knobs in GRAPHED_LOOP]
 
 
@@ -512,7 +514,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                  for name, path in models.items() for precision in precisions])
         if device.type == "cuda":  # a CPU has no graphs to capture
             section("graphed", lambda: fixed_shape_steps(models, precisions, steps, device))
-        section("loop_graphed", lambda: graphed_loop_steps(models, precisions, steps, device))
+        section("loop_graphed", lambda: graphed_loop_steps(models, args.methods, precisions, steps, device))
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:

@@ -163,12 +163,12 @@ def body(results: dict[str, Any]) -> str:
     graphed = results.get("graphed", [])
     if graphed:
         rows = []
-        graphed_ms = {(row["model"], row["precision"], row["graphed"]): row["ms"] for row in graphed}
-        for (method, model), by_precision in bare.items():
-            for precision, row in by_precision.items():
-                fixed, captured = (graphed_ms.get((model, precision, g)) for g in (False, True))
-                rows.append((f"{method} {model}", precision, _ms(row["ms"]), _ms(fixed), _ms(captured),
-                             f"{fixed / captured:.2f}x" if fixed and captured else "–"))
+        graphed_ms = {(row["model"], row["precision"], row["graphed"]): row.get("ms") for row in graphed}
+        for model, precision in dict.fromkeys((row["model"], row["precision"]) for row in graphed):
+            padded = bare.get(("simcse", model), {}).get(precision, {}).get("ms")  # absent where bare was skipped
+            fixed, captured = (graphed_ms.get((model, precision, g)) for g in (False, True))
+            rows.append((f"simcse {model}", precision, _ms(padded), _ms(fixed), _ms(captured),
+                         f"{fixed / captured:.2f}x" if fixed and captured else "–"))
         lines += ["", "### The bare SimCSE step at a fixed shape (every batch padded to max_seq_length), eager and "
                   "captured as one CUDA graph", "",
                   *_table(("step", "precision", "bare loop ms (padded to the longest)", "fixed shape, eager ms",

@@ -67,8 +67,8 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert compiled["torch_compile"] and compiled["torch_compile_mode"] == "default" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
     graphed = {(row["method"], row["precision"], row["cuda_graph"]): row for row in results["loop_graphed"]}
-    assert set(graphed) == {(m, p, g) for m in gpu.GRAPHED_METHODS for p in ("fp32", "bf16")
-                            for g in (False, True)}  # the graph's path, run eagerly
+    assert set(graphed) == {("simcse", p, g) for p in ("fp32", "bf16")
+                            for g in (False, True)}  # the graph's path, run eagerly; SG's not asked for
     assert all(row["ms"] > 0 and row["pad_to_max_length"] and "error" not in row for row in graphed.values())
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
@@ -80,7 +80,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
-    fp32 = graphed[("sg", "fp32", False)]["ms"], graphed[("sg", "fp32", True)]["ms"]
+    fp32 = graphed[("simcse", "fp32", False)]["ms"], graphed[("simcse", "fp32", True)]["ms"]
     assert "### The steps through the loop at a fixed shape" in text
     assert f"| {fp32[0]:.1f} | {fp32[1]:.1f} | {fp32[0] / fp32[1]:.2f}x |" in text
     assert f"Command: `python -m benchmarks.gpu --json {figures} --methods simcse sct --legacy {legacy}`" in text
@@ -128,6 +128,9 @@ def test_the_bare_step_at_a_fixed_shape_runs_and_its_graph_table_compares_like_w
             in text)
     assert f"| simcse tiny BERT | bf16 | {longest['ms']:.1f} | {fixed['ms']:.1f} | – | – |" in text
     assert f"- failed: tiny BERT bf16, graphed: {failed['error']}" in text
+    alone = gpu_report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
+                             "graphed": [fixed, graph]})  # a call that skipped the bare loop
+    assert f"| simcse tiny BERT | fp32 | – | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |" in alone
 
 
 def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from tests.conftest import build_objective
 from trainers.knobs import ConfigError
@@ -131,18 +133,32 @@ def test_the_loss_is_its_device_part_on_its_inputs(tiny_bert):
     assert torch.equal(objective.loss(batch), objective.device_loss(objective.inputs(batch)))
 
 
+class HostTensors(TorchDispatchMode):
+    """Fails every operation that leaves a tensor off the meta device: a tensor made on the host (an index
+    built with ``torch.arange(n)``, then copied over) is a host-to-device copy, which a CUDA capture refuses."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        for leaf in tree_leaves(result):
+            if isinstance(leaf, torch.Tensor) and leaf.device.type != "meta":
+                raise AssertionError(f"{func} left a tensor on {leaf.device} inside the recorded step")
+        return result
+
+
 @pytest.mark.parametrize("method", list(GRAPHED_METHODS))
 def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(method, tiny_bert, tmp_path, monkeypatch):
     """What the graph records after the inputs are sent (loss, gradients, clipping) reads nothing back on the
-    meta device, where any read raises (a read inside a capture fails it)."""
+    meta device, where any read raises (a read inside a capture fails it), and makes no tensor on the host."""
     monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
     settings = {**GRAPHED_METHODS[method], "max_seq_length": 16, "pad_to_max_length": True}
     objective = build_objective(settings.pop("method", "simcse"), tiny_bert, 0, **settings)
     batch = ["a dog runs", "two cats sleep on a mat"]
     objective.prepare(batch)
     objective.to("meta")
-    objective.device_loss(objective.inputs(batch)).backward()
-    torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.grad is not None], 1.0)
+    inputs = objective.inputs(batch)
+    with HostTensors():
+        objective.device_loss(inputs).backward()
+        torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.grad is not None], 1.0)
 
 
 def test_the_rate_stays_a_tensor_where_the_optimizer_keeps_it_in_one(tiny_bert):

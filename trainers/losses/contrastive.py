@@ -34,5 +34,5 @@ def nt_xent(view1: Tensor, view2: Tensor, temperature: float) -> Tensor:
     views = torch.cat([view1, view2])
     logits = cosine_matrix(views, views) / temperature
     logits = logits.masked_fill(torch.eye(2 * n, dtype=torch.bool, device=views.device), float("-inf"))
-    targets = torch.cat([torch.arange(n, 2 * n), torch.arange(0, n)]).to(views.device)
+    targets = torch.arange(2 * n, device=views.device).roll(n)  # n..2n-1, then 0..n-1
     return F.cross_entropy(logits, targets)

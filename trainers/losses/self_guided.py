@@ -49,7 +49,8 @@ def sg_opt3_loss(c: Tensor, h: Tensor, temperature: float) -> Tensor:
     b, layers, _ = h.shape
     scores = (F.normalize(c, dim=-1) @ F.normalize(h, dim=-1).reshape(b * layers, -1).T) / temperature
     scores = scores.view(b, b, layers)  # scores[i, m, n] = log phi(c_i, h_{m,n})
-    positives = scores[torch.arange(b), torch.arange(b)]  # [b, l+1]
+    pairs = torch.arange(b, device=c.device)  # made on the device: a CUDA graph records no host copy
+    positives = scores[pairs, pairs]  # [b, l+1]
     others = scores.masked_fill(torch.eye(b, dtype=torch.bool, device=c.device)[:, :, None], float("-inf"))
     negatives = torch.logsumexp(others.view(b, -1), dim=1, keepdim=True)  # log sum_{m != i, n} phi
     # -log(p / (p + N)) = log(1 + N / p) = softplus(log N - log p)
