@@ -23,6 +23,8 @@ Measured, on a CUDA device:
 - **loop_graphed**: SimCSE's and SG-OPT's steps through the loop at a fixed shape (``pad_to_max_length``), eager
   and replayed from one CUDA graph (``cuda_graph``), in each precision (on a CPU both run eagerly: the path, not
   the figure);
+- **agreement**: the same methods' graphed steps against their eager ones on the same batches, from the same
+  weights, dropout off: the losses and the trained weights, how far apart;
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -74,8 +76,8 @@ COMPILED_PRECISIONS = ("tf32", "bf16")
 COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
-PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "legacy", "profile", "evaluation",
-         "sharing", "sharing_compiled")
+PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "legacy", "profile",
+         "evaluation", "sharing", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
@@ -324,6 +326,80 @@ def graphed_loop_steps(models: Mapping[str, str], methods: list[str], precisions
             for knobs in GRAPHED_LOOP]
 
 
+AGREEMENT_STEPS = ("eager", "unrecorded", "replayed")
+"""The agreement part's three steps: the loop's without ``cuda_graph`` (``eager_step``, autocast with its cast
+cache), the graphed step's path run eagerly (``GraphedStep(record=False)``, no cast cache), and the replays."""
+
+
+def graph_agreement(models: Mapping[str, str], methods: list[str], precisions: list[str],
+                    device: torch.device) -> list[dict[str, Any]]:
+    """The replayed step against the same step run eagerly, and against the loop's step without ``cuda_graph``,
+    on the same batches from the same weights with dropout off (so that no step draws from the device's
+    generator, whose draws a graph orders otherwise): how far apart each step's loss and the trained weights
+    are, for ``methods`` that are :data:`GRAPHED_METHODS`, each model and precision. On a CPU nothing is
+    replayed (tests/test_graphs.py checks that path bit for bit); on a GPU this checks that the replays train
+    as the eager steps do."""
+    rows = []
+    for name, path in models.items():
+        for method in (m for m in GRAPHED_METHODS if m in methods):
+            for precision in precisions:
+                runs = {kind: trained_without_dropout(method, path, precision, device, kind)
+                        for kind in AGREEMENT_STEPS}
+                (losses, weights, replayed) = runs["replayed"]
+                rows.append({"model": name, "method": method, "precision": precision, "steps": len(losses),
+                             "replayed": replayed,
+                             **{f"against_{kind}": apart(runs[kind][:2], (losses, weights))
+                                for kind in ("unrecorded", "eager")}})
+    return rows
+
+
+def apart(reference: tuple[list[float], list[torch.Tensor]],
+          other: tuple[list[float], list[torch.Tensor]]) -> dict[str, Any]:
+    """How far ``other``'s losses and weights are from ``reference``'s: bit for bit, or the largest relative
+    loss difference and the largest weight difference."""
+    (losses, weights), (other_losses, other_weights) = reference, other
+    return {"equal": other_losses == losses and all(torch.equal(a, b) for a, b in zip(weights, other_weights)),
+            "loss_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(other_losses, losses)),
+            "weight_diff": max((a - b).abs().max().item() for a, b in zip(other_weights, weights))}
+
+
+AGREEMENT_BATCHES = (1.0,) * 8 + (0.5,) + (1.0,) * 4
+"""The agreement part's batches, as shares of ``batch_size``: the warm-up, the recording and replays, one short
+batch run eagerly between replays (an epoch's last), and replays after it."""
+
+
+def trained_without_dropout(method: str, model: str, precision: str, device: torch.device,
+                            kind: str) -> tuple[list[float], list[torch.Tensor], int]:
+    """:data:`AGREEMENT_BATCHES` through one of :data:`AGREEMENT_STEPS`, with the loop's optimiser (its rate in
+    a tensor) and schedule, every dropout off: the losses, the trained weights, and how many steps a graph
+    replayed."""
+    from trainers.training import precision as precisions
+    from trainers.training.graphs import GraphedStep, eager_step
+    from trainers.training.optimization import make_optimizer, make_schedule
+
+    objective, config, examples = objective_of(method, model, precision, len(AGREEMENT_BATCHES), device,
+                                               len(AGREEMENT_BATCHES), pad_to_max_length=True)
+    used = precisions.resolve(precision, device)
+    with precisions.autocast(used, device):
+        objective.prepare(examples)
+    parameters = [p for p in objective.parameters() if p.requires_grad]
+    optimizer = make_optimizer(config, parameters, rate_tensor=True)
+    schedule = make_schedule(config, optimizer, len(AGREEMENT_BATCHES))
+    arguments = (objective, optimizer, config["max_grad_norm"], used, device)
+    step = eager_step(*arguments) if kind == "eager" else GraphedStep(*arguments, record=kind == "replayed")
+    objective.train()
+    for module in objective.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0  # BERT's attention reads its dropout's p too
+    losses, start = [], 0
+    for share in AGREEMENT_BATCHES:
+        size = int(share * config["batch_size"])
+        losses.append(step(examples[start : start + size]))
+        schedule.step()
+        start += size
+    return [loss.item() for loss in losses], [p.detach().clone() for p in parameters], getattr(step, "graphed_steps", 0)
+
+
 def captured(step: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], optimizer: torch.optim.Optimizer,
              warmup: list[Mapping[str, torch.Tensor]]) -> Callable[[Mapping[str, torch.Tensor]], torch.Tensor]:
     """``step`` captured as one CUDA graph after a few eager steps on a side stream (PyTorch's recipe for
@@ -515,6 +591,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if device.type == "cuda":  # a CPU has no graphs to capture
             section("graphed", lambda: fixed_shape_steps(models, precisions, steps, device))
         section("loop_graphed", lambda: graphed_loop_steps(models, args.methods, precisions, steps, device))
+        section("agreement", lambda: graph_agreement(models, args.methods, precisions, device))
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:

@@ -32,6 +32,13 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
+def _apart(difference: dict[str, Any]) -> tuple[str, str]:
+    """The largest loss and weight differences of :func:`benchmarks.gpu.apart`, or 'bit for bit'."""
+    if difference["equal"]:
+        return "bit for bit", "bit for bit"
+    return f"{difference['loss_rel_diff']:.1e}", f"{difference['weight_diff']:.1e}"
+
+
 def step_rows(results: dict[str, Any], key: str = "steps") -> dict[tuple[str, str], dict[str, dict]]:
     """{(method, model): {precision: row}} of one list of step figures."""
     grouped: dict[tuple[str, str], dict[str, dict]] = {}
@@ -195,6 +202,15 @@ def body(results: dict[str, Any]) -> str:
         lines += [f"- failed: {row['method']} {row['model']} {row['precision']}"
                   f"{', cuda_graph' if row['cuda_graph'] else ''}: "
                   f"{row['error']}" for row in loop_graphed if row.get("error")]
+    agreement = results.get("agreement", [])
+    if agreement:
+        rows = [(f"{row['method']} {row['model']}", row["precision"], f"{row['replayed']} of {row['steps']}",
+                 *(cell for kind in ("unrecorded", "eager") for cell in _apart(row[f"against_{kind}"])))
+                for row in agreement]
+        lines += ["", "### The replayed step against the same step run eagerly, and against the loop's step without "
+                  "`cuda_graph`: the same batches from the same weights, dropout off", "",
+                  *_table(("step", "precision", "steps replayed", "against the step run eagerly: loss (relative)",
+                           "weights", "against the loop without cuda_graph: loss (relative)", "weights"), rows)]
     legacy = step_rows(results, "legacy")
     if legacy:
         rows = []

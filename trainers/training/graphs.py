@@ -86,10 +86,12 @@ class GraphedStep:
     (eagerly, as it would be replayed, elsewhere); see the module's docstring."""
 
     def __init__(self, objective: Objective, optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
-                 device: torch.device):
+                 device: torch.device, record: bool = True):
+        """``record`` False runs what the graph would replay eagerly on a CUDA device too: the reference that
+        ``python -m benchmarks.gpu``'s agreement part sets the replays beside."""
         self.objective, self.optimizer, self.max_grad_norm = objective, optimizer, max_grad_norm
         self.used, self.device = used, device
-        self.captures = device.type == "cuda"
+        self.captures = record and device.type == "cuda"
         self.side_stream = torch.cuda.Stream(device) if self.captures else None
         self.shape: list[torch.Size] | None = None  # the graph's batches' shapes: the first batch's
         self.warmup_steps = 0
