@@ -326,9 +326,10 @@ def graphed_loop_steps(models: Mapping[str, str], methods: list[str], precisions
             for knobs in GRAPHED_LOOP]
 
 
-AGREEMENT_STEPS = ("eager", "unrecorded", "replayed")
-"""The agreement part's three steps: the loop's without ``cuda_graph`` (``eager_step``, autocast with its cast
-cache), the graphed step's path run eagerly (``GraphedStep(record=False)``, no cast cache), and the replays."""
+AGREEMENT_STEPS = ("eager", "eager again", "unrecorded", "replayed")
+"""The agreement part's steps: the loop's without ``cuda_graph`` (``eager_step``, autocast with its cast cache),
+twice (what the card's own kernels leave to chance, such as a backward's atomic sums), the graphed step's path run
+eagerly (``GraphedStep(record=False)``, no cast cache), and the replays."""
 
 
 def graph_agreement(models: Mapping[str, str], methods: list[str], precisions: list[str],
@@ -349,7 +350,8 @@ def graph_agreement(models: Mapping[str, str], methods: list[str], precisions: l
                 rows.append({"model": name, "method": method, "precision": precision, "steps": len(losses),
                              "replayed": replayed,
                              **{f"against_{kind}": apart(runs[kind][:2], (losses, weights))
-                                for kind in ("unrecorded", "eager")}})
+                                for kind in ("unrecorded", "eager")},
+                             "eager_against_itself": apart(runs["eager"][:2], runs["eager again"][:2])})
     return rows
 
 
@@ -386,7 +388,8 @@ def trained_without_dropout(method: str, model: str, precision: str, device: tor
     optimizer = make_optimizer(config, parameters, rate_tensor=True)
     schedule = make_schedule(config, optimizer, len(AGREEMENT_BATCHES))
     arguments = (objective, optimizer, config["max_grad_norm"], used, device)
-    step = eager_step(*arguments) if kind == "eager" else GraphedStep(*arguments, record=kind == "replayed")
+    step = GraphedStep(*arguments, record=kind == "replayed") if kind in ("unrecorded", "replayed") else (
+        eager_step(*arguments))
     objective.train()
     for module in objective.modules():
         if isinstance(module, torch.nn.Dropout):

@@ -205,12 +205,14 @@ def body(results: dict[str, Any]) -> str:
     agreement = results.get("agreement", [])
     if agreement:
         rows = [(f"{row['method']} {row['model']}", row["precision"], f"{row['replayed']} of {row['steps']}",
-                 *(cell for kind in ("unrecorded", "eager") for cell in _apart(row[f"against_{kind}"])))
+                 *(cell for kind in ("unrecorded", "eager") for cell in _apart(row[f"against_{kind}"])),
+                 *_apart(row["eager_against_itself"]))
                 for row in agreement]
         lines += ["", "### The replayed step against the same step run eagerly, and against the loop's step without "
                   "`cuda_graph`: the same batches from the same weights, dropout off", "",
                   *_table(("step", "precision", "steps replayed", "against the step run eagerly: loss (relative)",
-                           "weights", "against the loop without cuda_graph: loss (relative)", "weights"), rows)]
+                           "weights", "against the loop without cuda_graph: loss (relative)", "weights",
+                           "the loop without cuda_graph against itself: loss (relative)", "weights"), rows)]
     legacy = step_rows(results, "legacy")
     if legacy:
         rows = []
