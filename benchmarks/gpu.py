@@ -31,7 +31,8 @@ Measured, on a CUDA device:
   in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile`` (on a GPU also
   in ``reduce-overhead``, each padded length's forward a CUDA graph), against
   sentence-transformers' ``encode`` in fp32 and fp16;
-- **sharing** (and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
+- **sharing** (**sharing_graphed**, at BERT-base's shape with ``cuda_graph`` in bf16, 1, 2 and 4; and
+  **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
   ``train_precision: auto``: steps per second of all together.
@@ -77,7 +78,7 @@ COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
 PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "legacy", "profile",
-         "evaluation", "sharing", "sharing_compiled")
+         "evaluation", "sharing", "sharing_graphed", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
@@ -309,6 +310,8 @@ def measured_or_failed(measure: Callable[[], dict[str, Any]], **row: Any) -> dic
 
 GRAPHED_LOOP = ({"pad_to_max_length": True}, {"pad_to_max_length": True, "cuda_graph": True})
 """The knobs of the loop's steps at a fixed shape: eager, and replayed from one CUDA graph."""
+GRAPHED_SHARING = {"pad_to_max_length": True, "cuda_graph": True}
+"""The knobs of the trials that share a GPU in ``sharing_graphed``: each replays its step."""
 GRAPHED_METHODS = ("simcse", "sg")
 """The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT)."""
 
@@ -498,18 +501,17 @@ def sentence_transformers_encode(model: str, sentences: list[str], device: torch
     return rows
 
 
-def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str,
-            compiled: bool = False) -> list[dict[str, Any]]:
-    """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``: each
-    warms up (compiling, with ``compiled``), waits for the others, then takes ``steps`` steps; all steps over the
-    time from the start to the last one's end."""
+def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, **knobs: Any) -> list[dict[str, Any]]:
+    """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``, with
+    ``knobs`` (``torch_compile``, ``cuda_graph``): each warms up (compiling or recording its graph), waits for the
+    others, then takes ``steps`` steps; all steps over the time from the start to the last one's end."""
     rows = []
     cores = os.cpu_count() or 1
     for n in counts:
         with tempfile.TemporaryDirectory() as folder:
             go = Path(folder) / "go"
             job = {"model": model, "steps": steps, "precision": precision, "go": str(go),
-                   "threads": max(1, cores // n), "torch_compile": compiled}
+                   "threads": max(1, cores // n), "knobs": knobs}
             workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
                                          json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})],
                                         cwd=ROOT)
@@ -525,8 +527,9 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str,
             go.touch()
             for worker in workers:
                 worker.wait(timeout=300)
-            ends = [json.loads(Path(f"{folder}/out{i}").read_text())["finished"] for i in range(n)]
-            rows.append({"trials": n, "steps_per_second": n * steps / (max(ends) - started)})
+            outs = [json.loads(Path(f"{folder}/out{i}").read_text()) for i in range(n)]
+            rows.append({"trials": n, "steps_per_second": n * steps / (max(out["finished"] for out in outs) - started),
+                         **{knob: outs[0][knob] for knob in knobs}})  # as the trials' loop took them
     return rows
 
 
@@ -541,7 +544,7 @@ def worker(job: dict[str, Any]) -> None:
             time.sleep(0.001)
 
     result = loop_steps("simcse", job["model"], job["precision"], job["steps"], device, at_warmup=wait_for_go,
-                        count_flops=False, torch_compile=job["torch_compile"])
+                        count_flops=False, **job["knobs"])
     Path(job["out"]).write_text(json.dumps(result))
 
 
@@ -607,10 +610,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                              "BERT-base": (bert, SHARING[:3])}
         section("sharing", lambda: [{"model": name, **row} for name, (path, counts) in shared.items()
                                     for row in sharing(path, counts, steps if tiny else 60, "auto")])
-        name = "tiny BERT" if tiny else "BERT-base"  # last: the most compiling, the least needed
-        section("sharing_compiled", lambda: [{"model": name, "torch_compile": True, **row}
+        name = "tiny BERT" if tiny else "BERT-base"
+        graphed_precision = "fp32" if tiny else "bf16"  # bf16: the graphed step's fastest on a GPU
+        section("sharing_graphed", lambda: [{"model": name, "precision": graphed_precision, **row}
+                                            for row in sharing(bert, (1, 2) if tiny else (1, 2, 4),
+                                                               steps if tiny else 60, graphed_precision,
+                                                               **GRAPHED_SHARING)])
+        # last: the most compiling, the least needed
+        section("sharing_compiled", lambda: [{"model": name, **row}
                                              for row in sharing(bert, (1, 2) if tiny else (1, 4),
-                                                                steps if tiny else 60, "auto", compiled=True)])
+                                                                steps if tiny else 60, "auto", torch_compile=True)])
     return results
 
 

@@ -100,10 +100,12 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
 
 
 def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """{model (", compiled" where the trials were): {trials at once: steps per second of all together}}."""
+    """{model (", compiled" or ", cuda_graph" where the trials were): {trials at once: steps per second of all
+    together}}."""
     grouped: dict[str, dict[int, float]] = {}
-    for row in results.get("sharing", []) + results.get("sharing_compiled", []):
-        name = row.get("model", "BERT-base") + (", compiled" if row.get("torch_compile") else "")
+    for row in results.get("sharing", []) + results.get("sharing_graphed", []) + results.get("sharing_compiled", []):
+        name = row.get("model", "BERT-base") + (", compiled" if row.get("torch_compile") else "") + (
+            f", cuda_graph {row['precision']}" if row.get("cuda_graph") else "")
         grouped.setdefault(name, {})[row["trials"]] = row["steps_per_second"]
     return grouped
 
@@ -236,7 +238,8 @@ def body(results: dict[str, Any]) -> str:
     if by_model:
         rows = [(name, trials, f"{1 / trials:g}", f"{rate:.1f}", f"{rate / sharing[min(sharing)]:.2f}x")
                 for name, sharing in by_model.items() for trials, rate in sorted(sharing.items())]
-        lines += ["", "### Trials per GPU: SimCSE, `train_precision: auto`, each trial its own process", "",
+        lines += ["", "### Trials per GPU: SimCSE, `train_precision: auto` (cuda_graph's: bf16), each trial its own "
+                  "process", "",
                   *_table(("model", "trials at once", "resources.gpu", "steps/s, all together", "against one"),
                           rows)]
     if results.get("errors"):

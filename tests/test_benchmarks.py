@@ -78,6 +78,8 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
     assert [row["trials"] for row in results["sharing_compiled"]] == [1, 2]
+    assert [row["trials"] for row in results["sharing_graphed"]] == [1, 2]
+    assert all(row["steps_per_second"] > 0 and row["cuda_graph"] for row in results["sharing_graphed"])
     page = tmp_path / "results.md"
     gpu.main(["--render", str(figures), "--results", str(page)])
     text = page.read_text()
@@ -85,6 +87,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
+    assert "| tiny BERT, cuda_graph fp32 | 2 |" in text
     fp32 = graphed[("simcse", "fp32", False)]["ms"], graphed[("simcse", "fp32", True)]["ms"]
     assert "### The steps through the loop at a fixed shape" in text
     assert f"| simcse tiny BERT | fp32 | 0 of 13 |{' bit for bit |' * 6}" in text
