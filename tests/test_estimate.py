@@ -59,6 +59,14 @@ def test_the_smoke_estimate_from_a_fake_timing():
     assert f"about {58 / 60:.1f} minutes of wall time" in lines[-1]
 
 
+def test_rows_that_differ_only_in_how_the_step_runs_are_timed_apart():
+    """SimCSE eager, compiled, at a fixed shape, replayed from a CUDA graph, in bf16: each row its own timing."""
+    spec = load_spec(SMOKE.parent / "simcse_step_modes.yaml")
+    timed = []
+    estimate(spec, lambda config: timed.append(config) or FAKE, cpus=2, worker_start=1.0)
+    assert len(timed) == len(spec.trials) == 7
+
+
 def test_the_cli_prints_the_estimate(capsys, monkeypatch):
     monkeypatch.setattr(estimate_module, "measure", lambda config: FAKE)
     monkeypatch.setattr(estimate_module, "worker_start_seconds", lambda: 1.0)

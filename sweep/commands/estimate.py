@@ -111,10 +111,17 @@ def slots(resources: Resources, max_concurrent_trials: int, cpus: int, gpus: int
     return max(1, min(max_concurrent_trials, fit))
 
 
+STEP_MODE_KNOBS = ("train_precision", "eval_precision", "torch_compile", "torch_compile_mode", "pad_to_max_length",
+                   "cuda_graph")
+"""Knobs that change how fast the same step runs, not what it computes (beyond float rounding): rows that differ
+only in them are timed apart (``search_spaces/simcse_step_modes.yaml``)."""
+
+
 def timing_key(config: Mapping[str, Any]) -> tuple:
     """What decides a trial's step and evaluation times (its seed and loss knobs barely move them)."""
     return (config["method"], config["model"], config["model_layers"], config.get("teacher", ""),
-            config.get("batch_size"), config.get("max_seq_length"), config["eval_max_pairs"], config["device"])
+            config.get("batch_size"), config.get("max_seq_length"), config["eval_max_pairs"], config["device"],
+            *(config.get(knob) for knob in STEP_MODE_KNOBS))
 
 
 def measure(config: Mapping[str, Any]) -> Timing:
