@@ -308,12 +308,17 @@ def measured_or_failed(measure: Callable[[], dict[str, Any]], **row: Any) -> dic
         return {**row, "ms": None, "error": f"{type(error).__name__}: {error}"}
 
 
-GRAPHED_LOOP = ({"pad_to_max_length": True}, {"pad_to_max_length": True, "cuda_graph": True})
+GRAPHED = {"pad_to_max_length": True, "cuda_graph": True}
+"""The knobs of a trial whose step is replayed from one CUDA graph (``loop_graphed``, ``sharing_graphed``)."""
+GRAPHED_LOOP = ({"pad_to_max_length": True}, GRAPHED)
 """The knobs of the loop's steps at a fixed shape: eager, and replayed from one CUDA graph."""
-GRAPHED_SHARING = {"pad_to_max_length": True, "cuda_graph": True}
-"""The knobs of the trials that share a GPU in ``sharing_graphed``: each replays its step."""
 GRAPHED_METHODS = ("simcse", "sg")
 """The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT)."""
+
+
+def graphed_methods(methods: list[str]) -> list[str]:
+    """The methods of ``methods`` (``--methods``) whose step a CUDA graph records."""
+    return [method for method in GRAPHED_METHODS if method in methods]
 
 
 def graphed_loop_steps(models: Mapping[str, str], methods: list[str], precisions: list[str], steps: int,
@@ -324,8 +329,7 @@ def graphed_loop_steps(models: Mapping[str, str], methods: list[str], precisions
     return [{"model": name, "cuda_graph": False, **measured_or_failed(
                 lambda: loop_steps(method, path, precision, steps, device, count_flops=False, **knobs),
                 method=method, precision=precision, **knobs)}
-            for name, path in models.items() for method in GRAPHED_METHODS if method in methods
-            for precision in precisions
+            for name, path in models.items() for method in graphed_methods(methods) for precision in precisions
             for knobs in GRAPHED_LOOP]
 
 
@@ -345,7 +349,7 @@ def graph_agreement(models: Mapping[str, str], methods: list[str], precisions: l
     as the eager steps do."""
     rows = []
     for name, path in models.items():
-        for method in (m for m in GRAPHED_METHODS if m in methods):
+        for method in graphed_methods(methods):
             for precision in precisions:
                 runs = {kind: trained_without_dropout(method, path, precision, device, kind)
                         for kind in AGREEMENT_STEPS}
@@ -615,7 +619,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         section("sharing_graphed", lambda: [{"model": name, "precision": graphed_precision, **row}
                                             for row in sharing(bert, (1, 2) if tiny else (1, 2, 4),
                                                                steps if tiny else 60, graphed_precision,
-                                                               **GRAPHED_SHARING)])
+                                                               **GRAPHED)])
         # last: the most compiling, the least needed
         section("sharing_compiled", lambda: [{"model": name, **row}
                                              for row in sharing(bert, (1, 2) if tiny else (1, 4),
