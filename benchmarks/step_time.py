@@ -141,7 +141,7 @@ def plain_consert(steps: int) -> float:
     def step(batch: list[str]) -> torch.Tensor:
         features = tokenizer(batch, padding=True, truncation=True, max_length=64, return_tensors="pt")
         mask = features["attention_mask"]
-        positions = shuffled_position_ids(mask, FAMILIES["bert"], 0)
+        positions = shuffled_position_ids(mask.sum(1).tolist(), mask.shape[1], FAMILIES["bert"], 0)
         first = masked_mean(model(**features, position_ids=positions).last_hidden_state, mask)
         hook = model.embeddings.register_forward_hook(feature_cutoff)
         second = masked_mean(model(**features).last_hidden_state, mask)
@@ -169,7 +169,8 @@ def plain_sct(steps: int) -> float:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             if view == "shuffle":
-                positions = shuffled_position_ids(features["attention_mask"], FAMILIES["bert"], 0)
+                mask = features["attention_mask"]
+                positions = shuffled_position_ids(mask.sum(1).tolist(), mask.shape[1], FAMILIES["bert"], 0)
                 out = network(**features, position_ids=positions)
             else:
                 hook = network.embeddings.register_forward_hook(feature_cutoff)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from sweep.commands.cli import main
 from sweep.commands.estimate import Timing, estimate, slots, spread_sample, trial_seconds, wall_seconds
 from sweep.spec.resources import Resources
 from sweep.spec.sweep_spec import SpecError, load_spec
+from trainers.registry import get_method
+from trainers.training import graphs
 
 SMOKE = Path(__file__).resolve().parent.parent / "search_spaces" / "smoke.yaml"
 FAKE = Timing(setup=2.0, table_per_example=0.001, step=0.5, dev=3.0, test=10.0)
@@ -96,6 +99,11 @@ def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
     assert gpu_sharing_slowdown(16, small) == pytest.approx(16 / speedup[8])  # past the last: the GPU is full
     assert gpu_sharing_slowdown(4, base) == pytest.approx(4 / dict(GPU_SHARING["base"])[4])
     assert gpu_sharing_slowdown(4, base) > gpu_sharing_slowdown(4, small)  # a larger model fills more of the GPU
+    # One replayed BERT-base trial fills the card: two take twice as long, and more; a small model's graphed
+    # trials were not measured sharing, and are costed as its eager ones.
+    assert gpu_sharing_slowdown(2, base, graphed=True) == pytest.approx(2 / dict(GPU_SHARING["base, cuda_graph"])[2])
+    assert gpu_sharing_slowdown(2, base, graphed=True) > 2 > gpu_sharing_slowdown(2, base)
+    assert gpu_sharing_slowdown(4, small, graphed=True) == gpu_sharing_slowdown(4, small)
 
 
 def test_the_estimate_of_trials_on_a_quarter_gpu_each(tmp_path, monkeypatch):
@@ -115,3 +123,51 @@ def test_the_estimate_of_trials_on_a_quarter_gpu_each(tmp_path, monkeypatch):
     assert "3 trials share each GPU" in lines[-2]
     assert f"{(15 + 15 + 38) * slowdown / 60:.1f} trial-minutes, 4 at once" in lines[-1]  # 4 slots, 3 trials
     assert f"about {38 * slowdown / 60:.1f} minutes of wall time" in lines[-1]
+
+
+@pytest.mark.parametrize("knobs", [{}, {"pad_to_max_length": True, "cuda_graph": True}], ids=["eager", "cuda_graph"])
+def test_the_timed_steps_follow_the_steps_a_trial_pays_for_once(knobs, tiny_bert, use_tiny_sts, monkeypatch):
+    """A tiny SimCSE trial timed for real, its first steps made slow: they count as setup (a graph's warm-up and
+    recording too, so that the timed steps are what a graph replays), not as the step."""
+    from sweep.commands.estimate import TIMED_STEPS, measure, warmup_steps
+    from trainers.objectives.simcse import SimCSEObjective
+    from trainers.suites.sts import STSEvaluator
+
+    slow, calls = 1.0, []
+    device_loss = SimCSEObjective.device_loss
+
+    def first_steps_slow(self, features):
+        calls.append(features["input_ids"].shape)
+        if len(calls) <= warmup_steps(config):
+            time.sleep(slow)
+        return device_loss(self, features)
+
+    monkeypatch.setattr(SimCSEObjective, "device_loss", first_steps_slow)
+    evaluations = []
+    dev = STSEvaluator.dev
+    monkeypatch.setattr(STSEvaluator, "dev", lambda self, encode: evaluations.append(1) or dev(self, encode))
+    config = get_method("simcse").resolve({"model": tiny_bert, "batch_size": 8, "max_seq_length": 16, **knobs})
+    timing = measure(config)
+    assert warmup_steps(config) == (graphs.WARMUP_STEPS + 1 if knobs else 1)
+    assert len(calls) == warmup_steps(config) + TIMED_STEPS
+    assert len(evaluations) == 1  # after the timed steps; none among them
+    assert len(set(calls)) == 1 or not knobs  # whole batches: one shape, every step a graph's
+    assert 0 < timing.step < slow / 10
+    assert timing.setup > slow * warmup_steps(config)
+
+
+def test_graphed_trials_sharing_a_gpu_are_costed_by_their_own_measured_speed_up(tmp_path, monkeypatch):
+    """The step-mode rows two to a GPU at BERT-base's size: the graphed rows by the graphed trials' figures."""
+    from sweep.commands.estimate import gpu_sharing_slowdown
+    from sweep.spec import environment as spec_environment
+
+    monkeypatch.setattr(spec_environment, "local_gpus", lambda: 1)
+    text = (SMOKE.parent / "simcse_step_modes.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "step_modes_gpu.yaml"
+    path.write_text(text.replace("resources: {cpu: 1}", "resources: {cpu: 1, gpu: 0.5}")
+                    .replace("max_concurrent_trials: 1", "max_concurrent_trials: 2"), encoding="utf-8")
+    spec = load_spec(path)
+    timing = Timing(setup=2.0, table_per_example=0.0, step=0.5, dev=3.0, test=10.0, parameters=110e6)
+    lines = estimate(spec, lambda config: timing, cpus=16, gpus=1, worker_start=0.0)
+    eager, graphed = gpu_sharing_slowdown(2, 110e6), gpu_sharing_slowdown(2, 110e6, graphed=True)
+    assert f"2 trials share each GPU: each takes {eager:.2f}x to {graphed:.2f}x as long as alone" in lines[-2]

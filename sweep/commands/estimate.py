@@ -1,18 +1,20 @@
 """``python -m sweep plan SPEC --estimate``: how long the whole sweep will take on this machine.
 
-Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is
-timed once here: loading it, the frozen-output table pass per training example (SG, SCT distillation),
-:data:`TIMED_STEPS` training steps through the real loop on batches drawn across the whole training set
-(its first examples are not typical: STS-B's train file starts with short captions), and one STS-B dev
-evaluation. Every trial is then costed from its own planned steps (the loop's count: corpus, batch size,
-epochs, max_steps) and evaluations, plus its final test, which is timed as the dev evaluation scaled by the
-pairs of the seven test sets. Early stopping is ignored, so the estimate is an upper bound for a spec with
-``patience``. The trials go onto the slots the spec's ``resources`` and ``max_concurrent_trials`` leave on
-this machine in the order Ray Tune starts them (the spec's order, each trial when a slot is free), and
-each slot first starts its worker process (timed here: a fresh Python importing the trial's code); the
-last slot to finish is the sweep's wall time. Trials that share a GPU (``resources.gpu`` below 1) run slower
-than timed alone, by what :data:`GPU_SHARING` measured; trials that share CPU cores with others run slower
-too, which the estimate does not model, nor Ray's own start (a few seconds).
+Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is timed
+once here: loading it, the frozen-output table pass per training example (SG, SCT distillation),
+:data:`TIMED_STEPS` training steps through the real loop on batches drawn across the whole training set (its
+first examples are not typical: STS-B's train file starts with short captions), after the steps whose cost is
+paid once per trial (the first; with ``cuda_graph`` also the graph's warm-up and recording, so that the timed
+steps are replays), which count as setup, and one STS-B dev evaluation. Every trial is then costed from its
+own planned steps (the loop's count: corpus, batch size, epochs, max_steps) and evaluations, plus its final
+test, which is timed as the dev evaluation scaled by the pairs of the seven test sets. Early stopping is
+ignored, so the estimate is an upper bound for a spec with ``patience``. The trials go onto the slots the
+spec's ``resources`` and ``max_concurrent_trials`` leave on this machine in the order Ray Tune starts them
+(the spec's order, each trial when a slot is free), and each slot first starts its worker process (timed here:
+a fresh Python importing the trial's code); the last slot to finish is the sweep's wall time. Trials that
+share a GPU (``resources.gpu`` below 1) run slower than timed alone, by what :data:`GPU_SHARING` measured;
+trials that share CPU cores with others run slower too, which the estimate does not model, nor Ray's own start
+(a few seconds).
 """
 
 from __future__ import annotations
@@ -30,16 +32,19 @@ from sweep.spec.resources import Resources
 from sweep.spec.sweep_spec import SweepSpec
 
 TIMED_STEPS = 4
-"""Training steps timed per distinct method and model (the first one's warm-up included)."""
+"""Training steps timed per distinct method and model, after its :func:`warmup_steps`."""
 
 
 GPU_SHARING = {
     "small": ((1, 1.0), (2, 1.69), (4, 2.53), (8, 2.63)),
     "base": ((1, 1.0), (2, 1.40), (4, 1.50)),
+    "base, cuda_graph": ((1, 1.0), (2, 0.94), (4, 0.94)),
 }
 """Steps per second of k SimCSE trials at once on one GPU against one trial alone, for a small model (the
 bundled MiniLM, 22M parameters) and BERT-base's shape (110M): ``python -m benchmarks.gpu`` on an NVIDIA H100
-80GB HBM3 at commit 1297feb (benchmarks/results.md, docs/gpu.md)."""
+80GB HBM3 at commit 1297feb; and BERT-base trials with ``cuda_graph`` (bf16, ``pad_to_max_length``), whose one
+replayed trial fills the card, on an NVIDIA H200 at commit 713bfc3 (benchmarks/results.md, docs/gpu.md). A small
+model's graphed trials have not been measured sharing a GPU: they are costed as its eager ones."""
 SMALL_MODEL_PARAMETERS = 50e6
 """Models up to this size share a GPU as the small model measured in :data:`GPU_SHARING`; larger, as BERT-base."""
 
@@ -56,11 +61,12 @@ class Timing:
     parameters: float = 0.0  # the encoder's: how the trial shares a GPU (GPU_SHARING)
 
 
-def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float) -> float:
-    """How many times longer each of ``trials_on_gpu`` trials sharing one GPU takes than one alone:
-    ``trials_on_gpu`` over the measured speed-up (:data:`GPU_SHARING`), linear between the measured counts,
-    and past the last the last measured speed-up (the GPU is full)."""
-    points = GPU_SHARING["small" if parameters <= SMALL_MODEL_PARAMETERS else "base"]
+def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float, graphed: bool = False) -> float:
+    """How many times longer each of ``trials_on_gpu`` trials sharing one GPU takes than one alone (``graphed``:
+    trials with ``cuda_graph``): ``trials_on_gpu`` over the measured speed-up (:data:`GPU_SHARING`), linear
+    between the measured counts, and past the last the last measured speed-up (the GPU is full)."""
+    size = "small" if parameters <= SMALL_MODEL_PARAMETERS else "base"
+    points = GPU_SHARING[f"{size}, cuda_graph" if graphed and f"{size}, cuda_graph" in GPU_SHARING else size]
     speedup = points[-1][1]
     for (low, low_speedup), (high, high_speedup) in zip(points, points[1:]):
         if low <= trials_on_gpu <= high:
@@ -124,12 +130,53 @@ def timing_key(config: Mapping[str, Any]) -> tuple:
             *(config.get(knob) for knob in STEP_MODE_KNOBS))
 
 
+def warmup_steps(config: Mapping[str, Any]) -> int:
+    """The steps of a trial that cost more than the rest, once: the first (lazy set-up: the optimiser's state,
+    the kernels' choice, compiling); with ``cuda_graph``, the eager steps before the graph and its recording."""
+    from trainers.training.graphs import WARMUP_STEPS
+
+    return WARMUP_STEPS + 1 if config.get("cuda_graph") else 1
+
+
+class DevTimes:
+    """An STS evaluator whose dev evaluation notes when it started and how long it took."""
+
+    def __init__(self, evaluator: Any):
+        self.evaluator = evaluator
+        self.started = self.seconds = 0.0
+
+    def dev(self, encode: Callable) -> dict[str, float]:
+        self.started = time.perf_counter()
+        scores = self.evaluator.dev(encode)
+        self.seconds = time.perf_counter() - self.started
+        return scores
+
+
+def note_when_warm(objective: Any, warmup: int, device: Any) -> list[float]:
+    """The time at which ``objective``'s first ``warmup`` steps are done, the device's queue drained (a list,
+    empty until then): noted after its ``after_step`` of step ``warmup``."""
+    import torch
+
+    warm: list[float] = []
+    after_step, steps = objective.after_step, [0]
+
+    def after_step_noting_the_warmup() -> None:
+        after_step()
+        steps[0] += 1
+        if steps[0] == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            warm.append(time.perf_counter())
+
+    objective.after_step = after_step_noting_the_warmup
+    return warm
+
+
 def measure(config: Mapping[str, Any]) -> Timing:
     """Time one trial's parts on this machine (see the module's docstring)."""
     import torch
 
     from trainers.data.sources import TEST_SETS
-    from trainers.metrics import Metric
     from trainers.models.encoder import SentenceEncoder, pick_device
     from trainers.registry import get_method
     from trainers.suites.sts import STSEvaluator
@@ -153,27 +200,33 @@ def measure(config: Mapping[str, Any]) -> Timing:
         evaluator.dev(encode_fn(encoder, config))
         dev = time.perf_counter() - dev_started
         return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs, parameters)
+    warmup = warmup_steps(config)
     with tempfile.TemporaryDirectory() as folder:
         # A shared table in a folder of its own: prepared here (timed), then found in-process by the loop.
-        timed = {**config, "max_steps": TIMED_STEPS, "eval_every": TIMED_STEPS, "checkpoint_every": 0,
+        steps = warmup + TIMED_STEPS
+        timed = {**config, "max_steps": steps, "epochs": steps, "eval_every": steps, "checkpoint_every": 0,
                  **({"share_frozen_outputs": True, "frozen_outputs_dir": folder}
                     if "share_frozen_outputs" in config else {})}
         stage = method.stages(timed)[0]
         stage_config = {**timed, **stage.overrides}
         objective = stage.build(stage_config, encoder).to(device)
-        examples = spread_sample(load_examples(stage, stage_config), max(TIMED_STEPS * config["batch_size"], 256))
+        # Whole batches only: an epoch's short last batch would run eagerly beside a graph's replays.
+        batch_size = config["batch_size"]
+        examples = spread_sample(load_examples(stage, stage_config),
+                                 batch_size * max(warmup + TIMED_STEPS, math.ceil(256 / batch_size)))
         setup = time.perf_counter() - started
         table_started = time.perf_counter()
         with precision.autocast(precision.resolve(stage_config["train_precision"], device), device):
             objective.prepare(examples)
         table = (time.perf_counter() - table_started) / len(examples)
+        devs, warm = DevTimes(evaluator), note_when_warm(objective, warmup, device)
         train_started = time.perf_counter()
-        final = train(objective, examples, stage_config, evaluator, lambda report: None)
-        elapsed = time.perf_counter() - train_started
+        train(objective, examples, stage_config, devs, lambda report: None)
     torch.set_grad_enabled(True)
-    step = final[Metric.TRAIN_SECONDS] / final[Metric.STEPS]
-    dev = elapsed - final[Metric.TRAIN_SECONDS]  # the one evaluation at the last step
-    return Timing(setup, table, step, dev, dev * test_pairs / dev_pairs, parameters)
+    # The timed steps run from the warm-up's end to the evaluation after them (the loop reads the losses first).
+    step = (devs.started - warm[0]) / TIMED_STEPS
+    setup += warm[0] - train_started  # the warm-up steps (and the loop's own set-up): once per trial
+    return Timing(setup, table, step, devs.seconds, devs.seconds * test_pairs / dev_pairs, parameters)
 
 
 def machine_cpus() -> int:
@@ -216,14 +269,15 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
     if gpus and spec.resources.gpu:
         sharing = math.ceil(min(used, len(durations)) / gpus)
-        slowdowns = [gpu_sharing_slowdown(sharing, timings[timing_key(trial.config)].parameters)
-                     for trial in spec.trials] * spec.num_samples
+        slowdowns = [gpu_sharing_slowdown(sharing, timings[timing_key(trial.config)].parameters,
+                                          bool(trial.config.get("cuda_graph"))) for trial in spec.trials]
+        slowdowns *= spec.num_samples
         durations = [duration * slowdown for duration, slowdown in zip(durations, slowdowns)]
         if sharing > 1:
             spread = f"{min(slowdowns):.2f}x" + (f" to {max(slowdowns):.2f}x" if max(slowdowns) > min(slowdowns)
                                                  else "")
             lines.append(f"{sharing} trials share each GPU: each takes {spread} as long as alone "
-                         "(GPU_SHARING, measured on an H100)")
+                         "(GPU_SHARING, measured on an H100 and an H200)")
     wall = wall_seconds(durations, used, worker_start)
     lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
                  f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {asdict(spec.resources)}, "
