@@ -20,11 +20,15 @@ Measured, on a CUDA device:
 - **bare**: the same SimCSE step in a bare PyTorch loop, batches tokenised and on the device beforehand;
 - **graphed** (CUDA only): the bare step with every batch padded to ``max_seq_length``, eager and captured as
   one CUDA graph (forward, backward and update): the step with no launches, the bound of a CUDA-graphed loop;
-- **loop_graphed**: SimCSE's and SG-OPT's steps through the loop at a fixed shape (``pad_to_max_length``), eager
-  and replayed from one CUDA graph (``cuda_graph``), in each precision (on a CPU both run eagerly: the path, not
-  the figure);
+- **loop_graphed**: SimCSE's, SG-OPT's and ConSERT's steps through the loop at a fixed shape
+  (``pad_to_max_length``), eager and replayed from one CUDA graph (``cuda_graph``), in each precision (on a CPU
+  both run eagerly: the path, not the figure);
 - **agreement**: the same methods' graphed steps against their eager ones on the same batches, from the same
   weights, dropout off: the losses and the trained weights, how far apart;
+- **trials**: whole SimCSE trials with the bundled MiniLM (its defaults: one epoch of STS-B's sentences, the
+  seven STS test sets after) in each of :data:`TRIAL_MODES`, eager and replayed, TF32 and bf16, for each of
+  :data:`TRIAL_SEEDS`: their test scores, train seconds and replayed steps, to say whether the fastest step trains
+  to the same scores (``train_precision: auto`` picks by it);
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -77,8 +81,8 @@ COMPILED_PRECISIONS = ("tf32", "bf16")
 COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
-PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "legacy", "profile",
-         "evaluation", "sharing", "sharing_graphed", "sharing_compiled")
+PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "trials", "legacy",
+         "profile", "evaluation", "sharing", "sharing_graphed", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
@@ -312,8 +316,9 @@ GRAPHED = {"pad_to_max_length": True, "cuda_graph": True}
 """The knobs of a trial whose step is replayed from one CUDA graph (``loop_graphed``, ``sharing_graphed``)."""
 GRAPHED_LOOP = ({"pad_to_max_length": True}, GRAPHED)
 """The knobs of the loop's steps at a fixed shape: eager, and replayed from one CUDA graph."""
-GRAPHED_METHODS = ("simcse", "sg")
-"""The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT)."""
+GRAPHED_METHODS = tuple(method for method in METHODS if "cuda_graph" in get_method(method).all_knobs)
+"""The methods whose step a CUDA graph records (``cuda_graph``), at their defaults (SG: SG-OPT; ConSERT: shuffle
+and feature cutoff)."""
 
 
 def graphed_methods(methods: list[str]) -> list[str]:
@@ -370,6 +375,35 @@ def apart(reference: tuple[list[float], list[torch.Tensor]],
     return {"equal": other_losses == losses and all(torch.equal(a, b) for a, b in zip(weights, other_weights)),
             "loss_rel_diff": max(abs(a - b) / abs(b) for a, b in zip(other_losses, losses)),
             "weight_diff": max((a - b).abs().max().item() for a, b in zip(other_weights, weights))}
+
+
+TRIAL_MODES = {
+    "eager, auto": {},
+    "eager, bf16": {"train_precision": "bf16"},
+    "cuda_graph, tf32": {**GRAPHED, "train_precision": "tf32"},
+    "cuda_graph, bf16": {**GRAPHED, "train_precision": "bf16"},
+}
+"""How the trials part runs each SimCSE trial's steps: the default, and the fastest steps measured on an H200."""
+TRIAL_SEEDS = (1, 2, 3)
+TINY_TRIAL = {"train_limit": 48, "batch_size": 8, "max_seq_length": 16, "eval_every": 3, "eval_max_pairs": 50}
+"""The tiny version's trial: a few steps, a few pairs of each STS set."""
+
+
+def trial_scores(model: str, seeds: tuple[int, ...], tiny: bool) -> list[dict[str, Any]]:
+    """Whole SimCSE trials through :func:`trainers.training.loop.run_trial`, as a sweep's worker runs them, in
+    each of :data:`TRIAL_MODES` for each of ``seeds`` (the modes interleaved): scores, seconds, replays."""
+    from trainers.metrics import ReportKey
+    from trainers.training.loop import run_trial
+
+    rows = []
+    kept = (ReportKey.TRAIN_PRECISION, Metric.TEST_AVG, Metric.BEST_DEV, Metric.STEPS, Metric.TRAIN_SECONDS,
+            Metric.WALL_SECONDS, Metric.GRAPHED_STEPS)
+    for seed in seeds:
+        for mode, knobs in TRIAL_MODES.items():
+            final = run_trial({"method": "simcse", "model": model, "seed": seed, **knobs,
+                               **(TINY_TRIAL if tiny else {})})
+            rows.append({"mode": mode, "seed": seed, **{key: final.get(key) for key in kept}})
+    return rows
 
 
 AGREEMENT_BATCHES = (1.0,) * 8 + (0.5,) + (1.0,) * 4
@@ -602,6 +636,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             section("graphed", lambda: fixed_shape_steps(models, precisions, steps, device))
         section("loop_graphed", lambda: graphed_loop_steps(models, args.methods, precisions, steps, device))
         section("agreement", lambda: graph_agreement(models, args.methods, precisions, device))
+        section("trials", lambda: trial_scores(bert if tiny else BUNDLED_MODEL,
+                                               TRIAL_SEEDS[:1] if tiny else TRIAL_SEEDS, tiny))
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:

@@ -110,6 +110,26 @@ def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
     return grouped
 
 
+def _spread(values: list[float], digits: int = 2) -> str:
+    """Mean, and the range over the seeds where there are several."""
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ({min(values):.{digits}f} to {max(values):.{digits}f})"
+
+
+def trial_rows(trials: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """One row per step mode of the trials part: its seeds' scores and seconds."""
+    by_mode: dict[str, list[dict[str, Any]]] = {}
+    for row in trials:
+        by_mode.setdefault(row["mode"], []).append(row)
+    return [(mode, rows[0]["train_precision"], str(len(rows)),
+             f"{sum(r['graphed_steps'] or 0 for r in rows):.0f} of {sum(r['steps'] for r in rows)}",
+             _spread([r["test_avg_spearman"] for r in rows]), _spread([r["best_dev_spearman"] for r in rows]),
+             _spread([r["train_seconds"] for r in rows], digits=1))
+            for mode, rows in by_mode.items()]
+
+
 def body(results: dict[str, Any]) -> str:
     lines = [
         f"Command: `{results.get('command', 'python -m benchmarks.gpu --json gpu.json')}`, then `--render gpu.json` "
@@ -215,6 +235,12 @@ def body(results: dict[str, Any]) -> str:
                   *_table(("step", "precision", "steps replayed", "against the step run eagerly: loss (relative)",
                            "weights", "against the loop without cuda_graph: loss (relative)", "weights",
                            "the loop without cuda_graph against itself: loss (relative)", "weights"), rows)]
+    trials = results.get("trials", [])
+    if trials:
+        model = "tiny BERT" if results.get("tiny") else "bundled MiniLM"
+        lines += ["", f"### Whole SimCSE trials, {model}, each step mode (mean, and the range over the seeds)",
+                  "", *_table(("steps", "train precision", "seeds", "steps replayed", "test avg Spearman x 100",
+                               "best dev Spearman x 100", "train seconds"), trial_rows(trials))]
     legacy = step_rows(results, "legacy")
     if legacy:
         rows = []

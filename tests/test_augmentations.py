@@ -6,6 +6,7 @@ from trainers.models.pretrained import FAMILIES
 from trainers.views.embedding import (
     augmented_hidden_states,
     dropout,
+    erased,
     feature_cutoff,
     fgv_perturbation,
     hidden_states_with_embedding_transform,
@@ -30,7 +31,7 @@ def zero_rows(x):
 
 
 def test_token_cutoff_erases_int_len_times_rate_real_rows(embeddings):
-    out = token_cutoff(embeddings, LENGTHS, 0.15)
+    out = erased(embeddings, token_cutoff(embeddings.shape, LENGTHS, 0.15))
     assert zero_rows(out).sum(1).tolist() == [int(10 * 0.15), int(14 * 0.15), int(7 * 0.15)]
     assert not zero_rows(out)[MASK == 0].any()  # padding untouched
     kept = ~zero_rows(out)
@@ -38,7 +39,7 @@ def test_token_cutoff_erases_int_len_times_rate_real_rows(embeddings):
 
 
 def test_feature_cutoff_erases_whole_columns(embeddings):
-    out = feature_cutoff(embeddings, LENGTHS, 0.2)
+    out = erased(embeddings, feature_cutoff(embeddings.shape, LENGTHS, 0.2))
     for i in range(3):
         zero_columns = (out[i] == 0).all(0)
         assert zero_columns.sum() == int(20 * 0.2)
@@ -46,7 +47,7 @@ def test_feature_cutoff_erases_whole_columns(embeddings):
 
 
 def test_dropout_zeroes_single_elements_without_rescaling(embeddings):
-    out = dropout(embeddings, LENGTHS, 0.2)
+    out = erased(embeddings, dropout(embeddings.shape, LENGTHS, 0.2))
     for i, length in enumerate([10, 14, 7]):
         assert int((out[i, :length] == 0).sum()) == int(length * 20 * 0.2)
         assert not (out[i, length:] == 0).any()
@@ -56,11 +57,11 @@ def test_dropout_zeroes_single_elements_without_rescaling(embeddings):
 
 
 def test_span_cutoff_erases_one_contiguous_span(embeddings):
-    out = span_cutoff(embeddings, LENGTHS, 0.3)
+    out = erased(embeddings, span_cutoff(embeddings.shape, LENGTHS, 0.3))
     for i, length in enumerate([10, 14, 7]):
-        erased = zero_rows(out[i]).nonzero().flatten().tolist()
-        assert len(erased) == int(length * 0.3)
-        assert erased == list(range(erased[0], erased[0] + len(erased))) and erased[-1] < length
+        rows = zero_rows(out[i]).nonzero().flatten().tolist()
+        assert len(rows) == int(length * 0.3)
+        assert rows == list(range(rows[0], rows[0] + len(rows))) and rows[-1] < length
 
 
 def test_shuffle_permutes_real_positions_only():
@@ -138,7 +139,7 @@ def test_each_augmentation_is_its_sentence_by_sentence_version_bit_for_bit(embed
     """Same seed, same draws, same values and the same gradient as the in-place loop they replaced."""
     results = []
     by_sentence = lambda x: _one_by_one(augmentation.__name__, x, MASK, 0.3)  # noqa: E731
-    for compute in (lambda x: augmentation(x, LENGTHS, 0.3), by_sentence):
+    for compute in (lambda x: erased(x, augmentation(x.shape, LENGTHS, 0.3)), by_sentence):
         torch.manual_seed(11)
         x = embeddings.clone().requires_grad_(True)
         out = compute(x)

@@ -75,6 +75,13 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     # Nothing replays on a CPU, and the graph's path trains as the loop without cuda_graph does, bit for bit.
     assert all(row["against_eager"]["equal"] and row["against_unrecorded"]["equal"]
                and row["eager_against_itself"]["equal"] for row in agreement.values())
+    trials = {row["mode"]: row for row in results["trials"]}  # whole trials, one seed in the tiny version
+    assert list(trials) == list(gpu.TRIAL_MODES) and all(row["steps"] == 6 for row in trials.values())
+    assert trials["cuda_graph, tf32"]["train_precision"] == "fp32"  # a CPU has no TF32
+    assert trials["eager, bf16"]["train_precision"] == trials["cuda_graph, bf16"]["train_precision"] == "bf16"
+    # A graphed trial reports its replays (none on a CPU); an eager one has no such figure.
+    assert [row["graphed_steps"] for row in trials.values()] == [None, None, 0, 0]
+    assert abs(trials["cuda_graph, bf16"]["test_avg_spearman"] - trials["eager, bf16"]["test_avg_spearman"]) < 2
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
     assert [row["trials"] for row in results["sharing_compiled"]] == [1, 2]
@@ -91,6 +98,9 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     fp32 = graphed[("simcse", "fp32", False)]["ms"], graphed[("simcse", "fp32", True)]["ms"]
     assert "### The steps through the loop at a fixed shape" in text
     assert f"| simcse tiny BERT | fp32 | 0 of 13 |{' bit for bit |' * 6}" in text
+    graphed_bf16 = trials["cuda_graph, bf16"]
+    assert (f"| cuda_graph, bf16 | bf16 | 1 | 0 of 6 | {graphed_bf16['test_avg_spearman']:.2f} | "
+            f"{graphed_bf16['best_dev_spearman']:.2f} |") in text
     assert f"| {fp32[0]:.1f} | {fp32[1]:.1f} | {fp32[0] / fp32[1]:.2f}x |" in text
     assert f"Command: `python -m benchmarks.gpu --json {figures} --methods simcse sct --legacy {legacy}`" in text
     # A call of a few parts, labelled, gets a section of its own beside the card's whole check.

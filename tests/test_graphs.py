@@ -37,6 +37,9 @@ GRAPHED_METHODS = {
     "simcse": {},
     "sg-opt": {"method": "sg", "loss": "opt3", "reg_lambda": 0.1, "projection_hidden": 16},
     "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},  # a layer drawn per sentence
+    "consert": {"method": "consert"},  # shuffle + feature cutoff, drawn on the host
+    "consert-cutoffs": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
+    "consert-span": {"method": "consert", "aug1": "none", "aug2": "span_cutoff", "remove_bert_dropout": False},
 }
 """The methods whose step a CUDA graph records (STEP_GRAPH_KNOBS), with the settings each test trains."""
 
@@ -184,9 +187,16 @@ def test_cuda_graph_is_validated():
         simcse.resolve({"cuda_graph": True})
     with pytest.raises(ConfigError, match="cuda_graph: captures the whole step itself"):
         simcse.resolve({"cuda_graph": True, "pad_to_max_length": True, "torch_compile": True})
-    for method in ("dclr", "diffcse", "consert", "sct"):  # their steps read their batches on the host
+    for method in ("dclr", "diffcse", "sct"):  # their steps read their batches on the host
         with pytest.raises(ConfigError, match="cuda_graph"):
             get_method(method).resolve({"cuda_graph": True})
+    consert = get_method("consert")
+    config = consert.resolve({"cuda_graph": True, "pad_to_max_length": True, "supervision": "sup-unsup"})
+    assert any(problem.key == "cuda_graph" and "NLI stage" in problem.message for problem in consert.check(config))
+    config = consert.resolve({"pad_to_max_length": True, "supervision": "sup"})
+    assert any(problem.key == "pad_to_max_length" for problem in consert.check(config))
+    config = consert.resolve({"cuda_graph": True, "pad_to_max_length": True})
+    assert not consert.check(config)
     sg = get_method("sg")
     config = sg.resolve({"cuda_graph": True, "pad_to_max_length": True, "loss": "opt3", "bt_view": "bt1"})
     assert any(problem.key == "cuda_graph" and "bt_view" in problem.message for problem in sg.check(config))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS
+from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
@@ -79,6 +79,13 @@ def check(config: Config) -> list[Problem]:
                    else "there is no transfer stage")
         problems.append(Problem("transfer_limit", f"limits the unlabelled texts of the transfer after an NLI stage "
                         f"(supervision {' or '.join(map(repr, TWO_STAGES))}); with {supervision!r} {instead}"))
+    if config["cuda_graph"] and supervision != "none":
+        problems.append(Problem("cuda_graph", "records the step of the unsupervised transfer; the NLI stage of "
+                                f"supervision {supervision!r} is not split for it: set cuda_graph false or "
+                                "supervision 'none'"))
+    elif config["pad_to_max_length"] and supervision in NLI_ONLY:
+        problems.append(Problem("pad_to_max_length", "pads the batches of the unsupervised transfer, and "
+                                f"supervision {supervision!r} has none: set pad_to_max_length false"))
     if supervision != "none":
         problems += nli_hub_problems("supervision", repr(supervision), "use supervision 'none' to train without labels")
     return problems
@@ -114,7 +121,8 @@ METHOD = Method(
         )
     )
     + RATE_KNOBS
-    + NLI_STAGE_KNOBS,
+    + NLI_STAGE_KNOBS
+    + STEP_GRAPH_KNOBS,
     defaults={
         "pooling": "last2avg",  # the authors' README: reported numbers average the last two layers
         "max_seq_length": 64,

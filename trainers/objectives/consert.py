@@ -18,6 +18,8 @@ from trainers.objectives.nli import SBERTNLIObjective, mean_last_layer
 from trainers.views.embedding import (
     augmentation_rates,
     augmented_hidden_states,
+    augmented_states,
+    drawn_augmentation,
     fgv_perturbation,
     hidden_states_with_embedding_transform,
 )
@@ -47,15 +49,26 @@ class ConSERTObjective(Objective):
         super().__init__(encoder)
         consert_settings(self, config)
         self.augmentations = (config["aug1"], config["aug2"])
+        self.to_max_length = config["pad_to_max_length"]
 
-    def view(self, features: TokenBatch, augmentation: str) -> Tensor:
-        states = augmented_hidden_states(self.encoder, features, augmentation, self.rates.get(augmentation, 0.0))
-        return mean_last_layer(states, features)
+    def inputs(self, batch: Sequence[str]) -> tuple[TokenBatch, Tensor | None, Tensor | None]:
+        """The step's host work: the batch's tokens, and T1's and T2's random draws (in that order, on the CPU's
+        generator), sent."""
+        features = self.encoder.tokenize(batch, self.max_length, self.to_max_length)
+        draws = (drawn_augmentation(self.encoder, features, augmentation, self.rates.get(augmentation, 0.0))
+                 for augmentation in self.augmentations)
+        return (features, *draws)
+
+    def device_loss(self, features: tuple[TokenBatch, Tensor | None, Tensor | None]) -> Tensor:
+        """Eq. 1's NT-Xent between the two views of a batch :meth:`inputs` made, from the device's tensors alone:
+        what a CUDA graph of the step records (:mod:`trainers.training.graphs`)."""
+        tokens, *draws = features
+        first, second = (mean_last_layer(augmented_states(self.encoder, tokens, augmentation, drawn), tokens)
+                         for augmentation, drawn in zip(self.augmentations, draws))
+        return nt_xent(first, second, self.temperature)
 
     def loss(self, batch: Sequence[str]) -> Tensor:
-        features = self.encoder.tokenize(batch, self.max_length)
-        first, second = (self.view(features, augmentation) for augmentation in self.augmentations)
-        return nt_xent(first, second, self.temperature)
+        return self.device_loss(self.inputs(batch))
 
 
 class NLIObjective(SBERTNLIObjective):

@@ -12,8 +12,10 @@ What a replay needs, and where it comes from:
 - **one shape**: ``pad_to_max_length`` pads every batch to ``max_seq_length``, and the graph is recorded for the
   first batch's shape; a batch of another shape (an epoch's short last one) runs eagerly;
 - **a step that reads nothing back from the device**, with its host work first: the objective's ``inputs``
-  (tokens, sent; SG's views of BERT_F) and ``device_loss`` (tensors only, random draws on the device):
-  :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.sg.SelfGuidedObjective`;
+  (tokens, sent; SG's views of BERT_F; ConSERT's augmentations' draws, made on the host's generator) and
+  ``device_loss`` (tensors only, random draws on the device):
+  :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.sg.SelfGuidedObjective`,
+  :class:`~trainers.objectives.consert.ConSERTObjective`;
 - **inputs in place**: each batch is copied into the recorded batch's tensors;
 - **the learning rate in a device tensor**, which the schedule fills in place
   (:func:`~trainers.training.optimization.make_optimizer`'s ``rate_tensor``), and a capturable update;
@@ -39,9 +41,10 @@ from trainers.objectives.base import Objective
 from trainers.training import precision
 from trainers.training.optimization import update
 
-Inputs = TokenBatch | Tensor | tuple["Inputs", ...]
+Inputs = TokenBatch | Tensor | None | tuple["Inputs", ...]
 """What an objective's ``inputs`` gives its ``device_loss``: a batch's tokens on the device, or a tuple of them
-and other device tensors (SG's views of BERT_F)."""
+and other device tensors (SG's views of BERT_F, ConSERT's draws of its augmentations; None for a view that
+draws nothing)."""
 Step = Callable[[Sequence[Any]], Tensor]
 """One training step on a batch of examples: its forward, backward and update; returns its loss."""
 
@@ -75,6 +78,8 @@ def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_
 
 def tensors(inputs: Inputs) -> list[Tensor]:
     """The device tensors of a step's inputs, in order: a batch's tokens, or a tuple of them and tensors."""
+    if inputs is None:
+        return []
     if isinstance(inputs, Tensor):
         return [inputs]
     if isinstance(inputs, TokenBatch):

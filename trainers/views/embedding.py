@@ -1,9 +1,10 @@
 """Token-level augmentations on the embedding layer (ConSERT, Yan et al. 2021, Section 3.2).
 
-Each transformation is a pure function of the embedding-layer output
-``[batch, tokens, dim]`` and each row's count of real tokens (the host's count,
+Each erasure draws, on the host, the elements of the embedding-layer output
+``[batch, tokens, dim]`` to zero, from its shape and each row's count of real tokens (the host's count,
 :class:`~trainers.models.batches.TokenBatch`: nothing is read back from the
-device), except ``shuffle``, which permutes position ids. Erased counts follow the authors'
+device); ``shuffle`` draws permuted position ids instead. The draw is sent to the device and applied
+there (:func:`drawn_augmentation`, then :func:`augmented_states`). Erased counts follow the authors'
 implementation: int(n x rate) of the n candidates of each sentence, where the
 candidates are its real tokens (rows), its feature dimensions (columns), or
 its real-token elements (dropout). Padding is never touched. Randomness comes
@@ -23,20 +24,21 @@ import torch
 from torch import Tensor
 
 from trainers.common_knobs import RATE_KNOBS
-from trainers.models.batches import TokenBatch
+from trainers.models.batches import TokenBatch, to_device
 from trainers.models.pretrained import ModelFamily
 
 if TYPE_CHECKING:
     from trainers.models.encoder import SentenceEncoder
 
-EmbeddingAugmentation = Callable[[Tensor, Sequence[int], float], Tensor]
-"""(embedding-layer output, each row's count of real tokens, rate) -> the transformed output."""
+Erasure = Callable[[torch.Size, Sequence[int], float], Tensor]
+"""(embedding-layer output's shape ``[batch, tokens, dim]``, each row's count of real tokens, rate) -> the
+elements to erase: a bool mask drawn on the host that broadcasts to the shape (sent in one copy: a
+sentence-by-sentence loop on a GPU is hundreds of launches a step)."""
 
 
-def _erased(embeddings: Tensor, erase: Tensor) -> Tensor:
-    """``embeddings`` with the elements ``erase`` marks set to 0.0 (``erase`` broadcasts; drawn on the host and
-    sent in one copy: a sentence-by-sentence loop on a GPU is hundreds of launches a step)."""
-    return embeddings.masked_fill(erase.to(embeddings.device, non_blocking=True), 0.0)
+def erased(embeddings: Tensor, erase: Tensor) -> Tensor:
+    """``embeddings`` with the elements ``erase`` marks (an :data:`Erasure`'s mask, on their device) set to 0.0."""
+    return embeddings.masked_fill(erase, 0.0)
 
 
 def _subset_mask(n: int, rate: float) -> Tensor:
@@ -46,47 +48,42 @@ def _subset_mask(n: int, rate: float) -> Tensor:
     return mask
 
 
-def token_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
+def token_cutoff(shape: torch.Size, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase int(len x rate) whole token rows of each sentence's real tokens."""
-    erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
+    erase = torch.zeros(shape[:2], dtype=torch.bool)
     for i, length in enumerate(lengths):
         erase[i, :length] = _subset_mask(length, rate)
-    return _erased(embeddings, erase.unsqueeze(-1))
+    return erase.unsqueeze(-1)
 
 
-def feature_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
+def feature_cutoff(shape: torch.Size, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase int(dim x rate) whole feature columns of each sentence."""
-    erase = torch.stack([_subset_mask(embeddings.shape[-1], rate) for _ in range(len(embeddings))])
-    return _erased(embeddings, erase.unsqueeze(1))
+    return torch.stack([_subset_mask(shape[-1], rate) for _ in range(shape[0])]).unsqueeze(1)
 
 
-def dropout(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
+def dropout(shape: torch.Size, lengths: Sequence[int], rate: float) -> Tensor:
     """Zero int(len x dim x rate) single elements among each sentence's real tokens
     (no rescaling, unlike nn.Dropout: the authors' 'random cutoff')."""
-    erase = torch.zeros(embeddings.shape, dtype=torch.bool)
-    dim = embeddings.shape[-1]
+    erase = torch.zeros(shape, dtype=torch.bool)
+    dim = shape[-1]
     for i, length in enumerate(lengths):
         erase[i, :length] = _subset_mask(length * dim, rate).view(length, dim)
-    return _erased(embeddings, erase)
+    return erase
 
 
-def span_cutoff(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
+def span_cutoff(shape: torch.Size, lengths: Sequence[int], rate: float) -> Tensor:
     """Erase one contiguous span of int(len x rate) real tokens, at a random start.
 
     This is Shen et al.'s span cutoff as the ConSERT paper describes cutoff
     (erased rows of the L x d matrix). The authors' code has a different,
     unpublished 'span' option that keeps only a span of (1 - rate) of the
     tokens and masks the rest out of attention; it is not reproduced here."""
-    erase = torch.zeros(embeddings.shape[:2], dtype=torch.bool)
+    erase = torch.zeros(shape[:2], dtype=torch.bool)
     for i, length in enumerate(lengths):
         span = int(length * rate)
         start = int(torch.randint(length - span + 1, ()))
         erase[i, start : start + span] = True
-    return _erased(embeddings, erase.unsqueeze(-1))
-
-
-def no_augmentation(embeddings: Tensor, lengths: Sequence[int], rate: float) -> Tensor:
-    return embeddings
+    return erase.unsqueeze(-1)
 
 
 def shuffled_position_ids(lengths: Sequence[int], width: int, family: ModelFamily, pad_token_id: int) -> Tensor:
@@ -105,15 +102,14 @@ def shuffled_position_ids(lengths: Sequence[int], width: int, family: ModelFamil
     return positions
 
 
-EMBEDDING_AUGMENTATIONS: dict[str, EmbeddingAugmentation] = {
-    "none": no_augmentation,
+ERASURES: dict[str, Erasure] = {
     "token_cutoff": token_cutoff,
     "feature_cutoff": feature_cutoff,
     "dropout": dropout,
     "span_cutoff": span_cutoff,
 }
-"""The transformations of the embedding-layer output, by the names of ``common_knobs.AUGMENTATIONS``
-(``shuffle`` permutes position ids instead)."""
+"""The erasures of the embedding-layer output, by the names of ``common_knobs.AUGMENTATIONS`` (``shuffle``
+permutes position ids instead, and ``none`` leaves the output as it is)."""
 
 
 def augmentation_rates(config: Mapping[str, Any]) -> dict[str, float]:
@@ -143,15 +139,37 @@ def hidden_states_with_embedding_transform(
         hook.remove()
 
 
+def drawn_augmentation(encoder: "SentenceEncoder", features: TokenBatch, augmentation: str,
+                       rate: float) -> Tensor | None:
+    """The random part of ``augmentation`` for the batch ``features``, drawn on the host and sent to the
+    encoder's device: shuffle's position ids, an erasure's mask; None for ``none``. Drawn apart from its use
+    (:func:`augmented_states`), so that a step can draw every view's part before it computes on the device (a CUDA
+    graph of the step replays the computing on each batch's draws, :mod:`trainers.training.graphs`)."""
+    if augmentation == "none":
+        return None
+    if augmentation == "shuffle":
+        width, pad_token_id = features["input_ids"].shape[1], encoder.model.config.pad_token_id
+        drawn = shuffled_position_ids(features.lengths, width, encoder.family, pad_token_id)
+    else:
+        shape = torch.Size((*features["input_ids"].shape, encoder.model.config.hidden_size))
+        drawn = ERASURES[augmentation](shape, features.lengths, rate)
+    return to_device({augmentation: drawn}, encoder.device)[augmentation]
+
+
+def augmented_states(encoder: "SentenceEncoder", features: TokenBatch, augmentation: str,
+                     drawn: Tensor | None) -> tuple[Tensor, ...]:
+    """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer, from its
+    :func:`drawn_augmentation`: ``shuffle`` passes the permuted position ids, an erasure zeroes the output's
+    marked elements; on the device alone."""
+    if augmentation == "shuffle":
+        return encoder.hidden_states(features, position_ids=drawn)
+    if drawn is None:
+        return encoder.hidden_states(features)
+    return hidden_states_with_embedding_transform(encoder, features, lambda output: erased(output, drawn))
+
+
 def augmented_hidden_states(
     encoder: "SentenceEncoder", features: TokenBatch, augmentation: str, rate: float
 ) -> tuple[Tensor, ...]:
-    """All hidden states of ``encoder`` with ``augmentation`` applied at the embedding layer
-    (``shuffle`` passes permuted position ids instead, sent to the device in one copy)."""
-    if augmentation == "shuffle":
-        width, pad_token_id = features["input_ids"].shape[1], encoder.model.config.pad_token_id
-        positions = shuffled_position_ids(features.lengths, width, encoder.family, pad_token_id)
-        return encoder.hidden_states(features, position_ids=positions.to(encoder.device, non_blocking=True))
-    transform = EMBEDDING_AUGMENTATIONS[augmentation]
-    return hidden_states_with_embedding_transform(encoder, features,
-                                                  lambda output: transform(output, features.lengths, rate))
+    """All hidden states of ``encoder`` with ``augmentation`` at ``rate`` drawn and applied at the embedding layer."""
+    return augmented_states(encoder, features, augmentation, drawn_augmentation(encoder, features, augmentation, rate))
