@@ -84,11 +84,13 @@ def trial(tiny_bert: str, **knobs) -> tuple[list[dict], dict]:
     return reports[:-1], final
 
 
-def test_a_graphed_trial_follows_the_eager_trial(tiny_bert, use_tiny_sts):
+@pytest.mark.parametrize("method", ["simcse", "consert"])
+def test_a_graphed_trial_follows_the_eager_trial(method, tiny_bert, use_tiny_sts):
     """The loop with ``cuda_graph``: its rate, in a float32 tensor, is the schedule's float rounded to float32
     at every step, and its update with that rate moves the losses and scores by float rounding only."""
-    eager_reports, eager = trial(tiny_bert)
-    graphed_reports, graphed = trial(tiny_bert, cuda_graph=True)
+    knobs = {"method": method, "patience": 0}  # every evaluation reported (ConSERT's default stops early)
+    eager_reports, eager = trial(tiny_bert, **knobs)
+    graphed_reports, graphed = trial(tiny_bert, **knobs, cuda_graph=True)
     assert len(eager_reports) == 12 and graphed[Metric.GRAPHED_STEPS] == 0  # no CUDA here: nothing replayed
     rates = [r[Metric.LR] for r in eager_reports]
     assert len(set(rates)) > 5
@@ -118,14 +120,23 @@ def test_sg_pads_its_tokens_to_the_limit_where_asked(tiny_bert, tmp_path, monkey
         assert views.shape[0] == 2  # BERT_F's views, whatever BERT_T's padding
 
 
-def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(tiny_bert):
+@pytest.mark.parametrize("method, knobs", [
+    ("simcse", {}),
+    ("consert", {"aug1": "shuffle", "aug2": "dropout"}),  # each row's draws depend on its length, not the padding's
+    ("consert", {"aug1": "token_cutoff", "aug2": "span_cutoff"}),
+    ("consert", {"aug1": "none", "aug2": "feature_cutoff"}),
+])
+def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(method, knobs, tiny_bert):
     batch = ["a dog runs", "two cats sleep on a mat", "it rains", "men play music in the rain"]
     losses = []
     for to_max_length in (False, True):
-        objective = build_objective("simcse", tiny_bert, 0, max_seq_length=32, pad_to_max_length=to_max_length)
+        objective = build_objective(method, tiny_bert, 0, max_seq_length=32, pad_to_max_length=to_max_length,
+                                    **knobs)
         objective.eval()  # no dropout: the same vectors both ways, but for the padding
+        torch.manual_seed(0)  # ConSERT's draws
         losses.append(objective.loss(batch).item())
-        assert objective.inputs(batch)["input_ids"].shape[1] == (32 if to_max_length else 8)
+        tokens = objective.inputs(batch)
+        assert (tokens if method == "simcse" else tokens[0])["input_ids"].shape[1] == (32 if to_max_length else 8)
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
 
 
