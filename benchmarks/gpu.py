@@ -201,26 +201,68 @@ def cudagraph_skips() -> int:
     return sys.modules["torch._dynamo"].utils.counters["inductor"]["cudagraph_skips"]
 
 
-def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:
-    """torch.profiler over ``steps`` steps after the warm-up: the ops by host time and by device time, to
-    ``out``; returns the device's busy share of the wall time."""
+def ops_profiler(device: torch.device) -> Any:
+    """A torch.profiler recording of the host's ops, and of the device's kernels on a GPU."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as profiler
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    recording = profiler(activities=activities)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    row = loop_steps(method, model, precision, steps, device, at_warmup=recording.__enter__, count_flops=False)
-    recording.__exit__(None, None, None)
+    return profiler(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else []))
+
+
+def ops_tables(recording: Any, device: torch.device) -> tuple[str, float]:
+    """A recording's ops by host time and by device time, and the device's own busy seconds (0 on a CPU)."""
     averages = recording.key_averages()
     # The kernels' own time: an op's row also carries the time of the kernels it launched, so summing every
     # row counted the device's time twice and more.
     device_us = sum(event.self_device_time_total for event in averages
                     if event.device_type == torch.autograd.DeviceType.CUDA) if device.type == "cuda" else 0.0
-    out.write_text(f"{method} {model} {precision}: {row['ms']:.2f} ms/step under the profiler\n\n"
-                   + averages.table(sort_by="self_cpu_time_total", row_limit=25) + "\n\n"
-                   + (averages.table(sort_by="self_device_time_total", row_limit=15) if device_us else ""))
-    return {**row, "device_busy": device_us / 1000 / (row["ms"] * steps) if device_us else None}
+    tables = averages.table(sort_by="self_cpu_time_total", row_limit=25) + "\n\n" + (
+        averages.table(sort_by="self_device_time_total", row_limit=15) if device_us else "")
+    return tables, device_us / 1e6
+
+
+def profile(method: str, model: str, precision: str, steps: int, device: torch.device, out: Path) -> dict[str, Any]:
+    """torch.profiler over ``steps`` steps after the warm-up: the ops by host time and by device time, to
+    ``out``; returns the device's busy share of the wall time."""
+    recording = ops_profiler(device)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    row = loop_steps(method, model, precision, steps, device, at_warmup=recording.__enter__, count_flops=False)
+    recording.__exit__(None, None, None)
+    tables, device_seconds = ops_tables(recording, device)
+    out.write_text(f"{method} {model} {precision}: {row['ms']:.2f} ms/step under the profiler\n\n" + tables)
+    return {**row, "device_busy": device_seconds * 1000 / (row["ms"] * steps) if device_seconds else None}
+
+
+def evaluation_profile(name: str, model: str, device: torch.device, max_pairs: int, out: Path) -> dict[str, Any]:
+    """The seven STS test sets scored once at the default ``eval_batch_size`` (128), after a warm-up pass, under
+    torch.profiler (the device's busy share) and cProfile (where the host's time goes, function by function), to
+    ``out``: what keeps evaluation at the default batch size from the card's speed."""
+    import cProfile
+    import io
+    import pstats
+
+    from trainers.training.loop import encode_fn
+
+    config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
+    encode = encode_fn(encoder, {**config, "eval_precision": "tf32"})
+    evaluator.test(encode)  # warm: token ids kept, kernels chosen
+    synchronize(device)
+    host = cProfile.Profile()
+    with ops_profiler(device) as recording:
+        started = time.perf_counter()
+        host.enable()
+        evaluator.test(encode)
+        synchronize(device)
+        host.disable()
+        seconds = time.perf_counter() - started
+    tables, device_seconds = ops_tables(recording, device)
+    functions = io.StringIO()
+    pstats.Stats(host, stream=functions).sort_stats("cumulative").print_stats(40)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"evaluation {config['eval_batch_size']} a batch: {seconds:.3f} s under the profilers\n\n"
+                   + functions.getvalue() + "\n\n" + tables)
+    return {"method": "evaluation", "model": name, "precision": "tf32", "seconds": seconds,
+            "device_busy": device_seconds / seconds if device_seconds else None}
 
 
 def step_flops(objective: torch.nn.Module, batch: list[Any]) -> float:
@@ -470,15 +512,20 @@ def captured(step: Callable[[Mapping[str, torch.Tensor]], torch.Tensor], optimiz
     return replay
 
 
+def evaluation_setup(model: str, device: torch.device, max_pairs: int) -> tuple[dict[str, Any], Any, SentenceEncoder]:
+    """The untuned trial's config (mean pooling), its STS evaluator and its encoder on ``device``."""
+    from trainers.suites.sts import STSEvaluator
+
+    config = get_method("none").resolve({"model": model, "pooling": "mean", "eval_max_pairs": max_pairs})
+    return config, STSEvaluator.of_trial(config), SentenceEncoder.from_config(config).to(device)
+
+
 def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -> list[dict[str, Any]]:
     """The seven STS test sets encoded and scored: ours in each precision (token ids kept; and tokenised
     afresh), and sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
-    from trainers.suites.sts import STSEvaluator
     from trainers.training.loop import encode_fn
 
-    config = get_method("none").resolve({"model": model, "pooling": "mean", "eval_max_pairs": max_pairs})
-    evaluator = STSEvaluator.of_trial(config)
-    encoder = SentenceEncoder.from_config(config).to(device)
+    config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
     sentences = list(dict.fromkeys(s for name in TEST_SETS for sts in [evaluator._subset(f"{name}-test")]
                                    for s in (*sts.sentence1, *sts.sentence2)))
     rows = []
@@ -643,7 +690,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.profile:
             section("profile", lambda: [{"model": name, **profile(method, models[name], precision, steps, device,
                                                                   Path(args.profile) / f"{method}-{precision}.txt")}
-                                        for name, method, precision in PROFILED if name in models])
+                                        for name, method, precision in PROFILED if name in models]
+                    + [evaluation_profile("tiny BERT" if tiny else "MiniLM", bert if tiny else BUNDLED_MODEL,
+                                          device, 50 if tiny else 0, Path(args.profile) / "evaluation.txt")])
         section("evaluation", lambda: evaluation(BUNDLED_MODEL if not tiny else bert, device, 1 if tiny else 3,
                                                  50 if tiny else 0))
         shared = {"tiny BERT": (bert, (1, 2))} if tiny else {"MiniLM": (BUNDLED_MODEL, SHARING),
@@ -764,7 +813,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--compile-modes", nargs="+", metavar="MODE",
                         help=f"torch_compile_mode values of the compiled part ({', '.join(COMPILED_MODES)}; "
                              "'default' tiny).")
-    parser.add_argument("--profile", help="Write torch.profiler tables of a few steps into this folder.")
+    parser.add_argument("--profile", help="Write torch.profiler tables of a few steps, and of one evaluation with "
+                                          "its host time by function (cProfile), into this folder.")
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
     parser.add_argument("--skip", nargs="+", default=[], choices=PARTS, metavar="PART",
                         help=f"Parts not to measure, to fit a call's time ({', '.join(PARTS)}).")

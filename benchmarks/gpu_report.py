@@ -252,6 +252,13 @@ def body(results: dict[str, Any]) -> str:
         commit = next(iter(results["legacy"]))["commit"]
         lines += ["", f"### Before and after, same card, same call (the loop at `{commit}` against this commit's)", "",
                   *_table(("step", "precision", f"at {commit} ms", "now ms", "speed-up"), rows)]
+    profiled = results.get("profile", [])
+    if profiled:
+        rows = [(row["method"], row["model"], row["precision"],
+                 f"{row['ms']:.1f} ms a step" if "ms" in row else f"{row['seconds']:.2f} s",
+                 "–" if row["device_busy"] is None else f"{100 * row['device_busy']:.0f}%") for row in profiled]
+        lines += ["", "### Under the profilers (`--profile`: the ops and, for evaluation, the host's functions, in "
+                  "its folder)", "", *_table(("what", "model", "precision", "time", "the device busy"), rows)]
     evaluation = results.get("evaluation", [])
     if evaluation:
         count = evaluation[0]["sentences"]

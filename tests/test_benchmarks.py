@@ -152,6 +152,29 @@ def test_the_bare_step_at_a_fixed_shape_runs_and_its_graph_table_compares_like_w
     assert f"| simcse tiny BERT | fp32 | – | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |" in alone
 
 
+def test_the_profile_part_writes_the_steps_and_the_evaluations_tables(tmp_path):
+    """``--profile DIR``: torch.profiler's ops of the profiled steps, and of one evaluation with the host's
+    functions by cProfile (the evaluation's own code among them), each in its file, and a row each."""
+    import json
+
+    from benchmarks import gpu
+
+    figures, folder = tmp_path / "gpu.json", tmp_path / "tables"
+    gpu.main(["--json", str(figures), "--profile", str(folder), "--methods", "simcse", "--skip",
+              *(part for part in gpu.PARTS if part != "profile")])
+    results = json.loads(figures.read_text())
+    assert results["errors"] == [] and set(results) & set(gpu.PARTS) == {"profile"}
+    step, evaluation = results["profile"]  # the tiny version profiles one step: SimCSE's, fp32
+    assert (step["method"], step["model"], step["ms"] > 0) == ("simcse", "tiny BERT", True)
+    assert (evaluation["method"], evaluation["model"], evaluation["seconds"] > 0) == ("evaluation", "tiny BERT", True)
+    assert "aten::addmm" in (folder / "simcse-fp32.txt").read_text()
+    text = (folder / "evaluation.txt").read_text()
+    assert "trainers/models/encoder.py" in text and "(encode)" in text and "aten::addmm" in text
+    page = tmp_path / "results.md"
+    gpu.main(["--render", str(figures), "--results", str(page)])
+    assert f"| evaluation | tiny BERT | tf32 | {evaluation['seconds']:.2f} s | – |" in page.read_text()
+
+
 def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):
     """``--skip``: a call short of time measures only the parts it needs (the steps here)."""
     import json
