@@ -35,7 +35,8 @@ Measured, on a CUDA device:
   in each precision with its scores, at ``eval_batch_size`` 512 and through ``torch_compile`` (on a GPU also
   in ``reduce-overhead``, each padded length's forward a CUDA graph), against
   sentence-transformers' ``encode`` in fp32 and fp16;
-- **sharing** (**sharing_graphed**, at BERT-base's shape with ``cuda_graph`` in bf16, 1, 2 and 4; and
+- **sharing** (**sharing_graphed**, at BERT-base's shape and with MiniLM, with ``cuda_graph`` in bf16, 1, 2
+  and 4; and
   **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
@@ -701,8 +702,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                     for row in sharing(path, counts, steps if tiny else 60, "auto")])
         name = "tiny BERT" if tiny else "BERT-base"
         graphed_precision = "fp32" if tiny else "bf16"  # bf16: the graphed step's fastest on a GPU
-        section("sharing_graphed", lambda: [{"model": name, "precision": graphed_precision, **row}
-                                            for row in sharing(bert, (1, 2) if tiny else (1, 2, 4),
+        graphed_shared = {name: bert} if tiny else {"BERT-base": bert, "MiniLM": BUNDLED_MODEL}
+        section("sharing_graphed", lambda: [{"model": model, "precision": graphed_precision, **row}
+                                            for model, path in graphed_shared.items()
+                                            for row in sharing(path, (1, 2) if tiny else (1, 2, 4),
                                                                steps if tiny else 60, graphed_precision,
                                                                **GRAPHED)])
         # last: the most compiling, the least needed
