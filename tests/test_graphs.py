@@ -40,8 +40,15 @@ GRAPHED_METHODS = {
     "consert": {"method": "consert"},  # shuffle + feature cutoff, drawn on the host
     "consert-cutoffs": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
     "consert-span": {"method": "consert", "aug1": "none", "aug2": "span_cutoff", "remove_bert_dropout": False},
+    "dclr": {"method": "dclr", "complementary_model": "tiny_bert", "noise_steps": 2, "phi": 1.0},  # noise on the device
 }
-"""The methods whose step a CUDA graph records (STEP_GRAPH_KNOBS), with the settings each test trains."""
+"""The methods whose step a CUDA graph records (STEP_GRAPH_KNOBS), with the settings each test trains ("tiny_bert":
+the test's tiny BERT)."""
+
+
+def graphed_settings(method: str, tiny_bert: str) -> dict:
+    """:data:`GRAPHED_METHODS`' settings of ``method``, the tiny BERT's folder in place of "tiny_bert"."""
+    return {knob: tiny_bert if value == "tiny_bert" else value for knob, value in GRAPHED_METHODS[method].items()}
 
 
 def steps_and_weights(step_kind, tiny_bert: str, **knobs) -> tuple[list[float], list[torch.Tensor]]:
@@ -71,8 +78,9 @@ def test_the_graphed_step_computes_the_eager_steps_bits(method, tiny_bert, tmp_p
     """Warm-up, recording, replays on copied inputs and eager steps of another shape between them: the same
     losses and weights, bit for bit, as the eager step with the same optimiser."""
     monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
-    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert, **GRAPHED_METHODS[method])
-    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert, **GRAPHED_METHODS[method])
+    settings = graphed_settings(method, tiny_bert)
+    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert, **settings)
+    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert, **settings)
     assert len(set(eager_losses)) == 12
     assert graphed_losses == eager_losses
     assert all(torch.equal(a, b) for a, b in zip(graphed_weights, eager_weights))
@@ -84,11 +92,12 @@ def trial(tiny_bert: str, **knobs) -> tuple[list[dict], dict]:
     return reports[:-1], final
 
 
-@pytest.mark.parametrize("method", ["simcse", "consert"])
+@pytest.mark.parametrize("method", ["simcse", "consert", "dclr"])
 def test_a_graphed_trial_follows_the_eager_trial(method, tiny_bert, use_tiny_sts):
     """The loop with ``cuda_graph``: its rate, in a float32 tensor, is the schedule's float rounded to float32
     at every step, and its update with that rate moves the losses and scores by float rounding only."""
-    knobs = {"method": method, "patience": 0}  # every evaluation reported (ConSERT's default stops early)
+    # Every evaluation reported (ConSERT's default stops early).
+    knobs = {**graphed_settings(method, tiny_bert), "method": method, "patience": 0}
     eager_reports, eager = trial(tiny_bert, **knobs)
     graphed_reports, graphed = trial(tiny_bert, **knobs, cuda_graph=True)
     assert len(eager_reports) == 12 and graphed[Metric.GRAPHED_STEPS] == 0  # no CUDA here: nothing replayed
@@ -148,10 +157,15 @@ def test_the_loss_is_its_device_part_on_its_inputs(tiny_bert):
 
 
 class HostTensors(TorchDispatchMode):
-    """Fails every operation that leaves a tensor off the meta device: a tensor made on the host (an index
-    built with ``torch.arange(n)``, then copied over) is a host-to-device copy, which a CUDA capture refuses."""
+    """Fails every operation that leaves a tensor off the meta device, or reads a host tensor of more than one
+    value: a tensor made on the host (an index built with ``torch.arange(n)``, a batch tokenised inside the
+    step), then copied over, is a host-to-device copy, which a CUDA capture refuses. (A one-value host tensor is
+    a number the kernel takes as its argument.)"""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        for leaf in tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor) and leaf.device.type != "meta" and leaf.dim() > 0:
+                raise AssertionError(f"{func} read a tensor on {leaf.device} inside the recorded step")
         result = func(*args, **(kwargs or {}))
         for leaf in tree_leaves(result):
             if isinstance(leaf, torch.Tensor) and leaf.device.type != "meta":
@@ -164,7 +178,7 @@ def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(method, tiny_
     """What the graph records after the inputs are sent (loss, gradients, clipping) reads nothing back on the
     meta device, where any read raises (a read inside a capture fails it), and makes no tensor on the host."""
     monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
-    settings = {**GRAPHED_METHODS[method], "max_seq_length": 16, "pad_to_max_length": True}
+    settings = {**graphed_settings(method, tiny_bert), "max_seq_length": 16, "pad_to_max_length": True}
     objective = build_objective(settings.pop("method", "simcse"), tiny_bert, 0, **settings)
     batch = ["a dog runs", "two cats sleep on a mat"]
     objective.prepare(batch)
@@ -198,7 +212,7 @@ def test_cuda_graph_is_validated():
         simcse.resolve({"cuda_graph": True})
     with pytest.raises(ConfigError, match="cuda_graph: captures the whole step itself"):
         simcse.resolve({"cuda_graph": True, "pad_to_max_length": True, "torch_compile": True})
-    for method in ("dclr", "diffcse", "sct"):  # their steps read their batches on the host
+    for method in ("diffcse", "sct"):  # their steps read their batches on the host
         with pytest.raises(ConfigError, match="cuda_graph"):
             get_method(method).resolve({"cuda_graph": True})
     consert = get_method("consert")

@@ -12,7 +12,7 @@ a likely false negative. Defaults are the authors' BERT-base script (batch 128, 
 
 from __future__ import annotations
 
-from trainers.common_knobs import POOLINGS
+from trainers.common_knobs import POOLINGS, STEP_GRAPH_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import (
@@ -56,7 +56,8 @@ METHOD = Method(
             Knob("noise_step_size", float, 1e-3, "Length of each ascent step (the gradient normalised per vector).",
                  low=0.0),
         )
-    ),
+    )
+    + STEP_GRAPH_KNOBS,
     defaults={"batch_size": 128, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
               "epochs": 3},
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),

@@ -22,7 +22,7 @@ class SimCSEObjective(Objective):
         self.head = self.training_head(config, encoder.model.config.hidden_size)
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
-        self.to_max_length = config.get("pad_to_max_length", False)  # SimCSE's knob, not DCLR's or DiffCSE's
+        self.to_max_length = config.get("pad_to_max_length", False)  # SimCSE's and DCLR's knob, not DiffCSE's
         # Column of a back-translation row that is the positive (None: the sentence itself).
         self.positive = BT_COLUMNS.index(config["positive"]) if config["positive"] in BT_COLUMNS else None
 

@@ -14,8 +14,8 @@ What a replay needs, and where it comes from:
 - **a step that reads nothing back from the device**, with its host work first: the objective's ``inputs``
   (tokens, sent; SG's views of BERT_F; ConSERT's augmentations' draws, made on the host's generator) and
   ``device_loss`` (tensors only, random draws on the device):
-  :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.sg.SelfGuidedObjective`,
-  :class:`~trainers.objectives.consert.ConSERTObjective`;
+  :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.dclr.DCLRObjective`,
+  :class:`~trainers.objectives.sg.SelfGuidedObjective`, :class:`~trainers.objectives.consert.ConSERTObjective`;
 - **inputs in place**: each batch is copied into the recorded batch's tensors;
 - **the learning rate in a device tensor**, which the schedule fills in place
   (:func:`~trainers.training.optimization.make_optimizer`'s ``rate_tensor``), and a capturable update;
