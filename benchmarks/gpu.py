@@ -36,8 +36,7 @@ Measured, on a CUDA device:
   in ``reduce-overhead``, each padded length's forward a CUDA graph), against
   sentence-transformers' ``encode`` in fp32 and fp16;
 - **sharing** (**sharing_graphed**, at BERT-base's shape and with MiniLM, with ``cuda_graph`` in bf16, 1, 2
-  and 4; and
-  **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
+  and 4; and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
   ``train_precision: auto``: steps per second of all together.

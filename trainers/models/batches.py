@@ -20,12 +20,17 @@ from transformers import PreTrainedModel
 from trainers.models.pretrained import FAMILIES
 
 
-def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
-    """Host tensors onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
+def host_to_device(tensor: Tensor, device: torch.device) -> Tensor:
+    """A host tensor onto ``device``; to a GPU through pinned memory without waiting, so the host goes on to
     the next launch while the copy runs (the copy is ordered before the kernels that read it)."""
     if device.type != "cuda":
-        return {name: tensor.to(device) for name, tensor in features.items()}
-    return {name: tensor.pin_memory().to(device, non_blocking=True) for name, tensor in features.items()}
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
+def to_device(features: Mapping[str, Tensor], device: torch.device) -> dict[str, Tensor]:
+    """Each of ``features``' host tensors onto ``device`` (:func:`host_to_device`)."""
+    return {name: host_to_device(tensor, device) for name, tensor in features.items()}
 
 
 class TokenBatch(dict[str, Tensor]):
@@ -61,7 +66,7 @@ class TokenBatch(dict[str, Tensor]):
         """The real tokens' indices into the batch's ``rows x length`` positions, row by row, on the batch's
         device: what ``attention_mask.flatten().nonzero()`` gives there, found in the host's mask instead."""
         positions = self.host_mask.flatten().nonzero().squeeze(1)
-        return to_device({"positions": positions}, self["input_ids"].device)["positions"]
+        return host_to_device(positions, self["input_ids"].device)
 
     @property
     def masked(self) -> bool:

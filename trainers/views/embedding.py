@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 
 from trainers.common_knobs import RATE_KNOBS
-from trainers.models.batches import TokenBatch, to_device
+from trainers.models.batches import TokenBatch, host_to_device
 from trainers.models.pretrained import ModelFamily
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def drawn_augmentation(encoder: "SentenceEncoder", features: TokenBatch, augment
     else:
         shape = torch.Size((*features["input_ids"].shape, encoder.model.config.hidden_size))
         drawn = ERASURES[augmentation](shape, features.lengths, rate)
-    return to_device({augmentation: drawn}, encoder.device)[augmentation]
+    return host_to_device(drawn, encoder.device)
 
 
 def augmented_states(encoder: "SentenceEncoder", features: TokenBatch, augmentation: str,
