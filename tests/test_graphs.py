@@ -129,6 +129,17 @@ def test_sg_pads_its_tokens_to_the_limit_where_asked(tiny_bert, tmp_path, monkey
         assert views.shape[0] == 2  # BERT_F's views, whatever BERT_T's padding
 
 
+def test_dclr_pads_both_its_batches_to_the_limit_where_asked(tiny_bert):
+    """The views' tokens and the complementary model's: one shape each, that of the limit."""
+    batch = ["a dog runs", "two cats sleep on a mat", "it rains", "men play music in the rain"]
+    for to_max_length, width in ((False, 8), (True, 32)):
+        objective = build_objective("dclr", tiny_bert, 0, complementary_model=tiny_bert, max_seq_length=32,
+                                    pad_to_max_length=to_max_length)
+        views, sentences = objective.inputs(batch)
+        assert views["input_ids"].shape == (8, width) and sentences["input_ids"].shape == (4, width)
+        assert views.fixed_shape == sentences.fixed_shape == to_max_length
+
+
 @pytest.mark.parametrize("method, knobs", [
     ("simcse", {}),
     ("consert", {"aug1": "shuffle", "aug2": "dropout"}),  # each row's draws depend on its length, not the padding's
