@@ -67,14 +67,19 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert compiled["torch_compile"] and compiled["torch_compile_mode"] == "default" and compiled["ms"] > 0
     assert compiled["warmup_seconds"] > 0
     graphed = {(row["method"], row["precision"], row["cuda_graph"]): row for row in results["loop_graphed"]}
-    assert set(graphed) == {("simcse", p, g) for p in ("fp32", "bf16")
+    assert set(graphed) == {(m, p, g) for m in ("simcse", "sct") for p in ("fp32", "bf16")
                             for g in (False, True)}  # the graph's path, run eagerly; SG's not asked for
     assert all(row["ms"] > 0 and row["pad_to_max_length"] and "error" not in row for row in graphed.values())
-    agreement = {row["precision"]: row for row in results["agreement"]}  # SimCSE's: the methods asked for
-    assert set(agreement) == {"fp32", "bf16"} and all(row["replayed"] == 0 for row in agreement.values())
-    # Nothing replays on a CPU, and the graph's path trains as the loop without cuda_graph does, bit for bit.
-    assert all(row["against_eager"]["equal"] and row["against_unrecorded"]["equal"]
-               and row["eager_against_itself"]["equal"] for row in agreement.values())
+    agreement = {(row["method"], row["precision"]): row for row in results["agreement"]}  # the methods asked for
+    assert set(agreement) == {(m, p) for m in ("simcse", "sct") for p in ("fp32", "bf16")}
+    assert all(row["replayed"] == 0 for row in agreement.values())
+    # Nothing replays on a CPU, and the graph's path trains as the loop without cuda_graph does, bit for bit, but
+    # where bf16 runs the encoder twice a step (SCT's views): without autocast's cast cache, as a capture needs,
+    # the two passes' gradients add in fp32, not in bf16 (docs/gpu.md).
+    assert all(row["against_unrecorded"]["equal"] and row["eager_against_itself"]["equal"]
+               for row in agreement.values())
+    assert all(row["against_eager"]["equal"] for key, row in agreement.items() if key != ("sct", "bf16"))
+    assert agreement[("sct", "bf16")]["against_eager"]["loss_rel_diff"] < 0.05
     trials = {row["mode"]: row for row in results["trials"]}  # whole trials, one seed in the tiny version
     assert list(trials) == list(gpu.TRIAL_MODES) and all(row["steps"] == 6 for row in trials.values())
     assert trials["cuda_graph, tf32"]["train_precision"] == "fp32"  # a CPU has no TF32

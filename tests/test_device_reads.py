@@ -4,7 +4,7 @@ On a GPU, a value read back on the host (``.item()``, ``int(tensor)``, a boolean
 its arguments) makes the host wait until the device has finished everything queued before it: the host then
 cannot launch the next kernels while the device works, and a host-bound step gets slower by the device's time.
 The shared loop reads the losses once every ``READ_LOSSES_EVERY`` steps, in one place
-(:class:`trainers.training.loop.UnreadLosses`); a method's views, loss and ``after_step`` read nothing.
+(:class:`trainers.training.loop.UnreadLosses`); a method's views, loss and ``after_update`` read nothing.
 
 Two ways to see a read without a GPU:
 - **The meta device**, whose tensors have a shape and no values: any read back (``.item()``, ``.tolist()``,
@@ -113,7 +113,7 @@ METHODS = {
 
 
 def second_step(method: str, tiny_bert: str, tiny_masked_lm: str) -> tuple[torch.nn.Module, Callable[[], None]]:
-    """``method``'s objective and its second step (loss, backward, ``after_step``), once the first has run on the
+    """``method``'s objective and its second step (loss, backward, ``after_update``), once the first has run on the
     CPU: the first builds what later steps reuse (queues filled, tables made, the flow fitted)."""
     from trainers.data.sources import load_corpus
 
@@ -126,7 +126,7 @@ def second_step(method: str, tiny_bert: str, tiny_masked_lm: str) -> tuple[torch
 
     def step(batch: list) -> None:
         objective.loss(batch).backward()
-        objective.after_step()
+        objective.after_update()
 
     step(examples[:8])
     return objective, lambda: step(examples[8:16])

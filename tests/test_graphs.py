@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
+from torch.utils._pytree import tree_leaves, tree_structure
 
 from tests.conftest import build_objective
 from trainers.knobs import ConfigError
@@ -41,6 +41,12 @@ GRAPHED_METHODS = {
     "consert-cutoffs": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
     "consert-span": {"method": "consert", "aug1": "none", "aug2": "span_cutoff", "remove_bert_dropout": False},
     "dclr": {"method": "dclr", "complementary_model": "tiny_bert", "noise_steps": 2, "phi": 1.0},  # noise on the device
+    # Queues of 16 that 8 vectors a step fill and wrap, in the step (after_update); views drawn on the host.
+    "sct": {"method": "sct", "queue_size": 16, "projector_expansion": 2},
+    "sct-momentum": {"method": "sct", "queue_size": 16, "projector_expansion": 2, "reference": "momentum",
+                     "momentum": 0.9, "view1": "span_cutoff", "view2": "dropout_mask"},
+    "sct-distilled": {"method": "sct", "queue_size": 16, "projector_expansion": 2, "queues": "one",
+                      "distillation": "cd", "teacher": "tiny_bert", "view1": "token_cutoff", "view2": "dropout"},
 }
 """The methods whose step a CUDA graph records (STEP_GRAPH_KNOBS), with the settings each test trains ("tiny_bert":
 the test's tiny BERT)."""
@@ -51,9 +57,10 @@ def graphed_settings(method: str, tiny_bert: str) -> dict:
     return {knob: tiny_bert if value == "tiny_bert" else value for knob, value in GRAPHED_METHODS[method].items()}
 
 
-def steps_and_weights(step_kind, tiny_bert: str, **knobs) -> tuple[list[float], list[torch.Tensor]]:
+def steps_and_weights(step_kind, tiny_bert: str, **knobs) -> tuple[list[float], dict[str, torch.Tensor]]:
     """Two epochs of 44 sentences in batches of 8 through ``step_kind``, with the loop's optimiser (its rate in a
-    tensor) and its linear schedule: each step's loss and the weights after the last."""
+    tensor) and its linear schedule: each step's loss, and the objective's state after the last (its weights, and
+    what its steps update besides: SCT's queues and momentum encoder)."""
     settings = {**FIXED, **knobs}
     method = settings.pop("method")
     config = get_method(method).resolve({**settings, "model": tiny_bert})
@@ -70,20 +77,53 @@ def steps_and_weights(step_kind, tiny_bert: str, **knobs) -> tuple[list[float], 
         for start in range(0, 44, 8):
             losses.append(step(corpus[start : start + 8]).item())
             schedule.step()
-    return losses, [p.detach() for p in parameters]
+    return losses, objective.trained_state()
 
 
 @pytest.mark.parametrize("method", list(GRAPHED_METHODS))
 def test_the_graphed_step_computes_the_eager_steps_bits(method, tiny_bert, tmp_path, monkeypatch):
     """Warm-up, recording, replays on copied inputs and eager steps of another shape between them: the same
-    losses and weights, bit for bit, as the eager step with the same optimiser."""
+    losses, weights and updated buffers, bit for bit, as the eager step with the same optimiser."""
     monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
     settings = graphed_settings(method, tiny_bert)
-    eager_losses, eager_weights = steps_and_weights(graphs.eager_step, tiny_bert, **settings)
-    graphed_losses, graphed_weights = steps_and_weights(graphs.GraphedStep, tiny_bert, **settings)
+    eager_losses, eager_state = steps_and_weights(graphs.eager_step, tiny_bert, **settings)
+    graphed_losses, graphed_state = steps_and_weights(graphs.GraphedStep, tiny_bert, **settings)
     assert len(set(eager_losses)) == 12
     assert graphed_losses == eager_losses
-    assert all(torch.equal(a, b) for a, b in zip(graphed_weights, eager_weights))
+    assert tree_structure(graphed_state) == tree_structure(eager_state)
+    assert all(torch.equal(a, b) for a, b in zip(tree_leaves(graphed_state), tree_leaves(eager_state)))
+
+
+@pytest.mark.parametrize("used, autocast", [("bf16", True), ("fp32", False)])
+def test_the_host_work_runs_in_the_steps_precision(used, autocast, tiny_bert, tiny_masked_lm):
+    """SCT's host work runs models (the masked LM that rewrites a view, the teacher on a rewrite): inside the step's
+    autocast, as in the eager step, where ``inputs`` runs inside ``loss``."""
+    objective = build_objective("sct", tiny_bert, 0, queue_size=16, projector_expansion=2, view1="mlm",
+                                mlm_model=tiny_masked_lm, max_seq_length=16, pad_to_max_length=True)
+    inputs, seen = objective.inputs, []
+
+    def noting_autocast(batch):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return inputs(batch)
+
+    objective.inputs = noting_autocast
+    optimizer = torch.optim.AdamW([p for p in objective.parameters() if p.requires_grad])
+    for step_kind in (graphs.eager_step, graphs.GraphedStep):
+        step_kind(objective, optimizer, 1.0, used, torch.device("cpu"))(sentences(8))
+    assert seen == [autocast, autocast]
+
+
+def test_scts_queues_are_updated_inside_the_step(tiny_bert):
+    """SCT's queues and momentum encoder move in the step (``after_update``), which a CUDA graph replays, not in
+    the loop's ``after_step`` around it, which a replay leaves out: two epochs of 44 sentences through the graphed
+    step alone wrap each queue of 16 five times and a half, and the reference follows the encoder."""
+    settings = graphed_settings("sct-momentum", tiny_bert)
+    initial = build_objective("sct", tiny_bert, 0, **{k: v for k, v in settings.items() if k != "method"})
+    _, state = steps_and_weights(graphs.GraphedStep, tiny_bert, **settings)
+    assert int(state["queue_list.0.pointer"]) == (2 * (5 * 8 + 4)) % 16 == 8
+    assert not torch.equal(state["queue_list.0.vectors"], initial.queue_list[0].vectors)
+    reference, start = state["reference.model.embeddings.word_embeddings.weight"], initial.encoder.model.embeddings
+    assert not torch.equal(reference, start.word_embeddings.weight)
 
 
 def trial(tiny_bert: str, **knobs) -> tuple[list[dict], dict]:
@@ -92,7 +132,7 @@ def trial(tiny_bert: str, **knobs) -> tuple[list[dict], dict]:
     return reports[:-1], final
 
 
-@pytest.mark.parametrize("method", ["simcse", "consert", "dclr"])
+@pytest.mark.parametrize("method", ["simcse", "consert", "dclr", "sct"])
 def test_a_graphed_trial_follows_the_eager_trial(method, tiny_bert, use_tiny_sts):
     """The loop with ``cuda_graph``: its rate, in a float32 tensor, is the schedule's float rounded to float32
     at every step, and its update with that rate moves the losses and scores by float rounding only."""
@@ -145,6 +185,7 @@ def test_dclr_pads_both_its_batches_to_the_limit_where_asked(tiny_bert):
     ("consert", {"aug1": "shuffle", "aug2": "dropout"}),  # each row's draws depend on its length, not the padding's
     ("consert", {"aug1": "token_cutoff", "aug2": "span_cutoff"}),
     ("consert", {"aug1": "none", "aug2": "feature_cutoff"}),
+    ("sct", {"queue_size": 16, "projector_expansion": 2}),  # shuffle and feature cutoff, each view its own tokens
 ])
 def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(method, knobs, tiny_bert):
     batch = ["a dog runs", "two cats sleep on a mat", "it rains", "men play music in the rain"]
@@ -155,8 +196,10 @@ def test_padding_to_the_limit_moves_the_loss_by_float_rounding_only(method, knob
         objective.eval()  # no dropout: the same vectors both ways, but for the padding
         torch.manual_seed(0)  # ConSERT's draws
         losses.append(objective.loss(batch).item())
-        tokens = objective.inputs(batch)
-        assert (tokens if method == "simcse" else tokens[0])["input_ids"].shape[1] == (32 if to_max_length else 8)
+        inputs = objective.inputs(batch)
+        views = ([inputs] if method == "simcse" else [inputs[0]] if method == "consert"
+                 else [view.tokens for view in inputs[:2]])
+        assert all(view["input_ids"].shape[1] == (32 if to_max_length else 8) for view in views)
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
 
 
@@ -186,8 +229,9 @@ class HostTensors(TorchDispatchMode):
 
 @pytest.mark.parametrize("method", list(GRAPHED_METHODS))
 def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(method, tiny_bert, tmp_path, monkeypatch):
-    """What the graph records after the inputs are sent (loss, gradients, clipping) reads nothing back on the
-    meta device, where any read raises (a read inside a capture fails it), and makes no tensor on the host."""
+    """What the graph records after the inputs are sent (loss, gradients, clipping, what follows the update) reads
+    nothing back on the meta device, where any read raises (a read inside a capture fails it), and makes no tensor
+    on the host."""
     monkeypatch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(tmp_path))
     settings = {**graphed_settings(method, tiny_bert), "max_seq_length": 16, "pad_to_max_length": True}
     objective = build_objective(settings.pop("method", "simcse"), tiny_bert, 0, **settings)
@@ -198,6 +242,7 @@ def test_the_recorded_step_runs_on_a_device_with_no_values_to_read(method, tiny_
     with HostTensors():
         objective.device_loss(inputs).backward()
         torch.nn.utils.clip_grad_norm_([p for p in objective.parameters() if p.grad is not None], 1.0)
+        objective.after_update()
 
 
 def test_the_rate_stays_a_tensor_where_the_optimizer_keeps_it_in_one(tiny_bert):
@@ -223,9 +268,9 @@ def test_cuda_graph_is_validated():
         simcse.resolve({"cuda_graph": True})
     with pytest.raises(ConfigError, match="cuda_graph: captures the whole step itself"):
         simcse.resolve({"cuda_graph": True, "pad_to_max_length": True, "torch_compile": True})
-    for method in ("diffcse", "sct"):  # their steps read their batches on the host
-        with pytest.raises(ConfigError, match="cuda_graph"):
-            get_method(method).resolve({"cuda_graph": True})
+    with pytest.raises(ConfigError, match="cuda_graph: unknown knob"):  # its loss picks a count of tokens that varies
+        get_method("diffcse").resolve({"cuda_graph": True})
+    assert not get_method("sct").check(get_method("sct").resolve({"cuda_graph": True, "pad_to_max_length": True}))
     consert = get_method("consert")
     config = consert.resolve({"cuda_graph": True, "pad_to_max_length": True, "supervision": "sup-unsup"})
     assert any(problem.key == "cuda_graph" and "NLI stage" in problem.message for problem in consert.check(config))

@@ -101,7 +101,7 @@ def test_sct_queues_take_robertas_vectors(tiny_roberta):
     objective.train()
     objective.loss(BATCH).backward()
     (first, second), _ = objective._pending
-    objective.after_step()
+    objective.after_update()
     for queue, reference in zip(objective.queue_list, (first, second)):
         assert queue.vectors.shape == (10, 32) and int(queue.pointer) == len(BATCH)
         assert torch.equal(queue.vectors[: len(BATCH)], reference)

@@ -185,7 +185,7 @@ def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_b
     assert all(p.grad is None for p in objective.reference.parameters())
     assert any(p.grad is not None for p in objective.encoder.parameters())
     torch.testing.assert_close(objective.queue_list[0].vectors, before)  # read before the step...
-    objective.after_step()
+    objective.after_update()
     assert int(objective.queue_list[0].pointer) == len(BATCH)  # ...written after it
     torch.testing.assert_close(objective.queue_list[0].vectors[: len(BATCH)],
                                objective.queue_list[0].oldest_first()[-len(BATCH):])
@@ -193,14 +193,17 @@ def test_no_gradient_reaches_the_reference_and_queues_fill_after_the_step(tiny_b
 
 def test_online_and_reference_passes_share_a_view_transformation(tiny_bert):
     """At the start f_theta == f_ref, so without a projector the online and reference
-    vectors of a view coincide only if both passes got the same random augmentation."""
+    vectors of a view coincide only if both passes got the same random augmentation: the view's one draw."""
     objective = build(tiny_bert, projector=False, view1="token_cutoff", view2="feature_cutoff", reference="frozen")
     objective.encoder.eval()
-    features = objective.encoder.tokenize(BATCH, 64)
-    online = objective._encode(objective.encoder, features, "token_cutoff", seed=5)
-    reference = objective._encode(objective.reference, features, "token_cutoff", seed=5)
-    torch.testing.assert_close(online, reference)
-    assert not torch.allclose(online, objective._encode(objective.reference, features, "token_cutoff", seed=6))
+    torch.manual_seed(5)
+    first, second, _ = objective.inputs(BATCH)
+    online = objective.pooled(objective.encoder, first, "token_cutoff")
+    torch.testing.assert_close(online, objective.pooled(objective.reference, first, "token_cutoff"))
+    assert first.drawn.any() and second.drawn.any()  # a view whose draw erased nothing would prove nothing
+    redrawn = objective.inputs(BATCH)[0]
+    assert not torch.equal(redrawn.drawn, first.drawn)
+    assert not torch.allclose(online, objective.pooled(objective.reference, redrawn, "token_cutoff"))
 
 
 @pytest.mark.parametrize(
@@ -265,7 +268,7 @@ def test_knobs_acting_after_the_step_change_the_next_loss(tiny_bert, knob, value
         optimizer = torch.optim.SGD([p for p in objective.parameters() if p.requires_grad], lr=0.5)
         loss_of(objective).backward()
         optimizer.step()
-        objective.after_step()
+        objective.after_update()
         return loss_of(objective, seed=1).item()
 
     assert_knob_changes_the_loss(second_loss, knob, value, default_of(knob))
@@ -280,7 +283,7 @@ def test_the_momentum_reference_moves_by_its_momentum(tiny_bert, momentum):
     before = {name: p.detach().clone() for name, p in objective.reference.named_parameters()}
     loss_of(objective).backward()
     optimizer.step()
-    objective.after_step()
+    objective.after_update()
     online = dict(objective.encoder.named_parameters())
     assert any(not torch.equal(online[name], before[name]) for name in before)  # the step moved the encoder
     for name, weight in objective.reference.named_parameters():
@@ -353,14 +356,17 @@ def test_backtranslation_file_round_trips_through_the_reader(tmp_path):
 def test_online_reference_is_the_online_encoder_under_stop_gradient(tiny_bert):
     objective = build(tiny_bert)
     assert objective.reference is None
-    loss_of(objective, seed=3).backward()
+    torch.manual_seed(3)
+    inputs = objective.inputs(BATCH)
+    torch.manual_seed(4)  # the dropout of the loss's own passes
+    objective.train()
+    objective.device_loss(inputs).backward()
     (first, second), _ = objective._pending
     assert not first.requires_grad and not second.requires_grad
-    torch.manual_seed(3)  # replay the two views' seeds
-    seeds = [int(torch.randint(2**31 - 1, ())) for _ in range(2)]
-    for vectors, view, seed in zip((first, second), objective.views, seeds):
+    torch.manual_seed(4)  # the same passes again, on the same draws
+    for vectors, view, augmentation in zip((first, second), inputs[:2], objective.augmentations):
         with torch.no_grad():
-            expected = objective._encode(objective.encoder, objective.encoder.tokenize(BATCH, 64), view, seed)
+            expected = objective.pooled(objective.encoder, view, augmentation)
         torch.testing.assert_close(vectors, F.normalize(expected, dim=1))
 
 
@@ -430,7 +436,7 @@ def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_b
     assert all(p.grad is None for p in distilled.teacher.encoder.parameters())
     assert any(p.grad is not None for p in distilled.teacher.to_teacher.parameters())  # 32 -> 48 map is trained
     before = distilled.teacher.queue_list[1].vectors.clone()
-    distilled.after_step()
+    distilled.after_update()
     assert int(distilled.teacher.queue_list[1].pointer) == len(BATCH)
     torch.testing.assert_close(distilled.teacher.queue_list[1].vectors[len(BATCH):], before[len(BATCH):])
     expected = distilled.teacher.compute_vectors(BATCH)  # embedding-layer views: the teacher reads the plain sentence
@@ -533,12 +539,10 @@ def test_distributions_range_over_the_queue_and_the_batch_entering_it(tiny_bert,
     # The objective's loss is Eq. 2 over exactly these candidates.
     objective.eval()
     torch.manual_seed(0)
-    loss = objective.loss(BATCH)
+    inputs = objective.inputs(BATCH)
+    loss = objective.device_loss(inputs)
     (ref1, ref2), _ = objective._pending
-    torch.manual_seed(0)
-    seeds = [int(torch.randint(2**31 - 1, ())) for _ in range(2)]
-    online = [F.normalize(objective.head(objective._encode(objective.encoder, objective.encoder.tokenize(BATCH, 64),
-                                                          view, seed)), dim=1)
-              for view, seed in zip(objective.views, seeds)]
+    online = [F.normalize(objective.head(objective.pooled(objective.encoder, view, augmentation)), dim=1)
+              for view, augmentation in zip(inputs[:2], objective.augmentations)]
     expected = sct_loss(tuple(online), (ref1, ref2), objective.candidates((ref1, ref2)), 0.03, 0.02)
     torch.testing.assert_close(loss, expected)

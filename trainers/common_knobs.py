@@ -174,8 +174,8 @@ STEP_GRAPH_KNOBS = KnobSet(
     )
 )
 """The knobs of the methods whose step can be replayed as one CUDA graph (:mod:`trainers.training.graphs`), SimCSE,
-DCLR, SG and ConSERT (its unsupervised transfer): a step that reads nothing back from the device and whose host
-work (the batch's tokens, ConSERT's random draws) comes before it."""
+DCLR, SG, ConSERT (its unsupervised transfer) and SCT: a step that reads nothing back from the device and whose
+host work (the batch's tokens, ConSERT's and SCT's augmentations' draws, SCT's rewrites) comes before it."""
 
 RATE_KNOBS = KnobSet(
     (

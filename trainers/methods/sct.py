@@ -44,7 +44,14 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.common_knobs import AUGMENTATIONS, BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, POOLINGS, RATE_KNOBS
+from trainers.common_knobs import (
+    AUGMENTATIONS,
+    BT_FILE_KNOBS,
+    FROZEN_OUTPUT_KNOBS,
+    POOLINGS,
+    RATE_KNOBS,
+    STEP_GRAPH_KNOBS,
+)
 from trainers.data.sources import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.data.wordnet import wordnet_problem
 from trainers.knobs import Knob, KnobSet, Problem
@@ -239,7 +246,8 @@ METHOD = Method(
     + BT_FILE_KNOBS
     + DISTILLATION_KNOBS
     + RATE_KNOBS
-    + FROZEN_OUTPUT_KNOBS,
+    + FROZEN_OUTPUT_KNOBS
+    + STEP_GRAPH_KNOBS,
     defaults={
         "pooling": "mean",
         "batch_size": 128,

@@ -50,8 +50,15 @@ class Objective(nn.Module):
         """Called once before the stage trains (and again on resume), with its training examples, under
         the training precision: where a frozen model's outputs are tabled (:mod:`trainers.models.frozen_outputs`)."""
 
+    def after_update(self) -> None:
+        """Device work after each optimiser update, part of the step (and so of its CUDA graph, which replays it):
+        what the next step's loss reads of this one, such as SCT's queue updates and momentum encoder. Reads
+        nothing back from the device and keeps nothing on the host beyond the step's own tensors."""
+
     def after_step(self) -> None:
-        """Called after each optimizer step (queue updates, momentum encoders)."""
+        """Called by the loop after each step, on the host, outside any CUDA graph: where ``sweep plan
+        --estimate`` and the benchmarks mark a step's end. A method's own work after its update is
+        :meth:`after_update`."""
 
     def rebuilt_modules(self) -> tuple[str, ...]:
         """Names of frozen submodules that the constructor rebuilds identically from the config

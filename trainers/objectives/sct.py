@@ -4,7 +4,7 @@ queues, with the distillation teacher when one is set."""
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -21,8 +21,16 @@ from trainers.models.encoder import SentenceEncoder, masked_mean
 from trainers.models.queues import InstanceQueue
 from trainers.objectives.base import Objective
 from trainers.objectives.sct_distillation import Teacher
-from trainers.views.embedding import augmentation_rates, augmented_hidden_states
+from trainers.views.embedding import augmentation_rates, augmented_states, drawn_augmentation
 from trainers.views.text import MaskedLMRewriter, replace_one_synonym
+
+
+class View(NamedTuple):
+    """One view of a batch as the step's host work leaves it on the device: its tokens, and the draw of the
+    embedding-layer augmentation that makes it (None for a text view or dropout_mask)."""
+
+    tokens: TokenBatch
+    drawn: Tensor | None
 
 
 def projector(width: int, expansion: int) -> nn.Sequential:
@@ -47,9 +55,11 @@ class SCTObjective(Objective):
         self.teacher = Teacher(config, width, generator) if config["distillation"] != "none" else None
         self.config = dict(config)
         self.views = (config["view1"], config["view2"])
+        self.augmentations = tuple(view if view in AUGMENTATIONS else "none" for view in self.views)
         self.rates = augmentation_rates(config)
         self.rewrite_generator = torch.Generator().manual_seed(config["seed"])
         self.mlm = MaskedLMRewriter(config["mlm_model"]) if "mlm" in self.views else None
+        self.to_max_length = config["pad_to_max_length"]
         self._pending: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor] | None] | None = None
 
     def train(self, mode: bool = True) -> "SCTObjective":
@@ -83,30 +93,40 @@ class SCTObjective(Objective):
             return [replace_one_synonym(s, wordnet_synonyms, self.rewrite_generator) for s in sentences]
         return sentences
 
-    def _encode(self, encoder: SentenceEncoder, features: TokenBatch, view: str, seed: int) -> Tensor:
-        augmentation = view if view in AUGMENTATIONS else "none"
-        # The same seed gives the online and the reference pass the same random transformation.
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            states = augmented_hidden_states(encoder, features, augmentation, self.rates.get(augmentation, 0.0))
-        return masked_mean(states[-1], features["attention_mask"])
-
-    def loss(self, batch: Sequence[Any]) -> Tensor:
-        config = self.config
-        pooled, reference, teacher = [], [], []
-        for view in self.views:
+    def inputs(self, batch: Sequence[Any]) -> tuple[View, View, tuple[Tensor, Tensor] | None]:
+        """The step's host work: each view's :class:`View` (its texts rewritten on the host's generator, their
+        tokens, its augmentation drawn on the CPU's), and the teacher's vectors of both views' texts when there
+        is a teacher (its table's rows, or its pass over a random rewrite), on the device."""
+        views, teacher = [], []
+        for view, augmentation in zip(self.views, self.augmentations):
             texts = self._texts(batch, view)
-            features = self.encoder.tokenize(texts, config["max_seq_length"])
-            seed = int(torch.randint(2**31 - 1, ()))
-            pooled.append(self._encode(self.encoder, features, view, seed))
+            tokens = self.encoder.tokenize(texts, self.config["max_seq_length"], self.to_max_length)
+            # One draw for both passes: the online and the reference encoder see the same transformation.
+            drawn = drawn_augmentation(self.encoder, tokens, augmentation, self.rates.get(augmentation, 0.0))
+            views.append(View(tokens, drawn))
+            if self.teacher is not None:
+                teacher.append(self.teacher.vectors(texts, fixed_texts=view not in REWRITE_VIEWS))
+        return views[0], views[1], (teacher[0], teacher[1]) if teacher else None
+
+    def pooled(self, encoder: SentenceEncoder, view: View, augmentation: str) -> Tensor:
+        """``encoder``'s mean-pooled vectors of a view, its drawn ``augmentation`` applied at the embedding layer."""
+        states = augmented_states(encoder, view.tokens, augmentation, view.drawn)
+        return masked_mean(states[-1], view.tokens["attention_mask"])
+
+    def device_loss(self, features: tuple[View, View, tuple[Tensor, Tensor] | None]) -> Tensor:
+        """L_SCT (Eq. 2), plus the distillation loss with a teacher, of a batch :meth:`inputs` made, from the
+        device's tensors alone: what a CUDA graph of the step records (:mod:`trainers.training.graphs`). The
+        batch's reference vectors wait in ``_pending`` for :meth:`after_update`, in the same step."""
+        config = self.config
+        *views, teacher_pair = features
+        pooled, reference = [], []
+        for view, augmentation in zip(views, self.augmentations):
+            pooled.append(self.pooled(self.encoder, view, augmentation))
             if self.reference is None:  # f_ref is f_theta under stop-gradient
                 reference.append(F.normalize(pooled[-1].detach(), dim=1))
             else:
                 with torch.no_grad():
-                    reference.append(F.normalize(self._encode(self.reference, features, view, seed), dim=1))
-            if self.teacher is not None:
-                teacher.append(self.teacher.vectors(texts, fixed_texts=view not in REWRITE_VIEWS))
-        teacher_pair = (teacher[0], teacher[1]) if teacher else None
+                    reference.append(F.normalize(self.pooled(self.reference, view, augmentation), dim=1))
         self._pending = ((reference[0], reference[1]), teacher_pair)
         total = torch.zeros((), device=pooled[0].device)
         if config["self_supervised"]:
@@ -115,6 +135,9 @@ class SCTObjective(Objective):
         if teacher_pair is not None:
             total = total + self.teacher.loss(config, (pooled[0], pooled[1]), teacher_pair)
         return total
+
+    def loss(self, batch: Sequence[Any]) -> Tensor:
+        return self.device_loss(self.inputs(batch))
 
     def _self_supervised_loss(self, online: tuple[Tensor, ...], reference: tuple[Tensor, Tensor]) -> Tensor:
         config = self.config
@@ -146,7 +169,7 @@ class SCTObjective(Objective):
         return self.teacher.table.statistics(Metric.FROZEN_OUTPUTS) if self.teacher is not None else {}
 
     @torch.no_grad()
-    def after_step(self) -> None:
+    def after_update(self) -> None:
         if self.config["reference"] == "momentum":
             m = self.config["momentum"]
             for ref, online in zip(self.reference.parameters(), self.encoder.parameters()):

@@ -12,10 +12,12 @@ What a replay needs, and where it comes from:
 - **one shape**: ``pad_to_max_length`` pads every batch to ``max_seq_length``, and the graph is recorded for the
   first batch's shape; a batch of another shape (an epoch's short last one) runs eagerly;
 - **a step that reads nothing back from the device**, with its host work first: the objective's ``inputs``
-  (tokens, sent; SG's views of BERT_F; ConSERT's augmentations' draws, made on the host's generator) and
-  ``device_loss`` (tensors only, random draws on the device):
+  (tokens, sent; SG's views of BERT_F; ConSERT's and SCT's augmentations' draws, made on the host's generator;
+  SCT's rewrites and its teacher's vectors), run in the step's precision, then ``device_loss`` (tensors only,
+  random draws on the device) and ``after_update`` (SCT's queues and momentum encoder, updated in place):
   :class:`~trainers.objectives.simcse.SimCSEObjective`, :class:`~trainers.objectives.dclr.DCLRObjective`,
-  :class:`~trainers.objectives.sg.SelfGuidedObjective`, :class:`~trainers.objectives.consert.ConSERTObjective`;
+  :class:`~trainers.objectives.sg.SelfGuidedObjective`, :class:`~trainers.objectives.consert.ConSERTObjective`,
+  :class:`~trainers.objectives.sct.SCTObjective`;
 - **inputs in place**: each batch is copied into the recorded batch's tensors;
 - **the learning rate in a device tensor**, which the schedule fills in place
   (:func:`~trainers.training.optimization.make_optimizer`'s ``rate_tensor``), and a capturable update;
@@ -66,10 +68,12 @@ def trained(loss_of: Callable[[], Tensor], optimizer: torch.optim.Optimizer, max
 
 def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
                device: torch.device) -> Step:
-    """The step as the loop runs it without a graph: the objective's loss, its update, gradients freed."""
+    """The step as the loop runs it without a graph: the objective's loss, its update and what follows it
+    (:meth:`~trainers.objectives.base.Objective.after_update`), gradients freed."""
 
     def step(examples: Sequence[Any]) -> Tensor:
         loss = trained(lambda: objective.loss(examples), optimizer, max_grad_norm, used, device)
+        objective.after_update()
         optimizer.zero_grad(set_to_none=True)
         return loss
 
@@ -107,7 +111,8 @@ class GraphedStep:
         self.graphed_steps = 0
 
     def __call__(self, examples: Sequence[Any]) -> Tensor:
-        features = self.objective.inputs(examples)
+        with precision.autocast(self.used, self.device):  # a model the host work runs (SCT's teacher on a rewrite)
+            features = self.objective.inputs(examples)  # runs in the step's precision, as in the eager step
         shape = [tensor.shape for tensor in tensors(features)]
         self.shape = self.shape or shape
         if shape != self.shape:
@@ -122,9 +127,12 @@ class GraphedStep:
         return self._replay()
 
     def _device_step(self, features: Inputs) -> Tensor:
-        """What the graph records: the loss from the device's tensors, its gradients and the update."""
-        return trained(lambda: self.objective.device_loss(features), self.optimizer, self.max_grad_norm, self.used,
+        """What the graph records: the loss from the device's tensors, its gradients, the update and what follows
+        it (SCT's queues)."""
+        loss = trained(lambda: self.objective.device_loss(features), self.optimizer, self.max_grad_norm, self.used,
                        self.device, cache_casts=False)
+        self.objective.after_update()
+        return loss
 
     def _warmup(self, features: Inputs) -> Tensor:
         if not self.captures:
