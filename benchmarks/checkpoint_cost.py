@@ -51,7 +51,7 @@ def trained_state(method: str) -> tuple[dict, dict]:
     objective.loss(load_corpus(config["train_corpus"])[: config["batch_size"]]).backward()
     optimizer.step()
     schedule.step()
-    objective.after_step()
+    objective.after_update()  # SCT: the queues take the step's vectors
     encoder_state = {k: v.detach().clone() for k, v in objective.encoder.state_dict().items()}
     state = TrainingState(
         objective=objective.trained_state(), optimizer=optimizer.state_dict(), schedule=schedule.state_dict(),
