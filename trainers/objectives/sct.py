@@ -17,9 +17,10 @@ from trainers.method import Config
 from trainers.methods.sct import REWRITE_VIEWS, teacher_table, view_texts
 from trainers.metrics import Metric
 from trainers.models.batches import TokenBatch
-from trainers.models.encoder import SentenceEncoder, masked_mean
+from trainers.models.encoder import SentenceEncoder
 from trainers.models.queues import InstanceQueue
 from trainers.objectives.base import Objective
+from trainers.objectives.nli import mean_last_layer
 from trainers.objectives.sct_distillation import Teacher
 from trainers.views.embedding import augmentation_rates, augmented_states, drawn_augmentation
 from trainers.views.text import MaskedLMRewriter, replace_one_synonym
@@ -110,8 +111,7 @@ class SCTObjective(Objective):
 
     def pooled(self, encoder: SentenceEncoder, view: View, augmentation: str) -> Tensor:
         """``encoder``'s mean-pooled vectors of a view, its drawn ``augmentation`` applied at the embedding layer."""
-        states = augmented_states(encoder, view.tokens, augmentation, view.drawn)
-        return masked_mean(states[-1], view.tokens["attention_mask"])
+        return mean_last_layer(augmented_states(encoder, view.tokens, augmentation, view.drawn), view.tokens)
 
     def device_loss(self, features: tuple[View, View, tuple[Tensor, Tensor] | None]) -> Tensor:
         """L_SCT (Eq. 2), plus the distillation loss with a teacher, of a batch :meth:`inputs` made, from the

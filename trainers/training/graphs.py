@@ -55,14 +55,16 @@ WARMUP_STEPS = 3
 lazily on a first step (the optimiser's state, cuBLAS's workspaces) must not be set up inside the capture."""
 
 
-def trained(loss_of: Callable[[], Tensor], optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
-            device: torch.device, cache_casts: bool = True) -> Tensor:
-    """``loss_of()`` in the precision ``used``, then its update (the backward pass's products in it too); the
-    loss. Both steps train through it, the graphed one without autocast's cast cache."""
+def trained(objective: Objective, loss_of: Callable[[], Tensor], optimizer: torch.optim.Optimizer,
+            max_grad_norm: float, used: str, device: torch.device, cache_casts: bool = True) -> Tensor:
+    """``loss_of()`` in the precision ``used``, then its update (the backward pass's products in it too) and what
+    ``objective`` does after it (:meth:`~trainers.objectives.base.Objective.after_update`); the loss. Both steps
+    train through it, the graphed one without autocast's cast cache."""
     with precision.autocast(used, device, cache_casts):
         loss = loss_of()
     with precision.matmuls(used):
         update(loss, optimizer, max_grad_norm)
+    objective.after_update()
     return loss
 
 
@@ -72,8 +74,7 @@ def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_
     (:meth:`~trainers.objectives.base.Objective.after_update`), gradients freed."""
 
     def step(examples: Sequence[Any]) -> Tensor:
-        loss = trained(lambda: objective.loss(examples), optimizer, max_grad_norm, used, device)
-        objective.after_update()
+        loss = trained(objective, lambda: objective.loss(examples), optimizer, max_grad_norm, used, device)
         optimizer.zero_grad(set_to_none=True)
         return loss
 
@@ -129,10 +130,8 @@ class GraphedStep:
     def _device_step(self, features: Inputs) -> Tensor:
         """What the graph records: the loss from the device's tensors, its gradients, the update and what follows
         it (SCT's queues)."""
-        loss = trained(lambda: self.objective.device_loss(features), self.optimizer, self.max_grad_norm, self.used,
-                       self.device, cache_casts=False)
-        self.objective.after_update()
-        return loss
+        return trained(self.objective, lambda: self.objective.device_loss(features), self.optimizer,
+                       self.max_grad_norm, self.used, self.device, cache_casts=False)
 
     def _warmup(self, features: Inputs) -> Tensor:
         if not self.captures:
