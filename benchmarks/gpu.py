@@ -431,9 +431,11 @@ TINY_TRIAL = {"train_limit": 48, "batch_size": 8, "max_seq_length": 16, "eval_ev
 """The tiny version's trial: a few steps, a few pairs of each STS set."""
 
 
-def trial_scores(model: str, seeds: tuple[int, ...], tiny: bool) -> list[dict[str, Any]]:
+def trial_scores(model: str, seeds: tuple[int, ...], tiny: bool,
+                 measured: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
     """Whole SimCSE trials through :func:`trainers.training.loop.run_trial`, as a sweep's worker runs them, in
-    each of :data:`TRIAL_MODES` for each of ``seeds`` (the modes interleaved): scores, seconds, replays."""
+    each of :data:`TRIAL_MODES` for each of ``seeds`` (the modes interleaved): scores, seconds, replays.
+    ``measured`` gets the rows so far after each trial (the part is the longest; a call may end inside it)."""
     from trainers.metrics import ReportKey
     from trainers.training.loop import run_trial
 
@@ -445,6 +447,7 @@ def trial_scores(model: str, seeds: tuple[int, ...], tiny: bool) -> list[dict[st
             final = run_trial({"method": "simcse", "model": model, "seed": seed, **knobs,
                                **(TINY_TRIAL if tiny else {})})
             rows.append({"mode": mode, "seed": seed, **{key: final.get(key) for key in kept}})
+            measured(rows)
     return rows
 
 
@@ -644,6 +647,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "command": "python -m benchmarks.gpu " + shlex.join(args.argv), **({"label": args.label} if args.label else {}),
     }
 
+    def save(name: str, value: Any) -> None:
+        """Keep a part's figures, and write them all out now: a call cut off at its limit keeps what it measured."""
+        results[name] = value
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+
     def section(name: str, run: Callable[[], Any]) -> None:
         """Run one part; a part that fails is recorded, and the others still run (one call, no second chance)."""
         if name in args.skip:
@@ -654,8 +663,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - reported in the results, the call goes on
             results["errors"].append(f"{name}: {type(error).__name__}: {error}")
         print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
-        if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=1))
+        save("errors", results["errors"])
 
     with tempfile.TemporaryDirectory() as folder:
         bert = build_bert(Path(folder) / "bert", args.tiny_shape if tiny else None)
@@ -684,7 +692,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         section("loop_graphed", lambda: graphed_loop_steps(models, args.methods, precisions, steps, device))
         section("agreement", lambda: graph_agreement(models, args.methods, precisions, device))
         section("trials", lambda: trial_scores(bert if tiny else BUNDLED_MODEL,
-                                               TRIAL_SEEDS[:1] if tiny else TRIAL_SEEDS, tiny))
+                                               tuple(args.trial_seeds or (TRIAL_SEEDS[:1] if tiny else TRIAL_SEEDS)),
+                                               tiny, lambda rows: save("trials", rows)))
         if args.legacy:
             section("legacy", lambda: legacy_steps(args.legacy, args.commit_before, tiny))
         if args.profile:
@@ -817,6 +826,8 @@ def main(argv: list[str] | None = None) -> None:
                              "'default' tiny).")
     parser.add_argument("--profile", help="Write torch.profiler tables of a few steps, and of one evaluation with "
                                           "its host time by function (cProfile), into this folder.")
+    parser.add_argument("--trial-seeds", nargs="+", type=int, metavar="SEED",
+                        help=f"The trials part's seeds ({' '.join(map(str, TRIAL_SEEDS))}; the first tiny).")
     parser.add_argument("--tiny", action="store_true", help="The tiny version, also on a GPU.")
     parser.add_argument("--skip", nargs="+", default=[], choices=PARTS, metavar="PART",
                         help=f"Parts not to measure, to fit a call's time ({', '.join(PARTS)}).")

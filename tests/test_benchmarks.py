@@ -195,6 +195,33 @@ def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):
     assert not set(skipped) & set(results)
 
 
+def test_a_trials_part_cut_short_keeps_the_trials_it_finished(tmp_path, monkeypatch):
+    """The trials part (``--trial-seeds``) writes its rows after each trial: a call that ends inside it, at its
+    time limit or by a failing trial, still brings back the trials it ran."""
+    import json
+
+    from benchmarks import gpu
+    from trainers.metrics import Metric
+    from trainers.training import loop
+
+    real_trial, finished = loop.run_trial, []
+
+    def failing_third(config):
+        if len(finished) == 2:
+            raise RuntimeError("the call's time is up")
+        finished.append(config["seed"])
+        return real_trial(config)
+
+    monkeypatch.setattr(loop, "run_trial", failing_third)
+    figures = tmp_path / "gpu.json"
+    gpu.main(["--json", str(figures), "--trial-seeds", "7", "8",
+              "--skip", *[part for part in gpu.PARTS if part != "trials"]])
+    results = json.loads(figures.read_text())
+    assert [(row["mode"], row["seed"]) for row in results["trials"]] == [("eager, auto", 7), ("eager, bf16", 7)]
+    assert results["trials"][0][Metric.TEST_AVG] > 0
+    assert results["errors"] == ["trials: RuntimeError: the call's time is up"]
+
+
 def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
     import importlib.util
 
