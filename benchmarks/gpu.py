@@ -26,7 +26,7 @@ Measured, on a CUDA device:
 - **agreement**: the same methods' graphed steps against their eager ones on the same batches, from the same
   weights, dropout off: the losses and the trained weights, how far apart;
 - **trials**: whole SimCSE trials with the bundled MiniLM (its defaults: one epoch of STS-B's sentences, the
-  seven STS test sets after) in each of :data:`TRIAL_MODES`, eager and replayed, TF32 and bf16, for each of
+  seven STS test sets after) in each of :data:`TRIAL_MODES`, eager and replayed, fp32, TF32 and bf16, for each of
   :data:`TRIAL_SEEDS`: their test scores, train seconds and replayed steps, to say whether the fastest step trains
   to the same scores (``train_precision: auto`` picks by it);
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
@@ -420,12 +420,13 @@ def apart(reference: tuple[list[float], list[torch.Tensor]],
 
 
 TRIAL_MODES = {
-    "eager, auto": {},
+    "eager, fp32": {"train_precision": "fp32"},
     "eager, bf16": {"train_precision": "bf16"},
     "cuda_graph, tf32": {**GRAPHED, "train_precision": "tf32"},
     "cuda_graph, bf16": {**GRAPHED, "train_precision": "bf16"},
 }
-"""How the trials part runs each SimCSE trial's steps: the default, and the fastest steps measured on an H200."""
+"""How the trials part runs each SimCSE trial's steps: the default (fp32, the reference), eager bf16, and the
+fastest steps measured on an H200 (``cuda_graph``, TF32 and bf16)."""
 TRIAL_SEEDS = (1, 2, 3)
 TINY_TRIAL = {"train_limit": 48, "batch_size": 8, "max_seq_length": 16, "eval_every": 3, "eval_max_pairs": 50}
 """The tiny version's trial: a few steps, a few pairs of each STS set."""

@@ -6,6 +6,7 @@ the same keys as with it.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import fields
@@ -23,6 +24,7 @@ from sweep.spec.campaign import load_campaign
 from sweep.spec.sweep_spec import load_spec
 from tests.conftest import spec_file
 from tests.test_sweep_run import ROOT
+from trainers.registry import get_method
 
 FAKE = Timing(setup=2.0, table_per_example=0.0, step=0.5, dev=3.0, test=10.0)
 
@@ -87,7 +89,29 @@ without_gpu = pytest.mark.skipif(
 @without_gpu
 def test_the_precision_read_without_torch_is_torchs():
     for setting in ("auto", "tf32"):
-        assert keys._cpu_precision(setting) == keys._torch_precision(setting), setting
+        for graphed in (False, True):
+            assert keys._cpu_precision(setting) == keys._torch_precision(setting, graphed), (setting, graphed)
+
+
+def test_a_trial_keys_precision_on_a_gpu_follows_its_step_mode(monkeypatch):
+    """On a card with TF32 and bf16 units, ``auto`` trains a ``cuda_graph`` trial in bf16 and an eager one in
+    TF32: their keys' ``precision`` parts say so (evaluation is TF32 in both)."""
+    import torch
+
+    monkeypatch.setattr(keys, "_cpu_precision", lambda setting: None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    config = {**get_method("simcse").resolve({"train_precision": "auto", "pad_to_max_length": True}),
+              "method": "simcse"}
+    keys._precision.cache_clear()
+    try:
+        eager, graphed = (json.loads(keys.trial_key({**config, "cuda_graph": mode}).parts["precision"])
+                          for mode in (False, True))
+    finally:
+        keys._precision.cache_clear()
+    assert eager == {"eval_precision": "tf32", "train_precision": "tf32"}
+    assert graphed == {"eval_precision": "tf32", "train_precision": "bf16"}
 
 
 def test_trial_keys_are_the_same_with_and_without_torch(monkeypatch):

@@ -33,6 +33,26 @@ def test_tf32_and_auto_on_cuda_follow_the_tensor_cores(monkeypatch, major):
     assert precision.resolve("bf16", cuda) == "bf16"
 
 
+@pytest.mark.parametrize("bf16", [True, False])
+def test_auto_for_replayed_steps_on_cuda_is_bf16_where_the_card_runs_it(monkeypatch, bf16):
+    """With ``cuda_graph`` the casts of bf16 autocast cost no host time: ``auto`` trains in bf16 on such a card,
+    evaluates in TF32 still, and the trial's record says so; without bf16 units it stays TF32."""
+    from trainers.metrics import ReportKey
+    from trainers.training.loop import _precisions_used
+
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: bf16)
+    cuda, replayed = torch.device("cuda"), "bf16" if bf16 else precision.CUDA_AUTO
+    assert precision.resolve("auto", cuda, graphed=True) == replayed
+    assert precision.resolve("tf32", cuda, graphed=True) == "tf32"  # only auto follows the step mode
+    config = {"eval_precision": "auto", "train_precision": "auto"}
+    assert precision.of_training(config, cuda) == precision.CUDA_AUTO
+    assert precision.of_training({**config, "cuda_graph": True}, cuda) == replayed
+    assert _precisions_used({**config, "cuda_graph": True}, cuda) == {
+        ReportKey.EVAL_PRECISION: precision.CUDA_AUTO, ReportKey.TRAIN_PRECISION: replayed}
+    assert precision.of_training({**config, "cuda_graph": True}, CPU) == precision.resolve("auto", CPU)
+
+
 def test_tf32_allows_tf32_products_inside_its_block_only():
     before = torch.get_float32_matmul_precision()
     with precision.autocast("tf32", torch.device("cuda")):

@@ -141,7 +141,8 @@ TRAINING_KNOBS = KnobSet(
              bookkeeping=True),
         Knob("train_precision", str, "fp32", "Precision of the training steps, forward and backward: 'fp32', "
              "'tf32', 'bf16' autocast (CUDA or CPU), or 'auto' (as eval_precision: tf32 on a GPU, where it was "
-             "the fastest for every method on an H100, docs/gpu.md). fp32 by default: "
+             "the fastest for every method on an H100; with cuda_graph bf16 there, the fastest replayed step at "
+             "equal SimCSE scores on an H200, docs/gpu.md). fp32 by default: "
              "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
              "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",
              choices=PRECISIONS),

@@ -216,7 +216,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
                                  batch_size * max(warmup + TIMED_STEPS, math.ceil(256 / batch_size)))
         setup = time.perf_counter() - started
         table_started = time.perf_counter()
-        with precision.autocast(precision.resolve(stage_config["train_precision"], device), device):
+        with precision.autocast(precision.of_training(stage_config, device), device):
             objective.prepare(examples)
         table = (time.perf_counter() - table_started) / len(examples)
         devs, warm = DevTimes(evaluator), note_when_warm(objective, warmup, device)

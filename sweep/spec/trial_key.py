@@ -116,16 +116,17 @@ CPU_BF16_FLAGS = frozenset({"amx_tile", "avx512_bf16"})
 
 
 @functools.cache
-def _precision(setting: str) -> str:
+def _precision(setting: str, graphed: bool = False) -> str:
     if setting in ("fp32", "bf16"):  # the same everywhere; 'auto' and 'tf32' depend on the device
         return setting
-    return _cpu_precision(setting) or _torch_precision(setting)
+    return _cpu_precision(setting) or _torch_precision(setting, graphed)
 
 
 def _cpu_precision(setting: str) -> str | None:
     """What :func:`trainers.training.precision.resolve` makes of ``setting`` on a Linux machine without a GPU, read
     without importing torch (seconds, most of ``sweep plan``'s time with a store); None elsewhere (a GPU
-    driver, no ``/proc/cpuinfo``), where torch is asked."""
+    driver, no ``/proc/cpuinfo``), where torch is asked (a CPU replays no CUDA graph: ``cuda_graph`` changes
+    nothing here)."""
     flags = _cpu_flags()
     if flags is None or any(Path(path).exists() for path in GPU_DRIVERS) or setting not in ("auto", "tf32"):
         return None
@@ -141,12 +142,12 @@ def _cpu_flags() -> frozenset[str] | None:
     return frozenset(line.partition(":")[2].split()) if line is not None else None
 
 
-def _torch_precision(setting: str) -> str:
+def _torch_precision(setting: str, graphed: bool) -> str:
     import torch
 
     from trainers.training.precision import resolve
 
-    return resolve(setting, torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return resolve(setting, torch.device("cuda" if torch.cuda.is_available() else "cpu"), graphed)
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,8 @@ def trial_key(config: Mapping[str, Any]) -> TrialKey:
     method = get_method(config["method"])
     counted = {k: v for k, v in plain(dict(config)).items() if k not in method.all_knobs.bookkeeping}
     models = {knob: model_identity(config[knob]) for knob in MODEL_KNOBS if config.get(knob)}
-    precision = {knob: _precision(config[knob]) for knob in ("eval_precision", "train_precision") if knob in config}
+    precision = {knob: _precision(config[knob], knob == "train_precision" and bool(config.get("cuda_graph")))
+                 for knob in ("eval_precision", "train_precision") if knob in config}
     return TrialKey({
         "knobs": _digest(json.dumps(counted, sort_keys=True)),
         "models": _digest(json.dumps(models, sort_keys=True)),

@@ -163,7 +163,7 @@ def train(
         set_rng_states(resume.rng)
     if config["torch_compile"]:  # after the objective's copies of the encoder (its own, uncompiled)
         encoder.compile_transformer(config["torch_compile_mode"])
-    used = precision.resolve(config["train_precision"], device)
+    used = precision.of_training(config, device)
     with precision.autocast(used, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
     step = (GraphedStep if graphed else eager_step)(objective, optimizer, config["max_grad_norm"], used, device)
@@ -272,7 +272,7 @@ def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
     """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
     used = {ReportKey.EVAL_PRECISION: precision.resolve(config["eval_precision"], device)}
     if "train_precision" in config:
-        used[ReportKey.TRAIN_PRECISION] = precision.resolve(config["train_precision"], device)
+        used[ReportKey.TRAIN_PRECISION] = precision.of_training(config, device)
     return used
 
 

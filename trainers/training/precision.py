@@ -6,8 +6,9 @@ turns a setting into what runs on the device:
 - ``tf32`` runs fp32 with the matrix products on TF32 tensor cores; it needs a CUDA device of compute
   capability 8.0 or more, and is plain ``fp32`` elsewhere (no other device has TF32 units).
 - ``auto`` is what measurement found fastest at equal scores on the device. On a CUDA device,
-  :data:`CUDA_AUTO` (``python -m benchmarks.gpu``, docs/gpu.md). On a CPU with AMX or AVX-512 bf16, ``bf16``
-  (benchmarks/results.md); ``fp32`` on other CPUs, where bf16 is emulated and slower than fp32.
+  :data:`CUDA_AUTO`, and for training steps replayed from a CUDA graph (``cuda_graph``)
+  :data:`CUDA_GRAPHED_AUTO` (``python -m benchmarks.gpu``, docs/gpu.md). On a CPU with AMX or AVX-512 bf16,
+  ``bf16`` (benchmarks/results.md); ``fp32`` on other CPUs, where bf16 is emulated and slower than fp32.
 
 The trial reports the precision it used (``eval_precision``, ``train_precision``), and the MLflow run
 records them as tags.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from contextlib import AbstractContextManager, contextmanager
-from typing import Iterator
+from typing import Any, Iterator, Mapping
 
 import torch
 
@@ -27,6 +28,11 @@ CUDA_AUTO = "tf32"
 """``auto`` on a CUDA device with TF32 units: on an H100 (docs/gpu.md) TF32 steps were the fastest of the
 three for every method, and bf16 autocast gained nothing over it, its casts costing host time a small step
 does not have to spare; the STS scores of the three agree to a few hundredths of a point."""
+CUDA_GRAPHED_AUTO = "bf16"
+"""``auto`` for the steps of a ``cuda_graph`` trial on a CUDA device that runs bf16: replayed, a step's casts
+cost no host time, and bf16 steps were the fastest of the three for every graphed method, at BERT-base's shape
+and MiniLM's, on an H200; whole SimCSE trials trained to the same scores as fp32's, within the range over three
+seeds (docs/gpu.md)."""
 
 
 @functools.cache
@@ -47,17 +53,23 @@ def runs_bf16_fast(device: torch.device) -> bool:
     return device.type == "cpu" and cpu_runs_bf16_fast()
 
 
-def resolve(setting: str, device: torch.device) -> str:
-    """``fp32``, ``tf32`` or ``bf16``: the precision ``setting`` means on ``device``."""
+def resolve(setting: str, device: torch.device, graphed: bool = False) -> str:
+    """``fp32``, ``tf32`` or ``bf16``: the precision ``setting`` means on ``device``, for training steps
+    replayed from a CUDA graph when ``graphed``."""
     if setting not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {setting!r}")
     if setting == "auto":
         if has_tf32(device):
-            return CUDA_AUTO
+            return CUDA_GRAPHED_AUTO if graphed and runs_bf16_fast(device) else CUDA_AUTO
         return "bf16" if runs_bf16_fast(device) else "fp32"
     if setting == "tf32" and not has_tf32(device):
         return "fp32"
     return setting
+
+
+def of_training(config: Mapping[str, Any], device: torch.device) -> str:
+    """The precision of a trial's training steps on ``device``: its ``train_precision``, in its step mode."""
+    return resolve(config["train_precision"], device, graphed=bool(config.get("cuda_graph", False)))
 
 
 @contextmanager
