@@ -13,7 +13,8 @@ explained part by part:
 - ``data``: the files the trial reads: the STS sets (training sentences and evaluation), a training corpus
   or back-translation file, each chosen suite's data folder;
 - ``precision``: what ``eval_precision`` and ``train_precision`` become on this machine (``auto`` is bf16 on
-  a CPU with AVX-512 bf16 or AMX, fp32 elsewhere, and the scores differ in their last digits);
+  a CPU with AVX-512 bf16 or AMX, fp32 on other CPUs, TF32 on a GPU and bf16 for its ``cuda_graph`` steps; the
+  scores differ in their last digits);
 - ``libraries``: the versions of torch and transformers;
 - ``code``: a digest of the training code (every ``trainers/`` source).
 """
