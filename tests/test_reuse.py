@@ -109,7 +109,7 @@ def test_what_differs_is_not_reused_and_the_plan_says_which_part(tmp_path, tiny_
     monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
 
     with monkeypatch.context() as patch:  # `auto` resolved otherwise, as on a CPU without bf16
-        patch.setattr(trial_key_module, "_precision", lambda setting: "fp16")
+        patch.setattr(trial_key_module, "_precision", lambda setting, graphed=False: "fp16")
         lines = reuse_lines(same, tracking_uri)
         assert lines[0].startswith("reuse: 0 of 2") and all("precision differs" in line for line in lines[1:]), lines
 
