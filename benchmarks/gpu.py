@@ -648,11 +648,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "command": "python -m benchmarks.gpu " + shlex.join(args.argv), **({"label": args.label} if args.label else {}),
     }
 
-    def save(name: str, value: Any) -> None:
-        """Keep a part's figures, and write them all out now: a call cut off at its limit keeps what it measured."""
-        results[name] = value
+    def write() -> None:
+        """Write every figure so far: a call cut off at its limit keeps what it measured."""
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
+
+    def save(name: str, value: Any) -> None:
+        results[name] = value
+        write()
 
     def section(name: str, run: Callable[[], Any]) -> None:
         """Run one part; a part that fails is recorded, and the others still run (one call, no second chance)."""
@@ -664,7 +667,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         except Exception as error:  # noqa: BLE001 - reported in the results, the call goes on
             results["errors"].append(f"{name}: {type(error).__name__}: {error}")
         print(f"[{name}] {time.perf_counter() - started:.1f} s", flush=True)
-        save("errors", results["errors"])
+        write()
 
     with tempfile.TemporaryDirectory() as folder:
         bert = build_bert(Path(folder) / "bert", args.tiny_shape if tiny else None)
