@@ -26,6 +26,7 @@ FREQUENCY_SET = "stsb-test"
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16")
 """Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
+PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
 CUDA graphs, one per batch shape, on a GPU."""
@@ -72,6 +73,13 @@ COMMON_KNOBS = KnobSet(
         Knob("device", str, "auto", "'auto' (CUDA when present), 'cpu', 'cuda' or 'cuda:N'."),
     )
 )
+
+
+def precision_settings(config: Mapping[str, Any]) -> dict[str, tuple[str, bool]]:
+    """Each precision knob ``config`` has, with its setting and whether it is that of training steps replayed
+    from a CUDA graph (``cuda_graph``), for which ``auto`` means another precision on a GPU."""
+    graphed = bool(config.get("cuda_graph", False))
+    return {knob: (config[knob], knob == "train_precision" and graphed) for knob in PRECISION_KNOBS if knob in config}
 
 
 def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:

@@ -154,5 +154,7 @@ class ReportKey:
     RESTORED_FROM = "restored_from"
     EVAL_PRECISION = "eval_precision"
     TRAIN_PRECISION = "train_precision"
+    """The precisions a trial resolved its precision knobs to, under the knobs' names
+    (:func:`trainers.common_knobs.precision_settings`)."""
     REUSED_TAGS = "reused_tags"
     """The tags of a reused trial (a mapping), sent by a trial that waited for another sweep to train it."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from results.record import Tag, plain
+from trainers.common_knobs import precision_settings
 from trainers.data.sources import SHIPPED_STS_DIR, STS_DIR_ENV
 from trainers.metrics import SuiteName
 from trainers.models.pretrained import resolve_model_path
@@ -180,8 +181,7 @@ def trial_key(config: Mapping[str, Any]) -> TrialKey:
     method = get_method(config["method"])
     counted = {k: v for k, v in plain(dict(config)).items() if k not in method.all_knobs.bookkeeping}
     models = {knob: model_identity(config[knob]) for knob in MODEL_KNOBS if config.get(knob)}
-    precision = {knob: _precision(config[knob], knob == "train_precision" and bool(config.get("cuda_graph")))
-                 for knob in ("eval_precision", "train_precision") if knob in config}
+    precision = {knob: _precision(setting, graphed) for knob, (setting, graphed) in precision_settings(config).items()}
     return TrialKey({
         "knobs": _digest(json.dumps(counted, sort_keys=True)),
         "models": _digest(json.dumps(models, sort_keys=True)),

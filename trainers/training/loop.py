@@ -22,8 +22,9 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from transformers import set_seed
 
+from trainers.common_knobs import precision_settings
 from trainers.method import Config, Method, TrialConfig
-from trainers.metrics import Metric, ReportKey
+from trainers.metrics import Metric
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.objectives.base import Objective
 from trainers.registry import get_method
@@ -270,10 +271,8 @@ def inference_seconds(encoder: SentenceEncoder, config: Config, evaluator: STSEv
 
 def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
     """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
-    used = {ReportKey.EVAL_PRECISION: precision.resolve(config["eval_precision"], device)}
-    if "train_precision" in config:
-        used[ReportKey.TRAIN_PRECISION] = precision.of_training(config, device)
-    return used
+    return {knob: precision.resolve(setting, device, graphed)
+            for knob, (setting, graphed) in precision_settings(config).items()}
 
 
 def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,

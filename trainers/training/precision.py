@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
-from trainers.common_knobs import PRECISIONS
+from trainers.common_knobs import PRECISIONS, precision_settings
 
 CUDA_AUTO = "tf32"
 """``auto`` on a CUDA device with TF32 units: on an H100 (docs/gpu.md) TF32 steps were the fastest of the
@@ -69,7 +69,8 @@ def resolve(setting: str, device: torch.device, graphed: bool = False) -> str:
 
 def of_training(config: Mapping[str, Any], device: torch.device) -> str:
     """The precision of a trial's training steps on ``device``: its ``train_precision``, in its step mode."""
-    return resolve(config["train_precision"], device, graphed=bool(config.get("cuda_graph", False)))
+    setting, graphed = precision_settings(config)["train_precision"]
+    return resolve(setting, device, graphed)
 
 
 @contextmanager
