@@ -26,9 +26,9 @@ Measured, on a CUDA device:
 - **agreement**: the same methods' graphed steps against their eager ones on the same batches, from the same
   weights, dropout off: the losses and the trained weights, how far apart;
 - **trials**: whole SimCSE trials with the bundled MiniLM (its defaults: one epoch of STS-B's sentences, the
-  seven STS test sets after) in each of :data:`TRIAL_MODES`, eager and replayed, fp32, TF32 and bf16, for each of
-  :data:`TRIAL_SEEDS`: their test scores, train seconds and replayed steps, to say whether the fastest step trains
-  to the same scores (``train_precision: auto`` picks by it);
+  seven STS test sets after) in each of :data:`TRIAL_MODES`, eager and replayed, fp32, TF32, bf16 and ``auto``,
+  for each of :data:`TRIAL_SEEDS`: their test scores, train seconds and replayed steps, to say whether the fastest
+  step trains to the same scores (``train_precision: auto`` picks by it);
 - **legacy** (``--legacy DIR``): SimCSE's, ConSERT's and SCT's steps through an older ``trainers/`` in ``DIR``
   (``--pack --before COMMIT`` takes the commit's), in TF32, in the same call;
 - **evaluation**: the seven STS test sets with the bundled model: ours (token ids kept, and tokenised afresh)
@@ -39,10 +39,13 @@ Measured, on a CUDA device:
   and 4; and **sharing_compiled**, at BERT-base's shape with ``torch_compile``, 1 and 4): 1, 2, 4 and 8
   processes each training SimCSE with the bundled MiniLM on the same GPU (1, 2
   and 4 at BERT-base's shape), as Ray Tune runs trials with ``resources.gpu`` 1, 0.5, 0.25 and 0.125, in
-  ``train_precision: auto``: steps per second of all together.
+  ``train_precision: auto``: steps per second of all together;
+- **sharing_mps** (CUDA only): 1 and 4 of the sharing part's processes under an NVIDIA MPS daemon of its own,
+  through which their kernels can run side by side on the card instead of by turns; the daemon's log with them.
 
 Without a GPU it runs a tiny version of each (a 2-layer, 64-wide BERT; a few steps; 1 and 2 processes), which
-``tests/test_benchmarks.py`` runs: every code path but the card's figures and the CUDA graph's capture.
+``tests/test_benchmarks.py`` runs: every code path but the card's figures, the CUDA graph's capture and the MPS
+daemon (tested with a stand-in for its control program).
 """
 
 from __future__ import annotations
@@ -57,8 +60,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -82,7 +86,7 @@ COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
 PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "trials", "legacy",
-         "profile", "evaluation", "sharing", "sharing_graphed", "sharing_compiled")
+         "profile", "evaluation", "sharing", "sharing_mps", "sharing_graphed", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 PROFILED = (("BERT-base", "simcse", "fp32"), ("BERT-base", "simcse", "tf32"), ("MiniLM", "sct", "fp32"),
             ("tiny BERT", "simcse", "fp32"))
@@ -423,10 +427,11 @@ TRIAL_MODES = {
     "eager, fp32": {"train_precision": "fp32"},
     "eager, bf16": {"train_precision": "bf16"},
     "cuda_graph, tf32": {**GRAPHED, "train_precision": "tf32"},
-    "cuda_graph, bf16": {**GRAPHED, "train_precision": "bf16"},
+    "cuda_graph, auto": {**GRAPHED, "train_precision": "auto"},
 }
 """How the trials part runs each SimCSE trial's steps: the default (fp32, the reference), eager bf16, and the
-fastest steps measured on an H200 (``cuda_graph``, TF32 and bf16)."""
+fastest steps measured on an H200 (``cuda_graph``, TF32, and ``auto``: bf16 on such a card, which each row
+records)."""
 TRIAL_SEEDS = (1, 2, 3)
 TINY_TRIAL = {"train_limit": 48, "batch_size": 8, "max_seq_length": 16, "eval_every": 3, "eval_max_pairs": 50}
 """The tiny version's trial: a few steps, a few pairs of each STS set."""
@@ -590,12 +595,47 @@ def sentence_transformers_encode(model: str, sentences: list[str], device: torch
     return rows
 
 
-def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, **knobs: Any) -> list[dict[str, Any]]:
+MPS_CONTROL = "nvidia-cuda-mps-control"
+"""NVIDIA's Multi-Process Service's control program: with its daemon running, the CUDA contexts of processes
+started after go through one server, whose kernels the card can run side by side instead of by turns."""
+MPS_LOG_TAIL = 4000
+"""How much of the MPS control daemon's log (its clients coming and going) the part keeps, in characters."""
+
+
+@contextmanager
+def mps_daemon(folder: Path) -> Iterator[dict[str, str]]:
+    """An MPS control daemon of its own for the block, its pipes and log in ``folder``: yields the environment
+    under which a process's CUDA context goes through it (processes started in the block; this one's context
+    exists already, and stays its own). The daemon is told to quit at the end, the block's error or not."""
+    control = shutil.which(MPS_CONTROL)
+    if control is None:
+        raise RuntimeError(f"{MPS_CONTROL} is not on PATH: no NVIDIA MPS on this machine")
+    env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(folder / "pipe"), "CUDA_MPS_LOG_DIRECTORY": str(folder / "log")}
+    for name in ("pipe", "log"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    subprocess.run([control, "-d"], env=env, check=True, timeout=30)
+    try:
+        yield env
+    finally:
+        subprocess.run([control], input="quit\n", text=True, env=env, timeout=30, check=False)
+
+
+def mps_log(folder: Path) -> str:
+    """The end of the MPS control daemon's log in ``folder`` (empty where it wrote none)."""
+    log = folder / "log" / "control.log"
+    return log.read_text(encoding="utf-8", errors="replace")[-MPS_LOG_TAIL:] if log.exists() else ""
+
+
+def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, env: Mapping[str, str] | None = None,
+            **knobs: Any) -> list[dict[str, Any]]:
     """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``, with
-    ``knobs`` (``torch_compile``, ``cuda_graph``): each warms up (compiling or recording its graph), waits for the
-    others, then takes ``steps`` steps; all steps over the time from the start to the last one's end."""
+    ``knobs`` (``torch_compile``, ``cuda_graph``), started with ``env`` (:func:`mps_daemon`'s) where given: each
+    warms up (compiling or recording its graph), waits for the others, then takes ``steps`` steps; all steps over
+    the time from the start to the last one's end. A worker that found no GPU where this process has one (a CUDA
+    context refused under MPS) fails the part: its steps would be the CPU's."""
     rows = []
     cores = os.cpu_count() or 1
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     for n in counts:
         with tempfile.TemporaryDirectory() as folder:
             go = Path(folder) / "go"
@@ -603,7 +643,7 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, **k
                    "threads": max(1, cores // n), "knobs": knobs}
             workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
                                          json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})],
-                                        cwd=ROOT)
+                                        cwd=ROOT, env=None if env is None else dict(env))
                        for i in range(n)]
             deadline = time.time() + 300
             while sum(Path(f"{folder}/ready{i}").exists() for i in range(n)) < n:
@@ -617,9 +657,28 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, **k
             for worker in workers:
                 worker.wait(timeout=300)
             outs = [json.loads(Path(f"{folder}/out{i}").read_text()) for i in range(n)]
+            if any(out["device"] != device for out in outs):
+                ran_on = sorted({out["device"] for out in outs})
+                raise RuntimeError(f"{n} sharing workers ran on {ran_on}, not {device}")
             rows.append({"trials": n, "steps_per_second": n * steps / (max(out["finished"] for out in outs) - started),
-                         **{knob: outs[0][knob] for knob in knobs}})  # as the trials' loop took them
+                         "mps": outs[0]["mps"], **{knob: outs[0][knob] for knob in knobs}})  # as the loop took them
     return rows
+
+
+MPS_SHARING = (1, 4)
+"""The trials at once the sharing_mps part measures: one alone, and issue 39's four."""
+
+
+def shared_under_mps(models: Mapping[str, str], steps: int, logged: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The sharing part's SimCSE trials (``auto``) under an MPS daemon of the part's own, for each of ``models``
+    and :data:`MPS_SHARING`; ``logged`` gets the daemon's log, which names the clients it served."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            with mps_daemon(Path(folder)) as env:
+                return [{"model": name, **row} for name, path in models.items()
+                        for row in sharing(path, MPS_SHARING, steps, "auto", env)]
+        finally:
+            logged(mps_log(Path(folder)))
 
 
 def worker(job: dict[str, Any]) -> None:
@@ -634,7 +693,8 @@ def worker(job: dict[str, Any]) -> None:
 
     result = loop_steps("simcse", job["model"], job["precision"], job["steps"], device, at_warmup=wait_for_go,
                         count_flops=False, **job["knobs"])
-    Path(job["out"]).write_text(json.dumps(result))
+    mps = "CUDA_MPS_PIPE_DIRECTORY" in os.environ
+    Path(job["out"]).write_text(json.dumps({**result, "device": device.type, "mps": mps}))
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -712,6 +772,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                              "BERT-base": (bert, SHARING[:3])}
         section("sharing", lambda: [{"model": name, **row} for name, (path, counts) in shared.items()
                                     for row in sharing(path, counts, steps if tiny else 60, "auto")])
+        if device.type == "cuda":  # a CPU has no MPS
+            section("sharing_mps", lambda: shared_under_mps(models, steps if tiny else 60,
+                                                            lambda log: save("mps_log", log)))
         name = "tiny BERT" if tiny else "BERT-base"
         graphed_precision = "fp32" if tiny else "bf16"  # bf16: the graphed step's fastest on a GPU
         graphed_shared = {name: bert} if tiny else {"BERT-base": bert, "MiniLM": BUNDLED_MODEL}

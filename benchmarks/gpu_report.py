@@ -99,15 +99,31 @@ def targets(results: dict[str, Any]) -> list[tuple[str, str, bool | None]]:
     return checks
 
 
+SHARING_PARTS = ("sharing", "sharing_mps", "sharing_graphed", "sharing_compiled")
+
+
 def sharing_by_model(results: dict[str, Any]) -> dict[str, dict[int, float]]:
-    """{model (", compiled" or ", cuda_graph" where the trials were): {trials at once: steps per second of all
-    together}}."""
+    """{model (", compiled", ", cuda_graph" or ", MPS" where the trials were): {trials at once: steps per second
+    of all together}}."""
     grouped: dict[str, dict[int, float]] = {}
-    for row in results.get("sharing", []) + results.get("sharing_graphed", []) + results.get("sharing_compiled", []):
+    for row in (row for part in SHARING_PARTS for row in results.get(part, [])):
         name = row.get("model", "BERT-base") + (", compiled" if row.get("torch_compile") else "") + (
-            f", cuda_graph {row['precision']}" if row.get("cuda_graph") else "")
+            f", cuda_graph {row['precision']}" if row.get("cuda_graph") else "") + (", MPS" if row.get("mps") else "")
         grouped.setdefault(name, {})[row["trials"]] = row["steps_per_second"]
     return grouped
+
+
+def mps_against_alone(by_model: dict[str, dict[int, float]]) -> list[str]:
+    """A line for each count of trials run through one MPS server: their steps against one trial of the same
+    model alone without MPS, where the call measured it (the target's reference)."""
+    lines = []
+    for name, sharing in by_model.items():
+        alone = by_model.get(name.removesuffix(", MPS"), {}).get(1)
+        if not name.endswith(", MPS") or alone is None:
+            continue
+        lines += [f"- {name}: {trials} at once {rate / alone:.2f}x one trial alone without MPS ({alone:.1f} steps/s)"
+                  for trials, rate in sorted(sharing.items()) if trials > 1]
+    return lines
 
 
 def _spread(values: list[float], digits: int = 2) -> str:
@@ -275,6 +291,7 @@ def body(results: dict[str, Any]) -> str:
                   "process", "",
                   *_table(("model", "trials at once", "resources.gpu", "steps/s, all together", "against one"),
                           rows)]
+        lines += mps_against_alone(by_model)
     if results.get("errors"):
         lines += ["", "Parts that failed: " + "; ".join(results["errors"])]
     return "\n".join(lines)

@@ -1,4 +1,5 @@
 import importlib
+import os
 import pkgutil
 import re
 from pathlib import Path
@@ -9,6 +10,7 @@ import torch
 import benchmarks
 from benchmarks.results_file import write_section
 from tests.conftest import build_objective
+from trainers.training import precision
 
 HELPERS = {"results_file", "timed_calls", "gpu_report"}
 """Modules of the benchmarks package that are not benchmarks."""
@@ -83,10 +85,11 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     trials = {row["mode"]: row for row in results["trials"]}  # whole trials, one seed in the tiny version
     assert list(trials) == list(gpu.TRIAL_MODES) and all(row["steps"] == 6 for row in trials.values())
     assert trials["cuda_graph, tf32"]["train_precision"] == "fp32"  # a CPU has no TF32
-    assert trials["eager, bf16"]["train_precision"] == trials["cuda_graph, bf16"]["train_precision"] == "bf16"
+    auto = precision.resolve("auto", torch.device("cpu"))  # this CPU's: bf16 where it has bf16 units
+    assert trials["cuda_graph, auto"]["train_precision"] == auto and trials["eager, bf16"]["train_precision"] == "bf16"
     # A graphed trial reports its replays (none on a CPU); an eager one has no such figure.
     assert [row["graphed_steps"] for row in trials.values()] == [None, None, 0, 0]
-    assert abs(trials["cuda_graph, bf16"]["test_avg_spearman"] - trials["eager, bf16"]["test_avg_spearman"]) < 2
+    assert abs(trials["cuda_graph, auto"]["test_avg_spearman"] - trials[f"eager, {auto}"]["test_avg_spearman"]) < 2
     assert [row["trials"] for row in results["sharing"]] == [1, 2]
     assert all(row["steps_per_second"] > 0 for row in results["sharing"] + results["sharing_compiled"])
     assert [row["trials"] for row in results["sharing_compiled"]] == [1, 2]
@@ -103,9 +106,10 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     fp32 = graphed[("simcse", "fp32", False)]["ms"], graphed[("simcse", "fp32", True)]["ms"]
     assert "### The steps through the loop at a fixed shape" in text
     assert f"| simcse tiny BERT | fp32 | 0 of 13 |{' bit for bit |' * 6}" in text
-    graphed_bf16 = trials["cuda_graph, bf16"]
-    assert (f"| cuda_graph, bf16 | bf16 | 1 | 0 of 6 | {graphed_bf16['test_avg_spearman']:.2f} | "
-            f"{graphed_bf16['best_dev_spearman']:.2f} |") in text
+    graphed_auto = trials["cuda_graph, auto"]
+    assert (f"| cuda_graph, auto | {auto} | 1 | 0 of 6 | {graphed_auto['test_avg_spearman']:.2f} | "
+            f"{graphed_auto['best_dev_spearman']:.2f} |") in text
+    assert "sharing_mps" not in results  # a CPU has no MPS
     assert f"| {fp32[0]:.1f} | {fp32[1]:.1f} | {fp32[0] / fp32[1]:.2f}x |" in text
     assert f"Command: `python -m benchmarks.gpu --json {figures} --methods simcse sct --legacy {legacy}`" in text
     # A call of a few parts, labelled, gets a section of its own beside the card's whole check.
@@ -220,6 +224,83 @@ def test_a_trials_part_cut_short_keeps_the_trials_it_finished(tmp_path, monkeypa
     assert [(row["mode"], row["seed"]) for row in results["trials"]] == [("eager, fp32", 7), ("eager, bf16", 7)]
     assert results["trials"][0][Metric.TEST_AVG] > 0
     assert results["errors"] == ["trials: RuntimeError: the call's time is up"]
+
+
+FAKE_MPS_CONTROL = """#!/bin/sh
+# Stands in for NVIDIA's MPS control program: writes down each call, its standard input and pipe folder.
+echo "$* ${CUDA_MPS_PIPE_DIRECTORY}" "$(cat -)" >> "$(dirname "$0")/calls"
+echo "New client connected" >> "${CUDA_MPS_LOG_DIRECTORY}/control.log"
+"""
+
+
+@pytest.fixture
+def fake_mps_control(tmp_path, monkeypatch) -> Path:
+    """A stand-in ``nvidia-cuda-mps-control`` first on PATH; returns the file its calls go to."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    control = folder / "nvidia-cuda-mps-control"
+    control.write_text(FAKE_MPS_CONTROL)
+    control.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return folder / "calls"
+
+
+def test_sharing_under_mps_starts_a_daemon_of_its_own_runs_the_workers_through_it_and_stops_it(
+        tiny_bert, tmp_path, fake_mps_control):
+    """``sharing_mps``: the daemon starts with its pipes in the part's own folder, each worker process starts
+    with that folder in its environment (as a CUDA context finds MPS), and the daemon is told to quit after."""
+    from benchmarks import gpu
+
+    logs: list[str] = []
+    rows = gpu.shared_under_mps({"tiny BERT": tiny_bert}, 2, logs.append)
+    assert [(row["model"], row["trials"], row["mps"]) for row in rows] == [("tiny BERT", n, True)
+                                                                           for n in gpu.MPS_SHARING]
+    assert all(row["steps_per_second"] > 0 for row in rows)
+    (started, quit_) = fake_mps_control.read_text().splitlines()
+    pipe = started.split()[1]
+    assert started.split()[0] == "-d" and quit_ == f" {pipe} quit" and pipe.endswith("/pipe")
+    assert logs == ["New client connected\nNew client connected\n"]  # the daemon's log, one line per call here
+    assert not Path(pipe).exists()  # the part's folder is gone with it
+
+
+def test_the_mps_daemon_is_told_to_quit_when_its_block_fails_and_is_named_where_missing(
+        tmp_path, fake_mps_control, monkeypatch):
+    from benchmarks import gpu
+
+    with pytest.raises(RuntimeError, match="a worker failed"):
+        with gpu.mps_daemon(tmp_path / "mps") as env:
+            assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / "pipe")
+            raise RuntimeError("a worker failed")
+    assert [line.split()[0] for line in fake_mps_control.read_text().splitlines()] == ["-d", str(tmp_path / "mps/pipe")]
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(RuntimeError, match="nvidia-cuda-mps-control is not on PATH"):
+        with gpu.mps_daemon(tmp_path / "other"):
+            pass
+
+
+def test_sharing_refuses_workers_that_ran_on_another_device(tiny_bert, monkeypatch):
+    """A worker whose CUDA context was refused (under MPS) would train on the CPU: its steps are no GPU's."""
+    from benchmarks import gpu
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # this process's view only, not the workers'
+    with pytest.raises(RuntimeError, match=r"1 sharing workers ran on \['cpu'\], not cuda"):
+        gpu.sharing(tiny_bert, (1,), 2, "fp32")
+
+
+def test_the_device_check_renders_trials_under_mps_beside_one_trial_without(tmp_path):
+    from benchmarks import gpu_report
+
+    results = {"sharing": [{"model": "MiniLM", "trials": 1, "steps_per_second": 50.0, "mps": False},
+                           {"model": "MiniLM", "trials": 4, "steps_per_second": 125.0, "mps": False}],
+               "sharing_mps": [{"model": "MiniLM", "trials": 1, "steps_per_second": 48.0, "mps": True},
+                               {"model": "MiniLM", "trials": 4, "steps_per_second": 160.0, "mps": True}]}
+    text = gpu_report.body({"device": "a card", "commit": "abc", "command": "x", "tiny": False, "torch": "2.11",
+                            "transformers": "5.17", "steps_timed": 20, "warmup_steps": 5, **results})
+    assert "| MiniLM, MPS | 4 | 0.25 | 160.0 | 3.33x |" in text and "| MiniLM | 4 | 0.25 | 125.0 | 2.50x |" in text
+    assert "- MiniLM, MPS: 4 at once 3.20x one trial alone without MPS (50.0 steps/s)" in text
+    checks = {what: passed for what, _, passed in gpu_report.targets(results)}
+    assert checks["4 trials on one GPU >= 3x one (MiniLM)"] is False
+    assert checks["4 trials on one GPU >= 3x one (MiniLM, MPS)"] is True
 
 
 def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_path):
