@@ -17,7 +17,8 @@ import subprocess
 import tempfile
 import time
 
-from benchmarks.gpu import ROOT, steps_in_child
+from benchmarks.gpu.common import ROOT
+from benchmarks.gpu.legacy import steps_in_child
 from benchmarks.results_file import write_section
 
 METHODS = ("simcse", "sg", "consert", "sct")

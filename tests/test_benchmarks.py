@@ -12,7 +12,7 @@ from benchmarks.results_file import write_section
 from tests.conftest import build_objective
 from trainers.training import precision
 
-HELPERS = {"results_file", "timed_calls", "gpu_report"}
+HELPERS = {"results_file", "timed_calls"}
 """Modules of the benchmarks package that are not benchmarks."""
 BENCHMARKS = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__) if m.name not in HELPERS)
 BENCHMARKS_PAGE = Path(__file__).resolve().parent.parent / "docs/benchmarks.md"
@@ -49,7 +49,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     from benchmarks import gpu
 
     legacy = tmp_path / "legacy"
-    shutil.copytree(gpu.ROOT / "trainers", legacy / "trainers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(gpu.common.ROOT / "trainers", legacy / "trainers", ignore=shutil.ignore_patterns("__pycache__"))
     figures = tmp_path / "gpu.json"
     gpu.main(["--json", str(figures), "--methods", "simcse", "sct", "--legacy", str(legacy)])
     results = json.loads(figures.read_text())
@@ -58,7 +58,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
         rows = {(row["method"], row["precision"]) for row in results[part]}
         assert {("simcse", "fp32"), ("simcse", "bf16")} <= rows and all(row["ms"] > 0 for row in results[part])
     assert {(row["method"], row["precision"]) for row in results["legacy"]} == {
-        (method, "fp32") for method in gpu.LEGACY_METHODS}  # the tiny version's precision: a CPU has no TF32
+        (method, "fp32") for method in gpu.legacy.LEGACY_METHODS}  # the tiny version's precision: a CPU has no TF32
     assert all(row["ms"] > 0 for row in results["legacy"])
     scores = {(row["what"], row["precision"]): row["test_avg"] for row in results["evaluation"]}
     assert scores[("ours", "fp32")] == scores[("ours, tokenised afresh", "fp32")]  # kept ids are the tokenizer's
@@ -83,7 +83,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert all(row["against_eager"]["equal"] for key, row in agreement.items() if key != ("sct", "bf16"))
     assert agreement[("sct", "bf16")]["against_eager"]["loss_rel_diff"] < 0.05
     trials = {row["mode"]: row for row in results["trials"]}  # whole trials, one seed in the tiny version
-    assert list(trials) == list(gpu.TRIAL_MODES) and all(row["steps"] == 6 for row in trials.values())
+    assert list(trials) == list(gpu.trials.TRIAL_MODES) and all(row["steps"] == 6 for row in trials.values())
     assert trials["cuda_graph, tf32"]["train_precision"] == "fp32"  # a CPU has no TF32
     auto = precision.resolve("auto", torch.device("cpu"))  # this CPU's: bf16 where it has bf16 units
     assert trials["cuda_graph, auto"]["train_precision"] == auto and trials["eager, bf16"]["train_precision"] == "bf16"
@@ -122,7 +122,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
 def test_the_bare_loop_takes_the_shared_loops_batches_in_its_order(tiny_bert, use_tiny_sts):
     """The bare SimCSE loop beside the shared one pads the same batches: the loop's seeded shuffle, not the
     corpus in file order (whose neighbours have like lengths, and pad less)."""
-    from benchmarks.gpu import loop_batches
+    from benchmarks.gpu.common import loop_batches
     from trainers.registry import get_method
     from trainers.suites.sts import STSEvaluator
     from trainers.training.loop import train
@@ -140,23 +140,23 @@ def test_the_bare_step_at_a_fixed_shape_runs_and_its_graph_table_compares_like_w
     """The fixed-shape bare step runs on a CPU, and its CUDA graph fails there in its own row, the others
     measured; the section sets each graph beside the same fixed shape eager, both beside the bare loop padded
     to the longest, and lists what failed."""
-    from benchmarks import gpu, gpu_report
+    from benchmarks import gpu
 
     cpu = torch.device("cpu")
-    longest = gpu.bare_simcse(tiny_bert, "fp32", 2, cpu)
-    fixed, failed = gpu.fixed_shape_steps({"tiny BERT": tiny_bert}, ["fp32"], 2, cpu)
+    longest = gpu.bare.bare_simcse(tiny_bert, "fp32", 2, cpu)
+    fixed, failed = gpu.bare.fixed_shape_steps({"tiny BERT": tiny_bert}, ["fp32"], 2, cpu)
     assert fixed["fixed_shape"] and not fixed["graphed"] and fixed["ms"] > 0 and not longest["fixed_shape"]
     assert failed["graphed"] and failed["ms"] is None and failed["error"]  # no CUDA to capture on
     graph = {**fixed, "graphed": True, "ms": fixed["ms"] / 4}  # what a GPU call adds beside it
     bf16 = [{**fixed, "precision": "bf16"}, {**failed, "precision": "bf16"}]
     bare = [{"model": "tiny BERT", **longest}, {"model": "tiny BERT", **longest, "precision": "bf16"}]
-    text = gpu_report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
+    text = gpu.report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
                             "bare": bare, "graphed": [fixed, graph, *bf16]})
     assert (f"| simcse tiny BERT | fp32 | {longest['ms']:.1f} | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |"
             in text)
     assert f"| simcse tiny BERT | bf16 | {longest['ms']:.1f} | {fixed['ms']:.1f} | – | – |" in text
     assert f"- failed: tiny BERT bf16, graphed: {failed['error']}" in text
-    alone = gpu_report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
+    alone = gpu.report.body({"device": "CPU", "torch": "", "transformers": "", "steps_timed": 2, "tiny": True,
                              "graphed": [fixed, graph]})  # a call that skipped the bare loop
     assert f"| simcse tiny BERT | fp32 | – | {fixed['ms']:.1f} | {fixed['ms'] / 4:.1f} | 4.00x |" in alone
 
@@ -170,9 +170,9 @@ def test_the_profile_part_writes_the_steps_and_the_evaluations_tables(tmp_path):
 
     figures, folder = tmp_path / "gpu.json", tmp_path / "tables"
     gpu.main(["--json", str(figures), "--profile", str(folder), "--methods", "simcse", "--skip",
-              *(part for part in gpu.PARTS if part != "profile")])
+              *(part for part in gpu.check.PARTS if part != "profile")])
     results = json.loads(figures.read_text())
-    assert results["errors"] == [] and set(results) & set(gpu.PARTS) == {"profile"}
+    assert results["errors"] == [] and set(results) & set(gpu.check.PARTS) == {"profile"}
     step, evaluation = results["profile"]  # the tiny version profiles one step: SimCSE's, fp32
     assert (step["method"], step["model"], step["ms"] > 0) == ("simcse", "tiny BERT", True)
     assert (evaluation["method"], evaluation["model"], evaluation["seconds"] > 0) == ("evaluation", "tiny BERT", True)
@@ -191,7 +191,7 @@ def test_the_device_check_leaves_out_the_parts_it_is_told_to_skip(tmp_path):
     from benchmarks import gpu
 
     figures = tmp_path / "gpu.json"
-    skipped = [part for part in gpu.PARTS if part != "steps"]
+    skipped = [part for part in gpu.check.PARTS if part != "steps"]
     gpu.main(["--json", str(figures), "--methods", "simcse", "--precisions", "fp32", "--steps", "1",
               "--skip", *skipped])
     results = json.loads(figures.read_text())
@@ -219,7 +219,7 @@ def test_a_trials_part_cut_short_keeps_the_trials_it_finished(tmp_path, monkeypa
     monkeypatch.setattr(loop, "run_trial", failing_third)
     figures = tmp_path / "gpu.json"
     gpu.main(["--json", str(figures), "--trial-seeds", "7", "8",
-              "--skip", *[part for part in gpu.PARTS if part != "trials"]])
+              "--skip", *[part for part in gpu.check.PARTS if part != "trials"]])
     results = json.loads(figures.read_text())
     assert [(row["mode"], row["seed"]) for row in results["trials"]] == [("eager, fp32", 7), ("eager, bf16", 7)]
     assert results["trials"][0][Metric.TEST_AVG] > 0
@@ -252,9 +252,9 @@ def test_sharing_under_mps_starts_a_daemon_of_its_own_runs_the_workers_through_i
     from benchmarks import gpu
 
     logs: list[str] = []
-    rows = gpu.shared_under_mps({"tiny BERT": tiny_bert}, 2, logs.append)
+    rows = gpu.sharing.shared_under_mps({"tiny BERT": tiny_bert}, 2, logs.append)
     assert [(row["model"], row["trials"], row["mps"]) for row in rows] == [("tiny BERT", n, True)
-                                                                           for n in gpu.MPS_SHARING]
+                                                                           for n in gpu.sharing.MPS_SHARING]
     assert all(row["steps_per_second"] > 0 for row in rows)
     (started, quit_) = fake_mps_control.read_text().splitlines()
     pipe = started.split()[1]
@@ -268,13 +268,13 @@ def test_the_mps_daemon_is_told_to_quit_when_its_block_fails_and_is_named_where_
     from benchmarks import gpu
 
     with pytest.raises(RuntimeError, match="a worker failed"):
-        with gpu.mps_daemon(tmp_path / "mps") as env:
+        with gpu.sharing.mps_daemon(tmp_path / "mps") as env:
             assert env["CUDA_MPS_PIPE_DIRECTORY"] == str(tmp_path / "mps" / "pipe")
             raise RuntimeError("a worker failed")
     assert [line.split()[0] for line in fake_mps_control.read_text().splitlines()] == ["-d", str(tmp_path / "mps/pipe")]
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(RuntimeError, match="nvidia-cuda-mps-control is not on PATH"):
-        with gpu.mps_daemon(tmp_path / "other"):
+        with gpu.sharing.mps_daemon(tmp_path / "other"):
             pass
 
 
@@ -284,21 +284,21 @@ def test_sharing_refuses_workers_that_ran_on_another_device(tiny_bert, monkeypat
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # this process's view only, not the workers'
     with pytest.raises(RuntimeError, match=r"1 sharing workers ran on \['cpu'\], not cuda"):
-        gpu.sharing(tiny_bert, (1,), 2, "fp32")
+        gpu.sharing.sharing(tiny_bert, (1,), 2, "fp32")
 
 
 def test_the_device_check_renders_trials_under_mps_beside_one_trial_without(tmp_path):
-    from benchmarks import gpu_report
+    from benchmarks.gpu import report
 
     results = {"sharing": [{"model": "MiniLM", "trials": 1, "steps_per_second": 50.0, "mps": False},
                            {"model": "MiniLM", "trials": 4, "steps_per_second": 125.0, "mps": False}],
                "sharing_mps": [{"model": "MiniLM", "trials": 1, "steps_per_second": 48.0, "mps": True},
                                {"model": "MiniLM", "trials": 4, "steps_per_second": 160.0, "mps": True}]}
-    text = gpu_report.body({"device": "a card", "commit": "abc", "command": "x", "tiny": False, "torch": "2.11",
+    text = report.body({"device": "a card", "commit": "abc", "command": "x", "tiny": False, "torch": "2.11",
                             "transformers": "5.17", "steps_timed": 20, "warmup_steps": 5, **results})
     assert "| MiniLM, MPS | 4 | 0.25 | 160.0 | 3.33x |" in text and "| MiniLM | 4 | 0.25 | 125.0 | 2.50x |" in text
     assert "- MiniLM, MPS: 4 at once 3.20x one trial alone without MPS (50.0 steps/s)" in text
-    checks = {what: passed for what, _, passed in gpu_report.targets(results)}
+    checks = {what: passed for what, _, passed in report.targets(results)}
     assert checks["4 trials on one GPU >= 3x one (MiniLM)"] is False
     assert checks["4 trials on one GPU >= 3x one (MiniLM, MPS)"] is True
 
@@ -319,11 +319,11 @@ def test_the_device_check_carries_the_bundled_model_in_fp16_and_restores_it(tmp_
     import subprocess
     import sys
 
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=gpu.ROOT)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=gpu.common.ROOT)
     assert json.loads((tmp_path / "carry/commit").read_text())["before"] == head.stdout.strip()  # not "HEAD"
     # HEAD's code, run there from clean/, knows its commit without git (the figures name the code that ran).
-    assert all((tmp_path / "carry/clean" / path).exists() for path in gpu.CARRIED_CODE)
-    asked = "import json; from benchmarks.gpu import carried_commits; print(json.dumps(carried_commits()))"
+    assert all((tmp_path / "carry/clean" / path).exists() for path in gpu.carry.CARRIED_CODE)
+    asked = "import json; from benchmarks.gpu.carry import carried_commits; print(json.dumps(carried_commits()))"
     told = subprocess.run([sys.executable, "-c", asked], capture_output=True, text=True, cwd=tmp_path / "carry/clean",
                           check=True).stdout
     assert json.loads(told) == {"commit": head.stdout.strip(), "before": head.stdout.strip()}
@@ -378,11 +378,12 @@ def test_the_legacy_steps_run_against_an_older_commits_trainers(tmp_path):
     from benchmarks import gpu
 
     before = "234e4c7"
-    if subprocess.run(["git", "cat-file", "-e", f"{before}^{{commit}}"], cwd=gpu.ROOT).returncode:
+    if subprocess.run(["git", "cat-file", "-e", f"{before}^{{commit}}"], cwd=gpu.common.ROOT).returncode:
         pytest.skip(f"commit {before} is not in this clone's history")
     legacy = tmp_path / "legacy"
     legacy.mkdir()
-    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True, cwd=gpu.ROOT)
+    archive = subprocess.run(["git", "archive", before, "trainers"], check=True, capture_output=True,
+                             cwd=gpu.common.ROOT)
     subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive.stdout, check=True)
-    (row,) = gpu.steps_in_child(["--methods", "simcse", "--precisions", "fp32", "--tiny"], str(legacy))["steps"]
+    (row,) = gpu.legacy.steps_in_child(["--methods", "simcse", "--precisions", "fp32", "--tiny"], str(legacy))["steps"]
     assert row["method"] == "simcse" and row["ms"] > 0

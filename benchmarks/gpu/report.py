@@ -33,7 +33,7 @@ def _ms(value: float | None) -> str:
 
 
 def _apart(difference: dict[str, Any]) -> tuple[str, str]:
-    """The largest loss and weight differences of :func:`benchmarks.gpu.apart`, or 'bit for bit'."""
+    """The largest loss and weight differences of :func:`benchmarks.gpu.graphs.apart`, or 'bit for bit'."""
     if difference["equal"]:
         return "bit for bit", "bit for bit"
     return f"{difference['loss_rel_diff']:.1e}", f"{difference['weight_diff']:.1e}"

@@ -1,0 +1,3 @@
+from benchmarks.gpu.check import main
+
+main()
