@@ -56,18 +56,19 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, env
     """Steps per second of ``n`` processes training SimCSE at once on the same device, for each ``n``, with
     ``knobs`` (``torch_compile``, ``cuda_graph``), started with ``env`` (:func:`mps_daemon`'s) where given: each
     warms up (compiling or recording its graph), waits for the others, then takes ``steps`` steps; all steps over
-    the time from the start to the last one's end. A worker that found no GPU where this process has one (a CUDA
-    context refused under MPS) fails the part: its steps would be the CPU's."""
+    the time from the start to the last one's end. A worker that finds no GPU where this process has one (a CUDA
+    context refused under MPS) stops before its first step, and the part fails, naming why."""
     rows = []
     cores = os.cpu_count() or 1
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for n in counts:
         with tempfile.TemporaryDirectory() as folder:
             go = Path(folder) / "go"
-            job = {"model": model, "steps": steps, "precision": precision, "go": str(go),
+            job = {"model": model, "steps": steps, "precision": precision, "go": str(go), "device": device,
                    "threads": max(1, cores // n), "knobs": knobs}
             workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.gpu", "--worker",
-                                         json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}"})],
+                                         json.dumps({**job, "ready": f"{folder}/ready{i}", "out": f"{folder}/out{i}",
+                                                     "error": f"{folder}/error{i}"})],
                                         cwd=ROOT, env=None if env is None else dict(env))
                        for i in range(n)]
             deadline = time.time() + 300
@@ -75,16 +76,15 @@ def sharing(model: str, counts: tuple[int, ...], steps: int, precision: str, env
                 if time.time() > deadline or any(w.poll() not in (None, 0) for w in workers):
                     for worker in workers:
                         worker.kill()
-                    raise RuntimeError(f"{n} sharing workers did not all start")
+                    failed = [Path(f"{folder}/error{i}") for i in range(n)]
+                    reasons = sorted({path.read_text() for path in failed if path.exists()})
+                    raise RuntimeError(f"{n} sharing workers did not all start" + "".join(f"; {r}" for r in reasons))
                 time.sleep(0.05)
             started = time.time()
             go.touch()
             for worker in workers:
                 worker.wait(timeout=300)
             outs = [json.loads(Path(f"{folder}/out{i}").read_text()) for i in range(n)]
-            if any(out["device"] != device for out in outs):
-                ran_on = sorted({out["device"] for out in outs})
-                raise RuntimeError(f"{n} sharing workers ran on {ran_on}, not {device}")
             rows.append({"trials": n, "steps_per_second": n * steps / (max(out["finished"] for out in outs) - started),
                          "mps": outs[0]["mps"], **{knob: outs[0][knob] for knob in knobs}})  # as the loop took them
     return rows
@@ -103,9 +103,15 @@ def shared_under_mps(models: Mapping[str, str], steps: int, logged: Callable[[st
 
 
 def worker(job: dict[str, Any]) -> None:
-    """One sharing process: warm up, say ready, wait for the go, take the steps, write when it finished."""
+    """One sharing process: warm up, say ready, wait for the go, take the steps, write when it finished. On
+    another device than the part's (no GPU where it has one), it writes why and stops at once: a CPU's steps
+    would take minutes and measure nothing the part asks."""
     torch.set_num_threads(job["threads"])
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type != job["device"]:
+        Path(job["error"]).write_text(f"a worker found {device.type}, not {job['device']} (under MPS: the daemon's "
+                                      "server refused its CUDA context?)")
+        raise SystemExit(1)
 
     def wait_for_go() -> None:
         Path(job["ready"]).touch()
@@ -114,5 +120,4 @@ def worker(job: dict[str, Any]) -> None:
 
     result = loop_steps("simcse", job["model"], job["precision"], job["steps"], device, at_warmup=wait_for_go,
                         count_flops=False, **job["knobs"])
-    mps = "CUDA_MPS_PIPE_DIRECTORY" in os.environ
-    Path(job["out"]).write_text(json.dumps({**result, "device": device.type, "mps": mps}))
+    Path(job["out"]).write_text(json.dumps({**result, "mps": "CUDA_MPS_PIPE_DIRECTORY" in os.environ}))
