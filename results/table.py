@@ -40,6 +40,7 @@ COLUMNS = {
     "STS16": Column(Metric.test_set("sts16")),
     "Avg": Column(Metric.TEST_AVG),
     "Steps": Column(Metric.STEPS, best=None, digits=0),
+    "Best step": Column(Metric.BEST_STEP, best=None, digits=0),
     # SG-BERT Table 6: the training steps plus BERT_F's forwards (its frozen-outputs table); STS-B test alone at
     # batch size 16, as the paper times them.
     "Training": Column(Metric.TRAIN_SECONDS_WITH_FROZEN_OUTPUTS, best="min"),

@@ -59,3 +59,16 @@ def test_a_delta_line_of_a_numeric_grid_is_found_by_its_value(tmp_path):
     table = build_table(spec, frame, {})
     assert {line.label: line.cells[DELTA].values for line in table.lines} == {
         "16": (0.0,), "32": (10.0,), "64": (5.0,)}
+
+
+def test_consert_table4_sets_each_batch_sizes_best_step_beside_its_steps_trained(tmp_path):
+    """ConSERT Table 4's 'training steps' are not defined by the paper: the table gives the steps trained and the
+    kept dev-best state's step, each read from its own trial's metric."""
+    path = write_spec(tmp_path, {"name": "g", "method": "consert", "seeds": [1], "grid": {"batch_size": [16, 96]}})
+    spec = parse_table_spec("g", {"kind": "grid", "spec": str(path), "index": "batch_size",
+                                  "columns": ["Avg", "Steps", "Best step"]}, tmp_path)
+    frame = trials([("", {"batch_size": size}, 1, avg) for size, avg in ((16, 60.0), (96, 70.0))])
+    frame["experiment"], frame["steps"], frame["best_step"] = "g", [6200, 1600], [5800, 1400]
+    table = build_table(spec, frame, {})
+    assert {line.label: (line.cells["Steps"].values, line.cells["Best step"].values) for line in table.lines} == {
+        "16": ((6200,), (5800,)), "96": ((1600,), (1400,))}

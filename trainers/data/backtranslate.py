@@ -1,11 +1,14 @@
-"""Write SCT's back-translation file: (sentence, bt1, bt2), one TSV row per sentence.
+"""Write a back-translation file: (sentence, bt1, bt2), one TSV row per sentence of the corpus, duplicates included.
 
     python -m trainers.data.backtranslate --corpus nli_sentences --out bt.tsv \
         --pivot de --pivot fr --model-template "Helsinki-NLP/opus-mt-{source}-{target}"
 
 bt1 and bt2 are English -> pivot -> English round trips through two pivots
 (the SCT paper uses German and French), with any Hugging Face translation
-models; it needs a machine that has (or can download) them.
+models; it needs a machine that has (or can download) them. The default,
+Marian's opus-mt with its own decoding, stands in for the papers' translators:
+SG-BERT's Contrastive (BT) used fairseq's WMT'19 En-De model with beam search of
+beam 100 (Appendix A.2), for more varied paraphrases.
 """
 
 from __future__ import annotations
@@ -40,6 +43,16 @@ def back_translations(sentences: list[str], pivots: Sequence[str], translate: Tr
     return [(sentence, *round_trips) for sentence, *round_trips in zip(sentences, *rounds)]
 
 
+def corpus_rows(corpus: Sequence[str], pivots: Sequence[str], translate: Translate) -> list[tuple[str, ...]]:
+    """One row per sentence of ``corpus``, in its order, duplicates included: a method that reads the file trains
+    on its rows, which are then the corpus's examples, as a row of the same table without back-translations
+    trains on (SG-BERT's Contrastive (BT) is "identical with" Contrastive (SG) but for its positives). Each
+    distinct sentence is translated once."""
+    distinct = list(dict.fromkeys(corpus))
+    translated = {row[0]: row for row in back_translations(distinct, pivots, translate)}
+    return [translated[sentence] for sentence in corpus]
+
+
 def write_file(rows: list[tuple[str, ...]], out: str | Path) -> Path:
     out = Path(out)
     with out.open("w", encoding="utf-8", newline="") as handle:
@@ -55,15 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--pivot", action="append", dest="pivots", help="Pivot language (twice: bt1, bt2).")
     parser.add_argument("--model-template", default="Helsinki-NLP/opus-mt-{source}-{target}")
-    parser.add_argument("--limit", type=int, default=0, help="Only the first N distinct sentences.")
+    parser.add_argument("--limit", type=int, default=0, help="Only the corpus's first N sentences.")
     args = parser.parse_args(argv)
     pivots = args.pivots or ["de", "fr"]
     if len(pivots) != 2:
         parser.error("give exactly two --pivot languages (bt1 and bt2)")
-    sentences = list(dict.fromkeys(load_corpus(args.corpus)))
-    sentences = sentences[: args.limit] if args.limit else sentences
-    path = write_file(back_translations(sentences, pivots, hf_translator(args.model_template)), args.out)
-    print(f"{len(sentences)} sentences -> {path}")
+    corpus = load_corpus(args.corpus)
+    corpus = corpus[: args.limit] if args.limit else corpus
+    path = write_file(corpus_rows(corpus, pivots, hf_translator(args.model_template)), args.out)
+    print(f"{len(corpus)} sentences ({len(set(corpus))} distinct, each translated once) -> {path}")
     return 0
 
 

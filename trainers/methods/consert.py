@@ -107,7 +107,9 @@ METHOD = Method(
                  "'joint-unsup' (one epoch of sup / joint at nli_learning_rate, then unsupervised transfer). "
                  "All but 'none' need labelled NLI from the Hugging Face hub.", choices=SUPERVISIONS),
             Knob("joint_weight", float, 0.15, "alpha of L_joint = L_ce + alpha L_con (Section 4.1); L_con is NT-Xent "
-                 "over the premises' views plus NT-Xent over the hypotheses' views.", low=0.0, high=100.0),
+                 "over the premises' views plus NT-Xent over the hypotheses' views, each the average over the 2N "
+                 "anchors, as Section 3.1 says. The authors' code adds each NT-Xent's two directions' means (loss_a + "
+                 "loss_b), twice that average: their runs at 0.15 are 0.3 here.", low=0.0, high=100.0),
             Knob("nli_augmentation", str, "token_cutoff", "The augmented view of joint training's contrastive loss; "
                  "the other view is the plain sentence (the authors' joint script: token cutoff). 'adversarial' is "
                  "FGV on L_ce (Section 3.2).", choices=NLI_AUGMENTATIONS),
@@ -140,12 +142,12 @@ METHOD = Method(
     views=lambda config: f"{config['aug1']} + {config['aug2']}",
     sources={knob: f"ConSERT (Yan et al. 2021), {what}" for knob, what in {
         "pooling": "the authors' README: reported numbers average the last two layers",
-        "max_seq_length": "Section 4.2 / the authors' script: max length 64", "batch_size": "Section 4.2: batch 96",
-        "optimizer": "Section 4.2: Adam", "learning_rate": "Section 4.2: lr 5e-7", "warmup_ratio": "Section 4.2: "
-        "linear warm-up over 10% of the steps", "temperature": "Section 4.2: tau 0.1",
+        "max_seq_length": "Section 4.1 / the authors' script: max length 64", "batch_size": "Section 4.1: batch 96",
+        "optimizer": "Section 4.1: Adam", "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
+        "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
         "script: --patience 10", "train_corpus": "Section 4.1: the unlabelled texts of the seven STS sets",
-        "adam_beta2": "Adam's beta2 0.999", "views": "Section 4.2: shuffle + feature cutoff",
+        "adam_beta2": "Adam's beta2 0.999", "views": "Section 5.2: shuffle + feature cutoff, the best pair",
     }.items()},
     exchangeable=(
         Exchangeable(

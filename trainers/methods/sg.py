@@ -6,13 +6,17 @@ layers k = 0..l give of the same sentence, and pushed from other sentences'
 views (Section 3). After training only BERT_T is kept, and its [CLS] is the
 sentence vector. Defaults are the paper's (Table 8).
 
-BERT_F runs without dropout (the authors' code puts it in eval mode), so a
+BERT_F runs without dropout ("BERT_F is fixed", Section 3.1), so a
 sentence's views are a fixed function of the sentence: they are computed for
 the whole corpus in one batched pass before training, a table of
 sentences x views x width (pooled layers, not token states: 7 x 384 float32 =
 10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for BERT-base), and
 read by every step (:mod:`trainers.models.frozen_outputs`); with
 ``share_frozen_outputs`` (on by default) the trials of a node share one table.
+The authors' runs differ here: their code builds BERT_F in eval mode, but its
+``fit()`` sets the whole loss module, BERT_F with it, to train mode at each
+epoch's start and after each evaluation, so their views had dropout noise,
+drawn anew each step (docs/methods.md).
 
 ``bt_view: bt1`` (or ``bt2``) with ``bt_file`` joins each sentence's back-translation to SG-OPT: SG-BERT's
 "BT + SG-OPT" (Section 6, Table 7). The training examples are then the file's rows. The paper's one
@@ -98,6 +102,14 @@ def sg_problems(config: Config) -> list[Problem]:
     return problems
 
 
+def views_named(config: Config) -> str:
+    """What a row's positives are: Contrastive (BT)'s, BERT_T's reading of the back-translation; else BERT_F's
+    layer views, with the back-translation's joined where ``bt_view`` is set."""
+    if config["loss"] == "bt":
+        return f"BERT_T's [CLS] of the back-translation ({config['bt_view']})"
+    return "BERT_F's hidden states" + (f" + {config['bt_view']}" if config["bt_view"] != "none" else "")
+
+
 METHOD = Method(
     name="sg",
     summary="SG / SG-OPT: BERT_T's [CLS] contrasted with views from every layer of a frozen BERT_F.",
@@ -147,7 +159,7 @@ METHOD = Method(
     check=sg_problems,
     frozen_table=views_table,
     reads_bt_file=reads_bt_file,
-    views=lambda config: "BERT_F's hidden states" + (f" + {config['bt_view']}" if config["bt_view"] != "none" else ""),
+    views=views_named,
     sources={knob: f"SG-BERT (Kim et al. 2021), {what}" for knob, what in {
         "batch_size": "Appendix A.1, Table 8: batch 16", "learning_rate": "Table 8: lr 5e-5", "adam_beta2": "Table 8: "
         "beta2 0.9", "epochs": "Table 8: one epoch", "max_seq_length": "silent (Table 8 names none); ours 128",

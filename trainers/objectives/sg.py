@@ -28,9 +28,14 @@ from trainers.objectives.base import Objective
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
 
 
-def projection_head(width: int, hidden: int) -> nn.Sequential:
-    """f: two linear layers, each followed by GELU (Section 3.1, footnote 4)."""
-    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+def projection_head(width: int, hidden: int, std: float) -> nn.Sequential:
+    """f: two linear layers, each followed by GELU (Section 3.1, footnote 4), their weights drawn from
+    N(0, ``std``^2), BERT's ``initializer_range`` (the paper is silent; galsang/SG-BERT loss.py draws them so, the
+    biases left at PyTorch's initialisation)."""
+    head = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, hidden), nn.GELU())
+    for linear in (head[0], head[2]):
+        nn.init.normal_(linear.weight, mean=0.0, std=std)
+    return head
 
 
 class SelfGuidedObjective(Objective):
@@ -40,8 +45,10 @@ class SelfGuidedObjective(Objective):
         self.fixed.requires_grad_(False)
         # Layer 0 of BERT_T is frozen "for stable learning" (Section 3.1, footnote 5).
         encoder.model.embeddings.requires_grad_(False)
-        width = encoder.model.config.hidden_size
-        self.head = projection_head(width, config["projection_hidden"]) if config["projection_head"] else nn.Identity()
+        model_config = encoder.model.config
+        self.head = (projection_head(model_config.hidden_size, config["projection_hidden"],
+                                     model_config.initializer_range)
+                     if config["projection_head"] else nn.Identity())
         self.loss_name = config["loss"]
         self.temperature = config["temperature"]
         self.reg_lambda = config["reg_lambda"]
