@@ -128,6 +128,7 @@ METHOD = Method(
     defaults={
         "pooling": "last2avg",  # the authors' README: reported numbers average the last two layers
         "max_seq_length": 64,
+        "eval_max_length": 64,  # Section 4.1's max length: the authors' eval.py encodes with the saved model's 64
         "batch_size": 96,
         "optimizer": "adam",
         "learning_rate": 5e-7,
@@ -142,7 +143,9 @@ METHOD = Method(
     views=lambda config: f"{config['aug1']} + {config['aug2']}",
     sources={knob: f"ConSERT (Yan et al. 2021), {what}" for knob, what in {
         "pooling": "the authors' README: reported numbers average the last two layers",
-        "max_seq_length": "Section 4.1 / the authors' script: max length 64", "batch_size": "Section 4.1: batch 96",
+        "max_seq_length": "Section 4.1 / the authors' script: max length 64",
+        "eval_max_length": "Section 4.1: max length 64, which the authors' eval.py keeps (the saved model's)",
+        "batch_size": "Section 4.1: batch 96",
         "optimizer": "Section 4.1: Adam", "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
         "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
