@@ -256,3 +256,65 @@ def test_every_step_trains_in_training_mode_after_an_evaluation_that_left_eval_m
     monkeypatch.setattr(STSEvaluator, "dev", dev_leaving_eval_mode)
     run_trial({**base, "max_steps": 5})
     assert modes == [True] * 5
+
+
+def authors_early_stop(scores: list[float], limit: int) -> int:
+    """How many evaluations galsang/SG-BERT's fit() runs before it stops, written out from its loop: a score
+    below the one before adds one to a count that is never reset, starting from a last score of 0."""
+    count, last = 0, 0
+    for index, score in enumerate(scores, start=1):
+        if score < last:
+            count += 1
+        if count >= limit:
+            return index
+        last = score
+    return len(scores)
+
+
+def hugging_face_early_stop(scores: list[float], patience: int) -> int:
+    """The same for Hugging Face's EarlyStoppingCallback: evaluations in a row without a better score."""
+    best, since = float("-inf"), 0
+    for index, score in enumerate(scores, start=1):
+        best, since = (score, 0) if score > best else (best, since + 1)
+        if since >= patience:
+            return index
+    return len(scores)
+
+
+@pytest.mark.parametrize("scores", [[50.0, 60.0, 55.0, 61.0, 58.0, 62.0, 57.0, 70.0, 69.0],  # drops, gains between
+                                    [50.0, 49.0, 48.0, 47.0, 46.0, 45.0],  # drops in a row
+                                    [-1.0, 5.0, 4.0, 6.0, 3.0, 7.0, 2.0]])  # the first, below 0, counts
+@pytest.mark.parametrize("patience", [2, 3])
+def test_the_drops_rule_stops_where_sg_berts_code_stops_and_no_gain_where_hugging_face_does(scores, patience):
+    from trainers.training.optimization import Selection
+
+    def evaluations(rule: str) -> int:
+        selection, encoder = Selection(patience, rule=rule), torch.nn.Linear(1, 1)
+        for index, score in enumerate(scores, start=1):
+            selection.update(score, index, encoder)
+            if selection.should_stop:
+                return index
+        return len(scores)
+
+    assert evaluations("drops") == authors_early_stop(scores, patience)
+    assert evaluations("no_gain") == hugging_face_early_stop(scores, patience)
+
+
+def test_a_selection_restored_from_its_state_counts_on_as_the_one_it_was_taken_from():
+    """Exact resume: a checkpoint's selection state holds the count and the last score the 'drops' rule
+    compares with; restored, it stops where the uninterrupted one stops."""
+    from trainers.training.optimization import Selection
+
+    scores, encoder = [50.0, 49.0, 60.0, 59.0, 58.0, 70.0], torch.nn.Linear(1, 1)
+    whole, first = Selection(3, rule="drops"), Selection(3, rule="drops")
+    for index, score in enumerate(scores[:3], start=1):
+        whole.update(score, index, encoder)
+        first.update(score, index, encoder)
+    restored = Selection(3, rule="drops")
+    restored.restore(first.state(3), encoder)
+    for index, score in enumerate(scores[3:], start=4):
+        whole.update(score, index, encoder)
+        restored.update(score, index, encoder)
+        assert (restored.should_stop, restored.evaluations_without_gain) == (whole.should_stop,
+                                                                             whole.evaluations_without_gain)
+    assert whole.should_stop  # 49 < 50, 59 < 60, 58 < 59: three drops

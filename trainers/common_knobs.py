@@ -30,6 +30,8 @@ PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
 CUDA graphs, one per batch shape, on a GPU."""
+EARLY_STOPPING_RULES = ("no_gain", "drops")
+"""What ``patience`` counts (:class:`trainers.training.optimization.Selection`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 
@@ -138,8 +140,11 @@ TRAINING_KNOBS = KnobSet(
         Knob("lr_schedule", str, "linear", "'linear': warm-up then linear decay to zero; 'constant': warm-up then "
              "constant.", choices=("linear", "constant")),
         Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step).", low=1),
-        Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early).",
-             low=0),
+        Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early); "
+             "early_stopping_rule says which evaluations count.", low=0),
+        Knob("early_stopping_rule", str, "no_gain", "Which evaluations patience counts: 'no_gain', those in a row "
+             "without a better dev score (Hugging Face's EarlyStoppingCallback); 'drops', those that scored below "
+             "the evaluation before, never reset (SG-BERT's code).", choices=EARLY_STOPPING_RULES),
         Knob("final_state", str, "best_dev", "The state each stage ends with, hands on and tests: 'best_dev' (the "
              "best STS-B dev evaluation's, the papers' model selection) or 'last' (the last step's, as code that "
              "selects nothing; BERT-flow's). best_dev_spearman is that state's dev score.",

@@ -149,7 +149,8 @@ METHOD = Method(
         "optimizer": "Section 4.1: Adam", "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
         "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
-        "script: --patience 10", "train_corpus": "Section 4.1: the unlabelled texts of the seven STS sets",
+        "script: --patience 10", "early_stopping_rule": "the authors' fit(): patience counts evaluations without "
+        "a better dev score, reset by one", "train_corpus": "Section 4.1: the unlabelled texts of the seven STS sets",
         "adam_beta2": "Adam's beta2 0.999", "views": "Section 5.2: shuffle + feature cutoff, the best pair",
     }.items()},
     exchangeable=(

@@ -89,7 +89,8 @@ METHOD = Method(
         "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
         "batch_size": "batch 32", "max_seq_length": "max length 64",
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
-        "patience": "no early stopping", "warmup_ratio": "no warm-up", "optimizer": "AdamW",
+        "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
+        "warmup_ratio": "no warm-up", "optimizer": "AdamW",
         "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
     }.items()},
 )

@@ -271,7 +271,8 @@ METHOD = Method(
         "pooling": "the authors' SCT_main.py: sentence-transformers' Pooling, mean", "max_seq_length": "silent; "
         "ours 64 (the authors' Running_script.sh: 128)", "train_corpus": "Section 4.1: NLI texts, hub only; "
         "offline the seven STS sets' unlabelled texts", "patience": "Section 4.1: the best dev checkpoint "
-        "(no early stop)", "adam_beta2": "Section 4.1: AdamW, beta2 0.999", "views": "Section 3.1: two "
+        "(no early stop)", "early_stopping_rule": "no early stop (patience 0), so the rule counts nothing",
+        "adam_beta2": "Section 4.1: AdamW, beta2 0.999", "views": "Section 3.1: two "
         "back-translations; offline shuffle + feature cutoff",
     }.items()},
 )

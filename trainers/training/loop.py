@@ -149,7 +149,8 @@ def train(
     steps = total_steps(config, len(examples))
     schedule = make_schedule(config, optimizer, steps)
     generator = torch.Generator().manual_seed(config["seed"])
-    selection = Selection(config["patience"], keep_last=config["final_state"] == "last")
+    selection = Selection(config["patience"], keep_last=config["final_state"] == "last",
+                          rule=config["early_stopping_rule"])
     timer = _Timer()
     position = position or _Position()
     if resume is not None:

@@ -85,35 +85,48 @@ class Selection:
     """Best-state bookkeeping for model selection: on STS-B dev in the training loop, on the first 10% of
     each GLUE validation set in GLUE fine-tuning (:mod:`trainers.training.glue`). ``encoder`` is the module
     whose weights are kept. With ``keep_last`` every evaluation replaces the kept one: the stage ends with its
-    last state (code that selects nothing) and the best score is that state's."""
+    last state (code that selects nothing) and the best score is that state's.
+
+    ``evaluations_without_gain`` counts the evaluations ``patience`` counts, by ``rule``
+    (:data:`trainers.common_knobs.EARLY_STOPPING_RULES`): 'no_gain', those since the best, reset by a better
+    score; 'drops', every one that scored below the evaluation before it, never reset (galsang/SG-BERT
+    ``modules.py`` ``fit()``)."""
 
     patience: int
     keep_last: bool = False
+    rule: str = "no_gain"
     best_score: float = -math.inf
     best_step: int = 0
     best_state: dict[str, torch.Tensor] | None = None
     evaluations_without_gain: int = 0
+    last_score: float | None = None
 
     def state(self, step: int) -> SelectionState:
         """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
         return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
-                              None if self.best_step == step else self.best_state)
+                              None if self.best_step == step else self.best_state, self.last_score)
 
     def restore(self, state: SelectionState, encoder: torch.nn.Module) -> None:
         self.best_score, self.best_step = state.best_score, state.best_step
-        self.evaluations_without_gain = state.evaluations_without_gain
+        self.evaluations_without_gain, self.last_score = state.evaluations_without_gain, state.last_score
         self.best_state = state.best_state
         if self.best_state is None and self.best_step and not self.keep_last:
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
     def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
+        # The authors' count starts from a last score of 0 (galsang/SG-BERT fit()).
+        dropped, self.last_score = score < (self.last_score or 0.0), score
         if self.keep_last:  # the current weights are the kept ones: no copy
             self.best_score, self.best_step, self.best_state = score, step, None
-        elif score > self.best_score:
-            self.best_score, self.best_step, self.evaluations_without_gain = score, step, 0
+            return
+        gained = score > self.best_score
+        if gained:
+            self.best_score, self.best_step = score, step
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
+        if self.rule == "drops":
+            self.evaluations_without_gain += dropped
         else:
-            self.evaluations_without_gain += 1
+            self.evaluations_without_gain = 0 if gained else self.evaluations_without_gain + 1
 
     @property
     def should_stop(self) -> bool:
