@@ -353,8 +353,12 @@ def test_backtranslation_file_round_trips_through_the_reader(tmp_path):
                                            ("Dogs run.", "Dogs run.|de|en", "Dogs run.|fr|en")]
 
 
-def test_online_reference_is_the_online_encoder_under_stop_gradient(tiny_bert):
-    objective = build(tiny_bert)
+@pytest.mark.parametrize("reference", ["online", "online_same_pass"])
+def test_the_online_reference_encodes_each_view_again_or_takes_the_online_pass(tiny_bert, reference):
+    """f_ref = f_theta: 'online' encodes each view a second time without gradient, after its online pass, with a
+    dropout mask of its own (Section 3.1, the authors' code); 'online_same_pass' takes the online pass's vectors
+    under stop-gradient. Replaying the same draws, the reference is the second pass of each view, resp. the first."""
+    objective = build(tiny_bert, reference=reference)
     assert objective.reference is None
     torch.manual_seed(3)
     inputs = objective.inputs(BATCH)
@@ -366,8 +370,10 @@ def test_online_reference_is_the_online_encoder_under_stop_gradient(tiny_bert):
     torch.manual_seed(4)  # the same passes again, on the same draws
     for vectors, view, augmentation in zip((first, second), inputs[:2], objective.augmentations):
         with torch.no_grad():
-            expected = objective.pooled(objective.encoder, view, augmentation)
-        torch.testing.assert_close(vectors, F.normalize(expected, dim=1))
+            passes = [objective.pooled(objective.encoder, view, augmentation)
+                      for _ in range(2 if reference == "online" else 1)]
+        torch.testing.assert_close(vectors, F.normalize(passes[-1], dim=1))
+        assert (reference == "online") == (not torch.allclose(passes[0], passes[-1]))  # another dropout mask
 
 
 # ---------------------------------------------------------------- distillation

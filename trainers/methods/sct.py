@@ -11,11 +11,14 @@ reference vectors of that view, as in the authors' code; the oldest entries
 make room after the step. The 'contrastive' ablation is MoCo-style: the
 positive against the queue alone.
 
-f_ref is by default the online encoder itself under stop-gradient (the paper:
-"the architecture and weights of f_ref and f_theta are identical"; the
-authors' code runs a second no-grad pass of the same model, which differs only
-by its dropout mask); ``reference='momentum'`` is Table 4's momentum encoder
-and ``'frozen'`` keeps the model as it was before training.
+f_ref is by default the online encoder itself, which encodes each view again
+without gradient (the paper: "the architecture and weights of f_ref and f_theta
+are identical", and "the views x1 and x2 are again encoded by the f_ref(.)
+encoder"; the authors' code runs that second no-grad pass, with a dropout mask
+of its own); ``reference='online_same_pass'`` takes the online pass's vectors
+under stop-gradient instead (no second pass, the same dropout mask: the default
+here until 2026-11-28); ``'momentum'`` is Table 4's momentum encoder and
+``'frozen'`` keeps the model as it was before training.
 
 Views: back-translations from a precomputed file (``bt1``/``bt2``, the paper's
 default, ``bt1`` twice for "same BT"), masked-LM rewriting (``mlm``, 15%),
@@ -235,10 +238,14 @@ METHOD = Method(
                  "reference's argmax queue entry (not in their code); or 'contrastive' (distribution -> "
                  "contrastive).", choices=("kl", "ce", "ce_hard", "contrastive")),
             Knob("cross_view", bool, True, "Compare across views (False: the identical-view ablation)."),
-            Knob("reference", str, "online", "f_ref: the online encoder under stop-gradient ('online', the paper), "
-                 "a momentum encoder ('momentum', Table 4), or the model as it was before training ('frozen').",
-                 choices=("online", "momentum", "frozen")),
-            Knob("momentum", float, 0.999, "EMA factor of the momentum reference.", low=0.0, high=1.0),
+            Knob("reference", str, "online", "f_ref: the online encoder, which encodes each view again without "
+                 "gradient, a dropout mask of its own ('online': Section 3.1's 'again encoded by f_ref', as the "
+                 "authors' code does); the online pass's own vectors under stop-gradient ('online_same_pass', no "
+                 "second pass: this project's default until 2026-11-28); a momentum encoder ('momentum', Table 4); "
+                 "or the model as it was before training ('frozen').",
+                 choices=("online", "online_same_pass", "momentum", "frozen")),
+            Knob("momentum", float, 0.999, "EMA factor of the momentum reference (the paper gives none; MoCo's "
+                 "0.999).", low=0.0, high=1.0),
             Knob("projector", bool, True, "Use the projector h (False: the 'no MLPs' ablation)."),
             Knob("projector_expansion", int, 10, "Expansion factor w of the projector.", low=1),
         )

@@ -42,11 +42,15 @@ def projector(width: int, expansion: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+ONLINE_REFERENCES = ("online", "online_same_pass")
+"""The ``reference`` settings whose f_ref is the online encoder f_theta itself (no copy of it)."""
+
+
 class SCTObjective(Objective):
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
         self.reference = None
-        if config["reference"] != "online":
+        if config["reference"] not in ONLINE_REFERENCES:
             self.reference = copy.deepcopy(encoder).eval().requires_grad_(False)
         width = encoder.model.config.hidden_size
         self.head = projector(width, config["projector_expansion"]) if config["projector"] else nn.Identity()
@@ -122,8 +126,11 @@ class SCTObjective(Objective):
         pooled, reference = [], []
         for view, augmentation in zip(views, self.augmentations):
             pooled.append(self.pooled(self.encoder, view, augmentation))
-            if self.reference is None:  # f_ref is f_theta under stop-gradient
+            if config["reference"] == "online_same_pass":  # f_theta's vectors of this pass, under stop-gradient
                 reference.append(F.normalize(pooled[-1].detach(), dim=1))
+            elif self.reference is None:  # f_theta encodes the view again (Section 3.1), a dropout mask of its own
+                with torch.no_grad():
+                    reference.append(F.normalize(self.pooled(self.encoder, view, augmentation), dim=1))
             else:
                 with torch.no_grad():
                     reference.append(F.normalize(self.pooled(self.reference, view, augmentation), dim=1))
