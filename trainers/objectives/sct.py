@@ -128,12 +128,11 @@ class SCTObjective(Objective):
             pooled.append(self.pooled(self.encoder, view, augmentation))
             if config["reference"] == "online_same_pass":  # f_theta's vectors of this pass, under stop-gradient
                 reference.append(F.normalize(pooled[-1].detach(), dim=1))
-            elif self.reference is None:  # f_theta encodes the view again (Section 3.1), a dropout mask of its own
-                with torch.no_grad():
-                    reference.append(F.normalize(self.pooled(self.encoder, view, augmentation), dim=1))
-            else:
-                with torch.no_grad():
-                    reference.append(F.normalize(self.pooled(self.reference, view, augmentation), dim=1))
+                continue
+            # f_ref encodes the view again (Section 3.1): f_theta itself, with a dropout mask of its own, or its copy
+            encoder = self.encoder if self.reference is None else self.reference
+            with torch.no_grad():
+                reference.append(F.normalize(self.pooled(encoder, view, augmentation), dim=1))
         self._pending = ((reference[0], reference[1]), teacher_pair)
         total = torch.zeros((), device=pooled[0].device)
         if config["self_supervised"]:
