@@ -300,6 +300,16 @@ def test_the_drops_rule_stops_where_sg_berts_code_stops_and_no_gain_where_huggin
     assert evaluations("no_gain") == hugging_face_early_stop(scores, patience)
 
 
+@pytest.mark.parametrize("rule, steps", [("drops", 10), ("no_gain", 16)])
+def test_a_trials_early_stopping_rule_decides_where_it_stops(base, monkeypatch, rule, steps):
+    """The knob reaches the loop: dev scores that drop twice but never twice in a row stop a 'drops' trial at
+    its 5th evaluation (patience 2) and let a 'no_gain' trial run to its last step."""
+    scripted_dev(monkeypatch, [50.0, 60.0, 55.0, 61.0, 58.0, 62.0, 59.0, 63.0])
+    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10, "max_steps": 16,
+                       "early_stopping_rule": rule})
+    assert final["steps"] == steps and final["early_stopped"] == (1.0 if rule == "drops" else 0.0)
+
+
 def test_a_selection_restored_from_its_state_counts_on_as_the_one_it_was_taken_from():
     """Exact resume: a checkpoint's selection state holds the count and the last score the 'drops' rule
     compares with; restored, it stops where the uninterrupted one stops."""
