@@ -243,3 +243,62 @@ def test_the_backtranslation_file_has_a_row_per_corpus_sentence_duplicates_inclu
     assert [row[0] for row in rows] == corpus
     assert rows[2] == rows[0] == ("A cat sat.", "A cat sat.|de|en", "A cat sat.|fr|en")
     assert translated == ["A cat sat.", "Dogs run.", "Birds fly."] * 2  # once per pivot, distinct sentences only
+
+
+def test_backtranslate_refuses_a_model_it_cannot_load_offline_with_exit_2_and_no_traceback(tmp_path):
+    """`python -m trainers.data.backtranslate` where a translation model is neither on a reachable hub, nor in the
+    Hugging Face cache, nor a local folder: one line on stderr naming the model and where it was looked for, exit
+    code 2, no traceback, and no file written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A cat sat.\nDogs run.\n")
+    out = tmp_path / "bt.tsv"
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH", "")]))}
+    env.pop("HF_HUB_CACHE", None)
+    done = subprocess.run([sys.executable, "-m", "trainers.data.backtranslate", "--corpus", str(corpus),
+                           "--out", str(out), "--model-template", "no-such-org/opus-mt-{source}-{target}"],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "'no-such-org/opus-mt-en-de'" in done.stderr
+    assert "--model-template" in done.stderr and "HF_HUB_OFFLINE" in done.stderr and "local folder" in done.stderr
+    assert done.stdout == "" and not out.exists()
+
+
+def test_hf_translator_loads_every_round_trip_model_before_translating(monkeypatch):
+    """The four models of two pivots are loaded before any sentence is translated, so that a missing fr -> en model
+    is refused (a DataError naming it) before the de round trip's work; transformers' other errors pass through."""
+    import transformers
+
+    from trainers.data.backtranslate import hf_translator
+    from trainers.data.sources import DataError
+
+    loaded: list[str] = []
+
+    def fake_pipeline(task, model):
+        if model.endswith("fr-en"):
+            raise OSError(f"{model} is not a local folder and is not a valid model identifier")
+        loaded.append(model)
+        return lambda sentences, batch_size: [{"translation_text": f"{s}|{model}\t"} for s in sentences]
+
+    monkeypatch.setattr(transformers, "pipeline", fake_pipeline)
+    with pytest.raises(DataError, match=r"cannot load the fr -> en translation model 'org/m-fr-en' \(org/m-fr-en is "):
+        hf_translator("org/m-{source}-{target}", ["de", "fr"])
+    assert loaded == ["org/m-en-de", "org/m-de-en", "org/m-en-fr"]
+
+    monkeypatch.setattr(transformers, "pipeline", lambda task, model: fake_pipeline(task, model.replace("fr", "it")))
+    translate = hf_translator("org/m-{source}-{target}", ["de", "fr"])
+    assert translate(["A cat sat."], "en", "de") == ["A cat sat.|org/m-en-de"]
+
+    def broken_pipeline(task, model):
+        raise RuntimeError("a bug, not a missing model")
+
+    monkeypatch.setattr(transformers, "pipeline", broken_pipeline)
+    with pytest.raises(RuntimeError, match="a bug"):
+        hf_translator("org/m-{source}-{target}", ["de", "fr"])
