@@ -45,7 +45,7 @@ def trained_state(method: str) -> tuple[dict, dict]:
     config = get_method(method).resolve({})
     (stage,) = get_method(method).stages(config)
     objective = stage.build(config, SentenceEncoder.from_config(config))
-    optimizer = make_optimizer(config, [p for p in objective.parameters() if p.requires_grad])
+    optimizer = make_optimizer(config, objective)
     schedule = make_schedule(config, optimizer, 100)
     objective.train()
     objective.loss(load_corpus(config["train_corpus"])[: config["batch_size"]]).backward()

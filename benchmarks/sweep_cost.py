@@ -150,7 +150,8 @@ SCT_ROWS = ["SCT-distillation", "L_CD"]
 # sides pay them alike); the paper's teacher (RoBERTa-large) is ~50x the bundled model's forward.
 SCT_BUDGET = {"train_limit": 512, "epochs": 3, "eval_every": 4, "eval_max_pairs": 300, "queue_size": 4096}
 SG_ROWS = ["SG-OPT (L_opt3)", "+ L_opt2"]
-SG_BUDGET = {"train_limit": 160, "epochs": 2, "eval_every": 10, "eval_max_pairs": 300}
+SG_BUDGET = {"train_limit": 160, "epochs": 2, "eval_every": 10, "eval_max_pairs": 300,
+             "bert_f_dropout": False}  # BERT_F's views in a table, the thing shared
 
 
 def main(argv: list[str] | None = None) -> None:

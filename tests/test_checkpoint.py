@@ -84,9 +84,13 @@ CASES = {
     "sg": {"method": "sg", "loss": "sg", "projection_hidden": 16},
     "sg-opt1": {"method": "sg", "loss": "opt1", "projection_hidden": 16},
     "sg-opt2": {"method": "sg", "loss": "opt2", "projection_hidden": 16},
-    "sg-opt3": {"method": "sg", "loss": "opt3", "projection_hidden": 16, "checkpoint_every": 2},
+    # BERT_F's dropout (bert_f_dropout, the default) draws its views anew each step from torch's generator, which
+    # the checkpoint keeps; without it the steps read a table of views computed before training.
+    "sg-opt3": {"method": "sg", "loss": "opt3", "projection_hidden": 16, "checkpoint_every": 2,
+                "bert_f_dropout": True},
+    "sg-opt3-views-table": {"method": "sg", "loss": "opt3", "projection_hidden": 16, "bert_f_dropout": False},
     "sg-opt1-cuda-graph": {"method": "sg", "loss": "opt1", "projection_hidden": 16, "pad_to_max_length": True,
-                           "cuda_graph": True, "max_steps": 9},
+                           "cuda_graph": True, "max_steps": 9, "bert_f_dropout": True},
     "consert": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
     "consert-sup-unsup": {"method": "consert", "supervision": "sup-unsup", "max_steps": 3},
     "consert-joint-unsup-adversarial": {"method": "consert", "supervision": "joint-unsup", "max_steps": 3,

@@ -163,7 +163,9 @@ def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
     assert final["steps"] == 3 and "test_avg_spearman" in final
     config = get_method("consert").resolve({})
     assert ((config["batch_size"], config["learning_rate"], config["optimizer"], config["pooling"])
-            == (96, 5e-7, "adam", "last2avg"))
+            == (96, 5e-7, "adamw", "last2avg"))
+    assert ((config["weight_decay"], config["max_grad_norm"], config["adam_epsilon"], config["adam_bias_correction"])
+            == (0.01, 1.0, 1e-6, False))  # the authors' main.py and fit()
     assert (config["epochs"], config["patience"], config["supervision"]) == (10, 10, "none")
 
 

@@ -29,7 +29,7 @@ def counts(statistics: dict) -> dict:
 
 
 def sg_outputs(tiny_bert: str, tiny_teacher: str, **knobs) -> Outputs:
-    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 16, **knobs})
+    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 16, "bert_f_dropout": False, **knobs})
     objective = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
     return lambda: objective.prepare(BATCH), lambda: objective.views(BATCH), objective.statistics
 

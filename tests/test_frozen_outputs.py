@@ -181,7 +181,7 @@ def test_the_table_equals_a_direct_batched_forward_of_the_same_sorted_batches(ti
     new_process()
     monkeypatch.setattr(frozen_outputs, "TABLE_BATCH_SIZE", 2)
     texts = TEXTS + ["A dog.", "Someone is slicing a tomato with a very large knife."]
-    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 32,
+    config = get_method("sg").resolve({"model": tiny_bert, "projection_hidden": 32, "bert_f_dropout": False,
                                        "frozen_outputs_dir": str(tmp_path)})
     objective = SelfGuidedObjective(config, SentenceEncoder.from_pretrained(tiny_bert))
     objective.prepare(texts)
@@ -198,7 +198,7 @@ def test_the_table_equals_a_direct_batched_forward_of_the_same_sorted_batches(ti
 
 
 SG_TRIAL = {"method": "sg", "projection_hidden": 32, "batch_size": 8, "train_limit": 24, "epochs": 3,
-            "eval_every": 3}
+            "eval_every": 3, "bert_f_dropout": False}  # BERT_F's views in a table
 
 
 def test_sg_with_shared_views_gives_the_same_trial_and_a_second_trial_runs_no_bert_f(

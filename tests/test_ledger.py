@@ -156,12 +156,12 @@ def test_sct_table2s_caption_says_what_its_rows_train_on(tables):
 
 def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
-    assert sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "weight_decay=0.1"]) == 0
+    assert sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "max_grad_norm=2.0"]) == 0
     out = capsys.readouterr().out
     assert "against the paper (sweep/spec/paper_ledger.yaml; knob: ours, the paper's (kind: reason)):" in out
     assert "  model: ours 'bundled:all-MiniLM-L6-v2', paper 'nreimers/BERT-Small-L-4_H-512_A-8' (forced:" in out
-    assert ("  --set: sct_main.yaml, row 'SCT', knob weight_decay: ours 0.1, the paper's 0.01 "
-            "(SCT_main.py: SentenceTransformer.fit's weight_decay 0.01 (the paper is silent))") in out
+    assert ("  --set: sct_main.yaml, row 'SCT', knob max_grad_norm: ours 2.0, the paper's 1.0 "
+            "(SCT_main.py: SentenceTransformer.fit's max_grad_norm 1 (the paper is silent))") in out
 
 
 def test_the_rendered_table_of_the_report_carries_the_ledgers_deviations(tables):

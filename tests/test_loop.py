@@ -225,7 +225,8 @@ def test_constant_schedule_keeps_the_rate_after_warmup(base):
 
 
 @pytest.mark.parametrize("knob, value", [("optimizer", "adam"), ("weight_decay", 50.0), ("adam_beta2", 0.5),
-                                         ("adam_epsilon", 1e-2), ("max_grad_norm", 1e-3)])
+                                         ("adam_epsilon", 1e-2), ("max_grad_norm", 1e-3),
+                                         ("adam_bias_correction", False)])
 def test_optimizer_knobs_change_training(base, knob, value):
     common = {**base, "max_steps": 3, "learning_rate": 1e-3, "weight_decay": 0.1}
     assert run_trial({**common, knob: value})["test_avg_spearman"] != run_trial(common)["test_avg_spearman"]

@@ -49,7 +49,7 @@ class Scenario:
 
 def rows(teacher: str) -> list[dict]:
     return [
-        {"name": "sg", "set": {"projection_hidden": 16}},
+        {"name": "sg", "set": {"projection_hidden": 16, "bert_f_dropout": False}},  # BERT_F's views tabled
         {"name": "sct distillation", "set": {"method": "sct", "distillation": "cd", "teacher": teacher,
                                              "queue_size": 10, "projector_expansion": 2}},
     ]

@@ -126,24 +126,25 @@ def test_a_switched_method_reports_its_defaults_and_its_views():
     assert found["views"] == ("shuffle + feature_cutoff", "the sentence twice, two dropout masks")
 
 
-def test_a_row_that_also_sets_weight_decay_is_refused(tmp_path):
+def test_a_row_that_also_sets_adam_beta1_is_refused(tmp_path):
     project = project_copy(tmp_path)
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE",
-             set={"method": "simcse", "train_corpus": "sts_all_sentences", "weight_decay": 0.5})
+             set={"method": "simcse", "train_corpus": "sts_all_sentences", "adam_beta1": 0.5})
     with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in "
-                                        r"weight_decay: 0.0 -> 0.5,"):
+                                        r"adam_beta1: 0.9 -> 0.5,"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
 
 
 def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_path):
     """SimCSE's one epoch is listed in follows_method; dropped from it, the row is refused naming epochs."""
     project = project_copy(tmp_path)
-    edit_row(project / "search_spaces/sct_main.yaml", "SimCSE",
-             follows_method=["pooling", "max_seq_length", "batch_size", "learning_rate", "warmup_ratio", "views"])
+    optimizer = ["adam_epsilon", "adam_bias_correction", "weight_decay"]
+    edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
+        "pooling", "max_seq_length", "batch_size", "learning_rate", *optimizer, "warmup_ratio", "views"])
     with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in epochs: 10 -> 1, which"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
-        "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", "warmup_ratio", "views"],
+        "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", *optimizer, "warmup_ratio", "views"],
         set={"method": "simcse", "train_corpus": "sts_all_sentences", "epochs": 2})
     with pytest.raises(SpecError, match=r"lists epochs in follows_method, but sets it \(2, simcse's default: 1\)"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
@@ -268,21 +269,15 @@ def test_a_substitute_reference_is_named_in_the_caption():
         in TABLES["sct-table4"].caption
 
 
-def test_the_per_step_views_row_builds_no_table():
-    """'views recomputed every step' runs BERT_F on each step's batch: a table bound of 0 GB builds none."""
-    import torch
-
-    from trainers.models.frozen_outputs import FrozenOutputs
+def test_only_the_row_without_bert_f_dropout_tables_bert_fs_views():
+    """The reference row runs BERT_F with dropout on each step's batch (no table); the row without dropout
+    computes its views once, into a table."""
+    from trainers.registry import get_method
 
     spec = load_spec(ROOT / "search_spaces/sg_variants.yaml", check_environment=False)
-    per_step = FrozenOutputs.from_config(spec.row_config("views recomputed every step"), {"test": "per-step"})
-    shared = FrozenOutputs.from_config(spec.row_config("SG-OPT (paper: max-pooled views)"), {"test": "per-step"})
-    compute = lambda texts: torch.ones(len(texts), 3, 4)  # noqa: E731
-    per_step.prepare(["a", "b"], compute, torch.device("cpu"))
-    assert per_step.table is None
-    shared.share = False  # a table in this trial only: no shared folder touched
-    shared.prepare(["a", "b"], compute, torch.device("cpu"))
-    assert shared.table is not None
+    sg = get_method("sg")
+    assert sg.frozen_table(spec.row_config("SG-OPT (paper: max-pooled views)")) is None
+    assert sg.frozen_table(spec.row_config("BERT_F without dropout (views tabled once)")) is not None
 
 
 def test_a_reference_of_another_spec_says_what_that_spec_says_it_stands_in_for():

@@ -107,7 +107,7 @@ def test_the_fused_update_is_the_plain_update(monkeypatch):
     for fused in (None, True):
         weights = [torch.nn.Parameter(w.clone()) for w in start]
         monkeypatch.setattr(optimization, "fused_update", lambda parameters: fused)
-        optimizer = make_optimizer(config, weights)
+        optimizer = make_optimizer(config, torch.nn.ParameterList(weights))
         assert optimizer.defaults["fused"] is fused
         for step in range(10):
             loss = sum((w * (step + 1)).sin().sum() for w in weights)

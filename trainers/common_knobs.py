@@ -133,7 +133,13 @@ TRAINING_KNOBS = KnobSet(
         Knob("adam_beta2", float, 0.999, "Adam beta2.", low=0.0, high=1.0),
         Knob("adam_epsilon", float, 1e-8, "Adam's epsilon (torch's default; BERT's TensorFlow optimiser, which "
              "the authors' code of BERT-flow uses: 1e-6).", low=0.0, high=1.0),
-        Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam).", low=0.0),
+        Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam), of every weight but "
+             "biases and LayerNorm weights (sentence-transformers' fit() and Hugging Face's Trainer exempt them).",
+             low=0.0),
+        Knob("adam_bias_correction", bool, True, "Adam's bias correction of its moment estimates (Kingma and Ba, "
+             "Algorithm 1). false: transformers' AdamW(correct_bias=False), the ConSERT and SCT authors' "
+             "optimiser, whose early updates are larger (3.2x at step 100, 1.3x at step 1,000 with beta2 0.999; "
+             "trainers/training/uncorrected_adam.py). On a GPU torch's fused update runs only with it."),
         Knob("max_grad_norm", float, 0.0, "Clip the gradients of each step to this global L2 norm (0 = no "
              "clipping).", low=0.0),
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
@@ -206,7 +212,7 @@ RATE_KNOBS = KnobSet(
 
 FROZEN_OUTPUT_KNOBS = KnobSet(
     (
-        Knob("share_frozen_outputs", bool, True, "Where the table of a frozen model's outputs (SG's BERT_F views, "
+        Knob("share_frozen_outputs", bool, True, "Where the table of a frozen model's outputs (SG's BERT_F views with bert_f_dropout false, "
              "SCT's distillation teacher) lives: it is computed in one batched pass over the training texts "
              "before the trial trains (sorted by length, fixed batches: the same bits in every trial). On = "
              "on node-local disk, computed once and read by the node's other trials; off = computed inside "

@@ -92,8 +92,7 @@ def trained_without_dropout(method: str, model: str, precision: str, device: tor
     used = precisions.resolve(precision, device)
     with precisions.autocast(used, device):
         objective.prepare(examples)
-    parameters = [p for p in objective.parameters() if p.requires_grad]
-    optimizer = make_optimizer(config, parameters, rate_tensor=True)
+    optimizer = make_optimizer(config, objective, rate_tensor=True)
     schedule = make_schedule(config, optimizer, len(AGREEMENT_BATCHES))
     arguments = (objective, optimizer, config["max_grad_norm"], used, device)
     step = GraphedStep(*arguments, record=kind == "replayed") if kind in ("unrecorded", "replayed") else (
@@ -108,4 +107,5 @@ def trained_without_dropout(method: str, model: str, precision: str, device: tor
         losses.append(step(examples[start : start + size]))
         schedule.step()
         start += size
-    return [loss.item() for loss in losses], [p.detach().clone() for p in parameters], getattr(step, "graphed_steps", 0)
+    weights = [p.detach().clone() for p in objective.parameters() if p.requires_grad]
+    return [loss.item() for loss in losses], weights, getattr(step, "graphed_steps", 0)

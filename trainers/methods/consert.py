@@ -130,13 +130,18 @@ METHOD = Method(
         "max_seq_length": 64,
         "eval_max_length": 64,  # Section 4.1's max length: the authors' eval.py encodes with the saved model's 64
         "batch_size": 96,
-        "optimizer": "adam",
+        "optimizer": "adamw",  # Section 4.1's "Adam": the authors' transformers.AdamW, its decay decoupled
         "learning_rate": 5e-7,
         "warmup_ratio": 0.1,
         "eval_every": 200,
         "train_corpus": "sts_all_sentences",
         "epochs": 10,  # the authors' unsupervised script (--num_epochs 10 --patience 10)
         "patience": 10,
+        # Section 4.1 is silent on these four; the authors' main.py and its sentence-transformers fit():
+        "weight_decay": 0.01,
+        "max_grad_norm": 1.0,
+        "adam_epsilon": 1e-6,
+        "adam_bias_correction": False,
     },
     stages=stages,
     check=check,
@@ -146,7 +151,11 @@ METHOD = Method(
         "max_seq_length": "Section 4.1 / the authors' script: max length 64",
         "eval_max_length": "Section 4.1: max length 64, which the authors' eval.py keeps (the saved model's)",
         "batch_size": "Section 4.1: batch 96",
-        "optimizer": "Section 4.1: Adam", "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
+        "optimizer": "Section 4.1: Adam; the authors' main.py: transformers.AdamW, whose weight decay is "
+        "decoupled", "weight_decay": "silent; the authors' fit() decays 0.01 (not biases and LayerNorm weights)",
+        "max_grad_norm": "silent; the authors' fit() clips at norm 1", "adam_epsilon": "silent; the authors' "
+        "main.py: eps 1e-6", "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
+        "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
         "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
         "script: --patience 10", "early_stopping_rule": "the authors' fit(): patience counts evaluations without "

@@ -17,6 +17,7 @@ from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import (
     SIMCSE_KNOBS,
+    TRAINER_DEFAULTS,
     built_on_simcse_sources,
     positive_views,
     reads_bt_file,
@@ -59,7 +60,7 @@ METHOD = Method(
     )
     + STEP_GRAPH_KNOBS,
     defaults={"batch_size": 128, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
-              "epochs": 3},
+              "epochs": 3, **TRAINER_DEFAULTS},
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
     check=dclr_problems,
     views=positive_views,

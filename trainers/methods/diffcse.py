@@ -20,6 +20,7 @@ from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import (
     SIMCSE_KNOBS,
+    TRAINER_DEFAULTS,
     built_on_simcse_sources,
     positive_views,
     reads_bt_file,
@@ -69,7 +70,7 @@ METHOD = Method(
         )
     ),
     defaults={"batch_size": 64, "learning_rate": 7e-6, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
-              "epochs": 2},
+              "epochs": 2, **TRAINER_DEFAULTS},
     stages=single_stage("trainers.objectives.diffcse:DiffCSEObjective", simcse_examples),
     check=diffcse_problems,
     views=positive_views,

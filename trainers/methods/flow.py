@@ -76,7 +76,7 @@ METHOD = Method(
     + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
-              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1},
+              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_bias_correction": False},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
@@ -91,6 +91,7 @@ METHOD = Method(
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
+        "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
         "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
     }.items()},
 )

@@ -6,17 +6,24 @@ layers k = 0..l give of the same sentence, and pushed from other sentences'
 views (Section 3). After training only BERT_T is kept, and its [CLS] is the
 sentence vector. Defaults are the paper's (Table 8).
 
-BERT_F runs without dropout ("BERT_F is fixed", Section 3.1), so a
-sentence's views are a fixed function of the sentence: they are computed for
-the whole corpus in one batched pass before training, a table of
-sentences x views x width (pooled layers, not token states: 7 x 384 float32 =
-10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for BERT-base), and
-read by every step (:mod:`trainers.models.frozen_outputs`); with
-``share_frozen_outputs`` (on by default) the trials of a node share one table.
-The authors' runs differ here: their code builds BERT_F in eval mode, but its
-``fit()`` sets the whole loss module, BERT_F with it, to train mode at each
-epoch's start and after each evaluation, so their views had dropout noise,
-drawn anew each step (docs/methods.md).
+"BERT_F is fixed during training" (Section 3.1): its parameters are never
+updated. The paper is silent on its dropout, so ``bert_f_dropout`` follows the
+authors' code: galsang/SG-BERT loss.py builds BERT_F in eval mode, but
+modules.py ``fit()`` sets the whole loss module, BERT_F with it, to train mode
+at each epoch's start and after each evaluation, so their views had dropout
+noise, drawn anew each step. By default (true) BERT_F therefore reads each
+step's batch in train mode, without gradient, where the table below is read
+otherwise; its dropout draws from torch's generator, which the trial's seed
+sets and every checkpoint keeps, just before BERT_T's (the authors' Loss.forward
+also runs BERT_F first). No table is built then, whatever
+``share_frozen_outputs`` says. With ``bert_f_dropout: false`` BERT_F runs
+without dropout, so a sentence's views are a fixed function of the sentence:
+they are computed for the whole corpus in one batched pass before training, a
+table of sentences x views x width (pooled layers, not token states: 7 x 384
+float32 = 10.8 kB a sentence for the bundled model, 13 x 768 = 40 kB for
+BERT-base), and read by every step (:mod:`trainers.models.frozen_outputs`);
+with ``share_frozen_outputs`` (on by default) the trials of a node share one
+table.
 
 ``bt_view: bt1`` (or ``bt2``) with ``bt_file`` joins each sentence's back-translation to SG-OPT: SG-BERT's
 "BT + SG-OPT" (Section 6, Table 7). The training examples are then the file's rows. The paper's one
@@ -74,8 +81,9 @@ def bert_f_texts(config: Config, examples: Sequence[Any]) -> list[str]:
 
 def views_table(config: Config) -> FrozenTable | None:
     """BERT_F's views of each text it reads: layers skip_first_layers..L pooled, each of the model's width;
-    None for loss 'bt' (Contrastive (BT) contrasts BERT_T's vectors only: BERT_F is read by L_reg alone)."""
-    if config["loss"] == "bt":
+    None for loss 'bt' (Contrastive (BT) contrasts BERT_T's vectors only: BERT_F is read by L_reg alone), and
+    with ``bert_f_dropout`` (BERT_F's views are drawn anew each step: there is nothing to table)."""
+    if config["loss"] == "bt" or config["bert_f_dropout"]:
         return None
 
     def numbers_per_text() -> int:
@@ -139,6 +147,17 @@ METHOD = Method(
                  "apply to loss bt, where BERT_T reads both texts by definition, and is ignored there (not "
                  "refused: a `--set bt_into=...` for sg_bt.yaml's BT + SG-OPT row reaches its Contrastive (BT) "
                  "row too).", choices=BT_INTO),
+            Knob("bert_f_dropout", bool, True, "BERT_F's dropout while BERT_T trains. The paper only says that "
+                 "BERT_F is fixed (Section 3.1: its parameters are not updated), so the default is the authors' "
+                 "code: galsang/SG-BERT loss.py builds BERT_F in eval mode, but modules.py fit() sets the whole "
+                 "loss module, BERT_F in it, to train mode at each epoch's start and after each evaluation. true "
+                 "(the authors' runs): BERT_F reads each step's batch in train mode, without gradient, its dropout "
+                 "drawn anew each step (from the trial's seeded torch generator, before BERT_T's); no table of its "
+                 "views is built, so share_frozen_outputs and the frozen_outputs_* knobs do not apply, and with "
+                 "cuda_graph its pass runs before each replay, outside the graph. false: BERT_F without dropout, "
+                 "its views a fixed function of the sentence, computed once for the corpus as a table (one forward "
+                 "less per step, the same views at every step). No effect with loss bt, whose BERT_F only anchors "
+                 "L_reg."),
         )
     )
     + FROZEN_OUTPUT_KNOBS
@@ -155,6 +174,11 @@ METHOD = Method(
         "early_stopping_rule": "drops",
         "max_seq_length": 128,
         "train_corpus": "stsb_sentences",
+        # Table 8 is silent on these four; the authors' training.py and its fit() (galsang/SG-BERT modules.py):
+        "warmup_ratio": 0.1,
+        "weight_decay": 0.01,
+        "max_grad_norm": 1.0,
+        "adam_epsilon": 1e-6,
     },
     stages=single_stage("trainers.objectives.sg:SelfGuidedObjective", sg_examples),
     check=sg_problems,
@@ -167,7 +191,14 @@ METHOD = Method(
         "patience": "Table 8: early stopping endurance 10",
         "early_stopping_rule": "Table 8's endurance, undefined there, as galsang/SG-BERT modules.py fit() counts it: "
         "evaluations below the one before, never reset", "temperature": "Table 8: tau 0.01", "pooling": "Section 4: "
-        "[CLS]", "train_corpus": "Section 4: STS-B's sentences", "warmup_ratio": "Table 8 names no warm-up",
+        "[CLS]", "train_corpus": "Section 4: STS-B's sentences",
+        "warmup_ratio": "Table 8 names no warm-up; the authors' training.py warms up over 10% of the steps",
+        "weight_decay": "silent; the authors' fit() decays 0.01 (not "
+        "biases and LayerNorm weights)", "max_grad_norm": "silent; the authors' fit() clips at norm 1",
+        "adam_epsilon": "silent; the authors' transformers.AdamW: eps 1e-6", "adam_bias_correction": "silent; "
+        "the authors' training.py: correct_bias True",
         "views": "Section 3: BERT_F's hidden states",
+        "bert_f_dropout": "silent (Section 3.1: BERT_F is fixed, its parameters); galsang/SG-BERT modules.py fit() "
+        "sets the loss module, BERT_F in it, to train mode: dropout on",
     }.items()},
 )

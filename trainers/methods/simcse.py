@@ -54,8 +54,15 @@ SIMCSE_SOURCES = {
     "adam_beta2": f"{SIMCSE_PAPER}: HF Trainer's AdamW, beta2 0.999",
     "train_corpus": f"{SIMCSE_PAPER}, Section 3: 10^6 English Wikipedia sentences (wiki1m), not shipped here",
     "views": f"{SIMCSE_PAPER}, Section 3: the same sentence twice, two dropout masks",
+    "max_grad_norm": f"{SIMCSE_PAPER}: silent; the authors' run_unsup_example.sh keeps HF Trainer's max_grad_norm 1",
+    "adam_epsilon": f"{SIMCSE_PAPER}: silent; HF Trainer's adam_epsilon 1e-8 (run_unsup_example.sh)",
+    "weight_decay": f"{SIMCSE_PAPER}: silent; HF Trainer's weight_decay 0 (run_unsup_example.sh)",
+    "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's AdamW (torch's), bias corrected",
 }
 """Where each default of SimCSE a row that switches to it keeps comes from (``follows_method``)."""
+TRAINER_DEFAULTS = {"max_grad_norm": 1.0}
+"""What the authors' scripts of SimCSE and of the methods built on its code (DCLR, DiffCSE) leave at Hugging
+Face Trainer's defaults, where it differs from ours: gradients clipped at norm 1."""
 
 
 def built_on_simcse_sources(paper: str, corpus_section: str, **script: str) -> dict[str, str]:
@@ -88,7 +95,8 @@ METHOD = Method(
     name="simcse",
     summary="Unsupervised SimCSE: two dropout views of each sentence (or its back-translation), in-batch InfoNCE.",
     knobs=SIMCSE_KNOBS + STEP_GRAPH_KNOBS,
-    defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125},
+    defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
+              **TRAINER_DEFAULTS},
     stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
     check=simcse_problems,
     views=positive_views,

@@ -1,9 +1,9 @@
 """Outputs of frozen models: one batched pass over the training texts, the same table in every trial.
 
-A frozen model in eval mode (SG's BERT_F, SCT's distillation teacher) maps a
-fixed input text to the same output in every step, epoch and trial. Before a
-trial trains, :class:`FrozenOutputs` runs the model over all the fixed texts
-of its training corpus at once (:func:`table_batches`): the distinct texts
+A frozen model in eval mode (SG's BERT_F with ``bert_f_dropout`` false, SCT's
+distillation teacher) maps a fixed input text to the same output in every step,
+epoch and trial. Before a trial trains, :class:`FrozenOutputs` runs the model
+over all the fixed texts of its training corpus at once (:func:`table_batches`): the distinct texts
 sorted by length (characters, then the text), cut into batches of
 :data:`TABLE_BATCH_SIZE`. Neither depends on the trial's batch size, its seed
 or its sharing, so every trial that reads the table reads the same bits: a

@@ -67,7 +67,10 @@ class SelfGuidedObjective(Objective):
             raise ValueError(
                 f"skip_first_layers={self.first_layer} leaves no view: the model has layers 0..{encoder.num_layers}"
             )
-        self.views_table = views_table(config)  # None for loss 'bt': it reads no views of BERT_F
+        # BERT_F's dropout while training (bert_f_dropout, the authors' runs): its views are then drawn anew each
+        # step from the batch, and no table is built.
+        self.bert_f_dropout = config["bert_f_dropout"]
+        self.views_table = views_table(config)  # None for loss 'bt' (it reads no views of BERT_F), and with dropout
         self.table: FrozenOutputs | None = None
         if self.views_table is not None:
             key = {"outputs": "sg-views", **model_key(self.fixed, encoder.tokenizer), "max_length": self.max_length,
@@ -75,8 +78,12 @@ class SelfGuidedObjective(Objective):
             self.table = FrozenOutputs.from_config(config, key)
 
     def train(self, mode: bool = True) -> "SelfGuidedObjective":
+        """BERT_F trains (its dropout on) with the objective when ``bert_f_dropout`` is set, as galsang/SG-BERT's
+        fit() sets its loss module, BERT_F in it, to train mode; else it stays in eval mode: fixed views. The loop
+        calls this before the first step and after each evaluation (which switches only the encoder to eval mode),
+        so every step's BERT_F has its dropout; ``eval()`` turns it off with the rest."""
         super().train(mode)
-        self.fixed.eval()  # BERT_F gives fixed views: never dropout
+        self.fixed.train(mode and self.bert_f_dropout)
         return self
 
     def rebuilt_modules(self) -> tuple[str, ...]:
@@ -84,7 +91,8 @@ class SelfGuidedObjective(Objective):
 
     @torch.no_grad()
     def compute_views(self, sentences: Sequence[str]) -> Tensor:
-        """h_{i,k} for k = first_layer..l: BERT_F's layers pooled with p, ``[b, views, d]``."""
+        """h_{i,k} for k = first_layer..l: BERT_F's layers pooled with p, ``[b, views, d]``, in BERT_F's mode (in
+        train mode its dropout draws from torch's generator, the one the trial's seed sets and a checkpoint keeps)."""
         features = self.encoder.tokenize(sentences, self.max_length)
         states = self.fixed(**transformer_inputs(self.fixed, features), output_hidden_states=True,
                             return_dict=True).hidden_states
@@ -97,7 +105,11 @@ class SelfGuidedObjective(Objective):
             self.table.prepare(self.views_table.texts(examples), self.compute_views, self.encoder.device)
 
     def views(self, sentences: Sequence[str]) -> Tensor:
-        """h of ``sentences``: rows of the table (BERT_F run on the step's batch when it did not fit)."""
+        """h of ``sentences``: with ``bert_f_dropout``, BERT_F run on them now (in train mode while training: its
+        dropout drawn anew at each call); else rows of the table (BERT_F run on the step's batch when it did not
+        fit)."""
+        if self.table is None:
+            return self.compute_views(sentences)
         return self.table.get(sentences, self.compute_views, self.encoder.device)
 
     def statistics(self) -> dict[str, float]:
@@ -112,7 +124,10 @@ class SelfGuidedObjective(Objective):
         return output.last_hidden_state[:, 0]
 
     def inputs(self, batch: Sequence[Any]) -> tuple[TokenBatch, Tensor]:
-        """The step's host work on corpus sentences: BERT_T's tokens, and BERT_F's views h (the table's rows)."""
+        """The step's work before the loss on corpus sentences: BERT_T's tokens, and BERT_F's views h (the table's
+        rows; with ``bert_f_dropout``, BERT_F's pass over the batch, its dropout drawn before BERT_T's as the
+        authors' Loss.forward runs BERT_F first). A CUDA graph records what follows, not this: it copies each
+        step's views into the recorded ones, so a replay reads views drawn for its own step."""
         if self.loss_name == "bt" or self.bt_column is not None:
             raise NotImplementedError("a back-translated view reads its own rows: no CUDA graph records it")
         return self.tokens(batch), self.views(batch)
@@ -154,14 +169,13 @@ class SelfGuidedObjective(Objective):
     def back_translation_loss(self, rows: Sequence[Any]) -> Tensor:
         """SG-OPT with each (sentence, bt1, bt2) row's back-translation joined where ``bt_into`` says."""
         sentences, translations = [row[0] for row in rows], [row[self.bt_column] for row in rows]
+        # BERT_F reads first (with bert_f_dropout its draws come before BERT_T's, as in :meth:`inputs`): the
+        # sentences (bt_into tuned, fixed_join) and their back-translations (fixed, fixed_join).
+        views = self.head(self.views(sentences)) if self.bt_into != "fixed" else None
+        fixed_bt = self.head(self.views(translations)) if self.bt_into != "tuned" else None
         # BERT_T reads the sentences, and with bt_into 'tuned' their back-translations, in one pass.
         tuned = sentences + translations if self.bt_into == "tuned" else sentences
         vectors = self.head(self.sentence_tokens(self.tokens(tuned)))
         c = vectors[: len(sentences)]
-        if self.bt_into == "tuned":
-            views, joined = self.head(self.views(sentences)), vectors[len(sentences) :]
-        elif self.bt_into == "fixed":
-            views, joined = None, self.head(self.views(translations))
-        else:
-            views, joined = self.head(self.views(sentences)), self.head(self.views(translations))
+        joined = vectors[len(sentences) :] if self.bt_into == "tuned" else fixed_bt
         return sg_opt_bt_loss(c, views, joined, self.temperature, self.bt_into)

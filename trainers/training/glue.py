@@ -113,7 +113,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     model = SequenceClassifier(encoder).to(encoder.device)
     train = data.train.part(0, options["train_limit"] or None)
     select, report = split_validation(data.validation)
-    optimizer = make_optimizer(options, [p for p in model.parameters() if p.requires_grad])
+    optimizer = make_optimizer(options, model)
     steps = total_steps(options, len(train))
     steps_per_epoch = total_steps({**options, "epochs": 1, "max_steps": 0}, len(train))
     schedule = make_schedule(options, optimizer, steps)

@@ -143,9 +143,8 @@ def train(
     encoder = objective.encoder
     device = encoder.device
     encode = encode_fn(encoder, config)
-    parameters = [p for p in objective.parameters() if p.requires_grad]
     graphed = config.get("cuda_graph", False)  # the methods with STEP_GRAPH_KNOBS
-    optimizer = make_optimizer(config, parameters, rate_tensor=graphed)
+    optimizer = make_optimizer(config, objective, rate_tensor=graphed)
     steps = total_steps(config, len(examples))
     schedule = make_schedule(config, optimizer, steps)
     generator = torch.Generator().manual_seed(config["seed"])

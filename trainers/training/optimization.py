@@ -16,6 +16,7 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from trainers.method import Config
 from trainers.training.checkpoint import SelectionState
+from trainers.training.uncorrected_adam import UncorrectedAdam
 
 
 def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
@@ -26,29 +27,48 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> lis
     return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
 
 
-def make_optimizer(config: Config, parameters: list[torch.nn.Parameter],
-                   rate_tensor: bool = False) -> torch.optim.Optimizer:
-    """Adam or AdamW; on a GPU the fused kernel, one launch for all parameters' update instead of a few per
-    tensor group (the same update, up to float rounding; the CPU keeps the plain one its tests pin bitwise).
+def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = False) -> torch.optim.Optimizer:
+    """Adam or AdamW over ``module``'s trainable parameters, ``weight_decay`` on all but biases and LayerNorm
+    weights (:func:`parameter_groups`). With ``adam_bias_correction`` torch's, on a GPU its fused kernel, one
+    launch for all parameters' update instead of a few per tensor group (the same update, up to float rounding;
+    the CPU keeps the plain one its tests pin bitwise); without it the ConSERT and SCT authors' update
+    (:class:`~trainers.training.uncorrected_adam.UncorrectedAdam`).
 
     ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
     place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
-    On a GPU the update is then capturable too (its step counts stay on the device)."""
-    kind = torch.optim.AdamW if config["optimizer"] == "adamw" else torch.optim.Adam
-    fused = fused_update(parameters)
+    On a GPU torch's update is then capturable too (its step counts stay on the device)."""
+    groups = parameter_groups(module, config["weight_decay"])
+    parameters = [p for group in groups for p in group["params"]]
     rate = config["learning_rate"]
-    optimizer = kind(
-        parameters,
-        lr=torch.tensor(rate, device=parameters[0].device) if rate_tensor else rate,
-        betas=(config["adam_beta1"], config["adam_beta2"]),
-        weight_decay=config["weight_decay"],
-        eps=config["adam_epsilon"],
-        fused=fused,
-        capturable=bool(rate_tensor and fused),
-    )
+    lr = torch.tensor(rate, device=parameters[0].device) if rate_tensor else rate
+    betas = (config["adam_beta1"], config["adam_beta2"])
+    decoupled = config["optimizer"] == "adamw"
+    if config["adam_bias_correction"]:
+        fused = fused_update(parameters)
+        kind = torch.optim.AdamW if decoupled else torch.optim.Adam
+        optimizer = kind(groups, lr=lr, betas=betas, eps=config["adam_epsilon"], fused=fused,
+                         capturable=bool(rate_tensor and fused))
+    else:
+        optimizer = UncorrectedAdam(groups, lr=lr, betas=betas, eps=config["adam_epsilon"],
+                                    weight_decay=config["weight_decay"], decoupled=decoupled)
     for group in optimizer.param_groups:  # the schedule's base rate, a float: each step's rate is filled in
         group["initial_lr"] = rate        # without reading the device
     return optimizer
+
+
+def parameter_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """``module``'s trainable parameters in two groups: decayed by ``weight_decay``, and not: every parameter
+    whose name holds 'bias' and the weights of LayerNorm layers, as sentence-transformers' ``fit()`` (whose
+    ``no_decay`` list every SG-BERT, ConSERT and SCT run used) and Hugging Face's Trainer leave them. Empty
+    groups are left out."""
+    norms = {id(p) for layer in module.modules() if isinstance(layer, torch.nn.LayerNorm)
+             for p in layer.parameters(recurse=False)}
+    groups: list[dict] = [{"params": [], "weight_decay": weight_decay}, {"params": [], "weight_decay": 0.0}]
+    for name, p in module.named_parameters():
+        if p.requires_grad:
+            exempt = "bias" in name or id(p) in norms
+            groups[int(exempt)]["params"].append(p)
+    return [group for group in groups if group["params"]]
 
 
 def fused_update(parameters: list[torch.nn.Parameter]) -> bool | None:
