@@ -166,6 +166,7 @@ def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
             == (96, 5e-7, "adamw", "last2avg"))
     assert ((config["weight_decay"], config["max_grad_norm"], config["adam_epsilon"], config["adam_bias_correction"])
             == (0.01, 1.0, 1e-6, False))  # the authors' main.py and fit()
+    assert config["selection_pooling"] == "mean"  # their dev evaluator pools as they train; last2avg tests
     assert (config["epochs"], config["patience"], config["supervision"]) == (10, 10, "none")
 
 

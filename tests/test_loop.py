@@ -329,3 +329,33 @@ def test_a_selection_restored_from_its_state_counts_on_as_the_one_it_was_taken_f
         assert (restored.should_stop, restored.evaluations_without_gain) == (whole.should_stop,
                                                                              whole.evaluations_without_gain)
     assert whole.should_stop  # 49 < 50, 59 < 60, 58 < 59: three drops
+
+
+def test_selection_pooling_pools_the_dev_evaluations_that_select_and_no_other(base):
+    """With a learning rate of 0 the weights stay the untuned model's: every dev evaluation scores it pooled
+    with selection_pooling (mean), and the test sets with pooling (cls), each as an encoder built with that
+    pooling alone scores them."""
+    from trainers.metrics import Metric
+    from trainers.training.loop import encode_fn
+
+    frozen = {**base, "max_steps": 2, "eval_every": 1, "learning_rate": 0.0, "final_state": "last"}
+    reports = []
+    final = run_trial({**frozen, "selection_pooling": "mean"}, reports.append)
+
+    def scores(pooling: str) -> dict[str, float]:
+        config = get_method("simcse").resolve({**frozen, "pooling": pooling})
+        encoder = SentenceEncoder.from_config(config)
+        evaluator = STSEvaluator.of_trial(config)
+        return {**evaluator.dev(encode_fn(encoder, config)), **evaluator.test(encode_fn(encoder, config))}
+
+    mean, cls = scores("mean"), scores("cls")
+    assert mean[Metric.DEV] != pytest.approx(cls[Metric.DEV], abs=1e-3)
+    assert [r[Metric.DEV] for r in reports[:-1]] == pytest.approx([mean[Metric.DEV]] * 2, abs=1e-6)
+    assert final[Metric.BEST_DEV] == pytest.approx(mean[Metric.DEV], abs=1e-6)
+    assert final[Metric.TEST_AVG] == pytest.approx(cls[Metric.sts(Metric.STS_AVG)], abs=1e-6)
+
+
+def test_a_flows_dev_evaluations_pool_as_its_flow_reads():
+    with pytest.raises(ConfigError, match="selection_pooling"):
+        get_method("flow").resolve({"selection_pooling": "cls"})
+    assert get_method("flow").resolve({"selection_pooling": "first_last_avg"})["selection_pooling"] == "first_last_avg"

@@ -92,6 +92,11 @@ def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:
     return []
 
 
+def selection_pooling(config: Mapping[str, Any]) -> str:
+    """The pooling of a trained config's dev evaluations (``selection_pooling``, 'same' = ``pooling``)."""
+    return config["pooling"] if config["selection_pooling"] == "same" else config["selection_pooling"]
+
+
 def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the training knobs of a resolved config ask for that no one knob shows."""
     problems = []
@@ -99,6 +104,10 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
         problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
                                 "final_state 'last' keeps no best score to beat: set patience 0 or final_state "
                                 "'best_dev'"))
+    if config["pooling_skip_frequent"] and selection_pooling(config) not in MEAN_POOLINGS:
+        problems.append(Problem("selection_pooling", f"pooling_skip_frequent leaves tokens out of an average, so "
+                                f"the selection's pooling must be one of {list(MEAN_POOLINGS)}; got "
+                                f"{selection_pooling(config)!r}"))
     if config["torch_compile_mode"] != "default" and not config["torch_compile"]:
         problems.append(Problem("torch_compile_mode", f"is torch.compile's mode, so {config['torch_compile_mode']!r} "
                                 "needs torch_compile: true"))
@@ -151,6 +160,11 @@ TRAINING_KNOBS = KnobSet(
         Knob("early_stopping_rule", str, "no_gain", "Which evaluations patience counts: 'no_gain', those in a row "
              "without a better dev score (Hugging Face's EarlyStoppingCallback); 'drops', those that scored below "
              "the evaluation before, never reset (SG-BERT's code).", choices=EARLY_STOPPING_RULES),
+        Knob("selection_pooling", str, "same", "The pooling of the STS-B dev evaluations that select the kept "
+             "state and that patience counts: 'same' (pooling, the evaluation's) or another of the poolings "
+             "(pooling_layer applies to it too). ConSERT's authors select with their training pooling, the last "
+             "layer's mean, and test with last2avg. best_dev_spearman is the dev score in this pooling.",
+             choices=("same",) + tuple(p for p in POOLINGS if p != "wk")),
         Knob("final_state", str, "best_dev", "The state each stage ends with, hands on and tests: 'best_dev' (the "
              "best STS-B dev evaluation's, the papers' model selection) or 'last' (the last step's, as code that "
              "selects nothing; BERT-flow's). best_dev_spearman is that state's dev score.",
@@ -212,11 +226,11 @@ RATE_KNOBS = KnobSet(
 
 FROZEN_OUTPUT_KNOBS = KnobSet(
     (
-        Knob("share_frozen_outputs", bool, True, "Where the table of a frozen model's outputs (SG's BERT_F views with bert_f_dropout false, "
-             "SCT's distillation teacher) lives: it is computed in one batched pass over the training texts "
-             "before the trial trains (sorted by length, fixed batches: the same bits in every trial). On = "
-             "on node-local disk, computed once and read by the node's other trials; off = computed inside "
-             "each trial. The same numbers either way.", bookkeeping=True),
+        Knob("share_frozen_outputs", bool, True, "Where the table of a frozen model's outputs (SG's BERT_F views "
+             "with bert_f_dropout false, SCT's distillation teacher) lives: it is computed in one batched pass over "
+             "the training texts before the trial trains (sorted by length, fixed batches: the same bits in every "
+             "trial). On = on node-local disk, computed once and read by the node's other trials; off = computed "
+             "inside each trial. The same numbers either way.", bookkeeping=True),
         Knob("frozen_outputs_dir", str, "", "Node-local folder of the shared frozen outputs; empty = "
              "$SWEEP_FROZEN_OUTPUTS_DIR, else <system temp folder>/sweep-frozen-outputs.", bookkeeping=True),
         Knob("frozen_outputs_gb", float, 8.0, "Bound on one table of frozen outputs (texts x width x bytes, "

@@ -142,6 +142,7 @@ METHOD = Method(
         "max_grad_norm": 1.0,
         "adam_epsilon": 1e-6,
         "adam_bias_correction": False,
+        "selection_pooling": "mean",  # the authors' dev evaluator encodes with their training pooling
     },
     stages=stages,
     check=check,
@@ -155,6 +156,8 @@ METHOD = Method(
         "decoupled", "weight_decay": "silent; the authors' fit() decays 0.01 (not biases and LayerNorm weights)",
         "max_grad_norm": "silent; the authors' fit() clips at norm 1", "adam_epsilon": "silent; the authors' "
         "main.py: eps 1e-6", "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
+        "selection_pooling": "silent; the authors' main.py selects on STS-B dev with the model's pooling, the last "
+        "layer's mean (its training pooling); last2avg only in the test (eval.py, the README's numbers)",
         "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
         "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "

@@ -92,6 +92,7 @@ METHOD = Method(
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
         "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
+        "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
         "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
     }.items()},
 )

@@ -16,10 +16,11 @@ frequency ranking that ``pooling_skip_frequent`` reads.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import functools
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -307,6 +308,17 @@ class SentenceEncoder(nn.Module):
             raise ValueError(f"skipped tokens are left out of an average: pooling must be one of {MEAN_POOLINGS}, "
                              f"got {self.pooling!r}")
         self.skip_token_ids = tuple(token_ids)
+
+    @contextlib.contextmanager
+    def pooling_as(self, pooling: str) -> Iterator["SentenceEncoder"]:
+        """This encoder pooling with ``pooling`` inside the block (``selection_pooling``'s dev evaluations)."""
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        kept, self.pooling = self.pooling, pooling
+        try:
+            yield self
+        finally:
+            self.pooling = kept
 
     def pooled_tokens(self, features: dict[str, Tensor]) -> Tensor:
         """The mask of the tokens pooling averages: the attention mask less the skipped token ids."""

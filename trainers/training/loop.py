@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from transformers import set_seed
 
-from trainers.common_knobs import precision_settings
+from trainers.common_knobs import precision_settings, selection_pooling
 from trainers.method import Config, Method, TrialConfig
 from trainers.metrics import Metric
 from trainers.models.encoder import SentenceEncoder, pick_device
@@ -142,7 +142,7 @@ def train(
     session = session if isinstance(session, TrialSession) else TrialSession(session)
     encoder = objective.encoder
     device = encoder.device
-    encode = encode_fn(encoder, config)
+    encode_dev = encode_fn(encoder, config, pooling=selection_pooling(config))  # the evaluations that select
     graphed = config.get("cuda_graph", False)  # the methods with STEP_GRAPH_KNOBS
     optimizer = make_optimizer(config, objective, rate_tensor=graphed)
     steps = total_steps(config, len(examples))
@@ -190,7 +190,7 @@ def train(
         timer.examples += len(batch_indices)
 
         if evaluates:
-            dev = evaluator.dev(encode)[Metric.DEV]
+            dev = evaluator.dev(encode_dev)[Metric.DEV]
             selection.update(dev, position.step, encoder)
             position.evaluations += 1
             metrics = {
@@ -246,16 +246,17 @@ def train(
 
 
 def encode_fn(encoder: SentenceEncoder, config: Config, batch_size: int | None = None,
-              cached_tokens: bool = True) -> Callable[[Sequence[str]], torch.Tensor]:
+              cached_tokens: bool = True, pooling: str | None = None) -> Callable[[Sequence[str]], torch.Tensor]:
     """Sentences -> the trial's sentence vectors, as every evaluation encodes them (its pooling, batch size,
     length and ``eval_precision``): STS, the other suites, and ``sweep evaluate`` of a kept encoder.
-    ``batch_size`` replaces ``eval_batch_size``, and ``cached_tokens`` False tokenises every call afresh, for
-    a timed inference (:func:`inference_seconds`)."""
+    ``batch_size`` replaces ``eval_batch_size``, ``cached_tokens`` False tokenises every call afresh, for
+    a timed inference (:func:`inference_seconds`), and ``pooling`` replaces the encoder's (the dev
+    evaluations' ``selection_pooling``)."""
     used = precision.resolve(config["eval_precision"], encoder.device)
     batch_size = batch_size or config["eval_batch_size"]
 
     def encode(sentences: Sequence[str]) -> torch.Tensor:
-        with precision.autocast(used, encoder.device):
+        with precision.autocast(used, encoder.device), encoder.pooling_as(pooling or encoder.pooling):
             return encoder.encode(sentences, batch_size=batch_size, max_length=config["eval_max_length"],
                                   cached_tokens=cached_tokens)
 
