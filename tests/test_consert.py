@@ -72,10 +72,12 @@ def slow_info_nce(a, b, tau):
                for i in range(len(a))) / len(a)
 
 
-def slow_nli_classification_loss(r1, r2, labels, weight, bias):
+def slow_nli_classification_loss(r1, r2, labels, weight, bias, max_square=False):
     total = 0
     for u, v, y in zip(r1, r2, labels.tolist()):
         f = torch.cat([u, v, torch.stack([abs(x - z) for x, z in zip(u, v)])])
+        if max_square:  # the authors' AdvCLSoftmaxLoss: torch.max(rep_a, rep_b).pow(2)
+            f = torch.cat([f, torch.stack([max(x, z) ** 2 for x, z in zip(u, v)])])
         logits = [torch.dot(weight[c], f) + bias[c] for c in range(len(bias))]
         total = total - (logits[y] - torch.log(sum(torch.exp(logit) for logit in logits)))
     return total / len(labels)
@@ -92,13 +94,14 @@ def test_contrastive_losses_and_gradients_match_slow_references(fast, slow):
         torch.testing.assert_close(x, y)
 
 
-def test_nli_classification_loss_and_gradients_match_slow_reference():
+@pytest.mark.parametrize("max_square", [False, True])
+def test_nli_classification_loss_and_gradients_match_slow_reference(max_square):
     torch.manual_seed(0)
-    shapes = ((5, 4), (5, 4), (3, 12), (3,))  # r1, r2, W, b
+    shapes = ((5, 4), (5, 4), (3, 16 if max_square else 12), (3,))  # r1, r2, W, b
     tensors = [torch.randn(*shape, dtype=torch.float64, requires_grad=True) for shape in shapes]
     labels = torch.tensor([0, 2, 1, 1, 0])
-    value = nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3])
-    reference = slow_nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3])
+    value = nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3], max_square)
+    reference = slow_nli_classification_loss(tensors[0], tensors[1], labels, tensors[2], tensors[3], max_square)
     torch.testing.assert_close(value, reference)
     for x, y in zip(torch.autograd.grad(value, tensors), torch.autograd.grad(reference, tensors)):
         torch.testing.assert_close(x, y)
@@ -206,6 +209,12 @@ def test_joint_loss_is_ce_plus_alpha_times_both_sides_nt_xent(tiny_bert):
     supervised = build(tiny_bert, supervision="sup")
     supervised.classifier.load_state_dict(classifier.state_dict())
     assert supervised.loss(NLI).item() == pytest.approx(ce.item(), rel=1e-5)  # sup is L_ce alone
+    squared = build(tiny_bert, supervision="sup", nli_max_square=True)  # the authors' sup-sbert script's feature
+    assert squared.classifier.in_features == 4 * classifier.in_features // 3
+    torch.manual_seed(0)
+    expected = slow_nli_classification_loss(plain[0], plain[1], labels, squared.classifier.weight,
+                                            squared.classifier.bias, max_square=True)
+    assert squared.loss(NLI).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
 @pytest.mark.parametrize("knob, value", [("joint_weight", 0.15),  # control: the defaults on both sides

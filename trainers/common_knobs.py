@@ -255,6 +255,9 @@ NLI_STAGE_KNOBS = KnobSet(
         Knob("nli_learning_rate", float, 2e-5, "Learning rate of a labelled-NLI stage that comes before another "
              "(ConSERT's sup-unsup and joint-unsup, BERT-flow's nli_supervision): the authors' scripts' 2e-5. In "
              "ConSERT's 'sup' and 'joint' the trial is the NLI stage and learning_rate applies.", low=0.0, high=1.0),
+        Knob("nli_max_square", bool, False, "Append max(u, v)^2 to the NLI classifier's features (u, v, |u - v|), "
+             "ConSERT Eq. 2 and SBERT's: the ConSERT authors' sup-sbert and sup-consert-joint scripts do "
+             "(--concatenation_sent_max_square); their sup-unsup and joint-unsup scripts do not."),
     )
 )
 """The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.data.nli_examples`)."""

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from trainers.data.nli_examples import NLIPair
-from trainers.losses.nli import NLI_CLASSES, nli_classification_loss
+from trainers.losses.nli import NLI_CLASSES, nli_classification_loss, nli_feature_count
 from trainers.method import Config
 from trainers.models.batches import TokenBatch
 from trainers.models.encoder import SentenceEncoder, masked_mean
@@ -27,7 +27,8 @@ class SBERTNLIObjective(Objective):
 
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
-        self.classifier = nn.Linear(3 * encoder.model.config.hidden_size, NLI_CLASSES)
+        self.max_square = config["nli_max_square"]
+        self.classifier = nn.Linear(nli_feature_count(self.max_square) * encoder.model.config.hidden_size, NLI_CLASSES)
         self.max_length = config["max_seq_length"]
 
     def pair_vectors(
@@ -41,7 +42,8 @@ class SBERTNLIObjective(Objective):
         return sides, states, pooled, torch.tensor(labels, device=pooled[0].device)
 
     def classification_loss(self, pooled: Sequence[Tensor], labels: Tensor) -> Tensor:
-        return nli_classification_loss(pooled[0], pooled[1], labels, self.classifier.weight, self.classifier.bias)
+        return nli_classification_loss(pooled[0], pooled[1], labels, self.classifier.weight, self.classifier.bias,
+                                       self.max_square)
 
     def loss(self, batch: Sequence[NLIPair]) -> Tensor:
         _, _, pooled, labels = self.pair_vectors(batch)
