@@ -356,6 +356,6 @@ def test_selection_pooling_pools_the_dev_evaluations_that_select_and_no_other(ba
 
 
 def test_a_flows_dev_evaluations_pool_as_its_flow_reads():
-    with pytest.raises(ConfigError, match="selection_pooling"):
-        get_method("flow").resolve({"selection_pooling": "cls"})
-    assert get_method("flow").resolve({"selection_pooling": "first_last_avg"})["selection_pooling"] == "first_last_avg"
+    flow = get_method("flow")
+    assert [p.key for p in flow.check(flow.resolve({"selection_pooling": "cls"}))] == ["selection_pooling"]
+    assert flow.check(flow.resolve({"selection_pooling": "first_last_avg"})) == []

@@ -427,8 +427,11 @@ def test_ckd_and_mse_losses_by_hand():
 
 @pytest.mark.parametrize("kind", ["cd", "mse", "congen", "ckd"])
 def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_bert, tiny_teacher, kind):
-    distilled = build(tiny_bert, distillation=kind, teacher=tiny_teacher)
-    alone = build(tiny_bert, distillation=kind, teacher=tiny_teacher, self_supervised=False)
+    """With the map inside the distillation loss (distillation_map 'loss'), L_SCT reads the student's pooled
+    vectors as without a teacher: the total is L_SCT plus the distillation loss alone."""
+    distilled = build(tiny_bert, distillation=kind, teacher=tiny_teacher, distillation_map="loss")
+    alone = build(tiny_bert, distillation=kind, teacher=tiny_teacher, self_supervised=False,
+                  distillation_map="loss")
     plain = build(tiny_bert)
     alone.teacher.to_teacher.load_state_dict(distilled.teacher.to_teacher.state_dict())
     def loss(objective):
@@ -501,6 +504,33 @@ def test_synonym_view_without_wordnet_fails_validation(monkeypatch):
     assert Problem("view1/view2", "the synonym view needs WordNet data for nltk") in sct_problems(config)
 
 
+def test_the_students_map_is_its_last_module_as_the_authors_build_it(tiny_bert, tiny_teacher):
+    """distillation_map 'encoder' (SCT_main_distillation.py's [Transformer, Pooling, Dense(32 -> 48, tanh)]): the
+    student's sentence vectors are the map of its mean-pooled ones, L_SCT's head and queues are the teacher's
+    width, the distillation loss maps nothing more, and the map is trained."""
+    from trainers.models.student_map import StudentMap
+    from trainers.objectives.nli import mean_last_layer
+
+    objective = build(tiny_bert, distillation="cd", teacher=tiny_teacher, view1="none", view2="dropout")
+    encoder = objective.encoder
+    assert isinstance(encoder.after_pooling, StudentMap) and isinstance(objective.teacher.to_teacher, torch.nn.Identity)
+    assert encoder.output_width == 48 and objective.queue_list[0].vectors.shape[1] == 48
+    objective.eval()
+    tokens = encoder.tokenize(BATCH, 32)
+    pooled = mean_last_layer(encoder.hidden_states(tokens), tokens)
+    expected = torch.tanh(pooled @ encoder.after_pooling.linear.weight.T + encoder.after_pooling.linear.bias)
+    first, _, _ = objective.inputs(BATCH)
+    torch.testing.assert_close(objective.pooled(encoder, first, "none"), expected)
+    torch.testing.assert_close(encoder.encode(BATCH, max_length=32), expected)
+    objective.train()
+    loss_of(objective).backward()
+    assert encoder.after_pooling.linear.weight.grad is not None
+    again = build(tiny_bert, distillation="cd", teacher=tiny_teacher, view1="none", view2="dropout")
+    assert torch.equal(again.encoder.after_pooling.linear.weight, encoder.after_pooling.linear.weight)  # seeded
+    loss_side = build(tiny_bert, distillation="cd", teacher=tiny_teacher, distillation_map="loss")
+    assert loss_side.encoder.after_pooling is None and loss_side.encoder.output_width == 32
+
+
 def test_distillation_trial_runs_through_the_shared_loop(tiny_bert, tiny_teacher, use_tiny_sts):
     final = run_trial({"method": "sct", "model": tiny_bert, "max_steps": 2, "batch_size": 8, "train_limit": 40,
                        "eval_every": 2, "queue_size": 32, "distillation": "cd", "teacher": tiny_teacher})
@@ -552,3 +582,32 @@ def test_distributions_range_over_the_queue_and_the_batch_entering_it(tiny_bert,
               for view, augmentation in zip(inputs[:2], objective.augmentations)]
     expected = sct_loss(tuple(online), (ref1, ref2), objective.candidates((ref1, ref2)), 0.03, 0.02)
     torch.testing.assert_close(loss, expected)
+
+
+def test_a_distilled_students_export_ends_with_its_map_and_scores_as_logged(tiny_bert, tiny_teacher, use_tiny_sts,
+                                                                            tmp_path):
+    """The kept student (checkpoint) exported: sentence-transformers' Dense(32 -> 48, tanh) after its Pooling, as
+    the SCT authors save theirs, gives the trial's vectors and its logged test score."""
+    from sentence_transformers import SentenceTransformer
+
+    from sweep.run.models import load_trial_encoder, save_sentence_transformer
+    from trainers.data.sources import evaluation_names, load_sts
+    from trainers.suites.sts import STSEvaluator
+    from trainers.training.checkpoint import LocalSession
+
+    trial = {"method": "sct", "model": tiny_bert, "max_steps": 2, "batch_size": 8, "train_limit": 40,
+             "eval_every": 2, "queue_size": 32, "distillation": "cd", "teacher": tiny_teacher,
+             "eval_precision": "fp32"}  # sentence-transformers encodes in fp32
+    final = run_trial(trial, LocalSession(tmp_path / "checkpoints", keep=1))
+    (checkpoint,) = (tmp_path / "checkpoints").glob("checkpoint_*")
+    encoder, record = load_trial_encoder(checkpoint)
+    assert encoder.output_width == 48
+    save_sentence_transformer(encoder, tmp_path / "export", record.config["eval_max_length"])
+    model = SentenceTransformer(str(tmp_path / "export"), device="cpu")
+    assert type(model[-1]).__name__ == "Dense" and model.get_embedding_dimension() == 48
+    scored = STSEvaluator(load_sts("local", evaluation_names())).test(
+        lambda sentences: torch.from_numpy(model.encode(list(sentences), batch_size=64)))
+    assert scored["avg_spearman"] == pytest.approx(final["test_avg_spearman"], abs=1e-6)
+    sentences = ["A man plays a guitar.", "Two dogs run in a field."]
+    torch.testing.assert_close(torch.from_numpy(model.encode(sentences)), encoder.encode(sentences),
+                               rtol=1e-5, atol=1e-6)

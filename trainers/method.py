@@ -15,13 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from trainers.common_knobs import (
-    COMMON_KNOBS,
-    TRAINING_KNOBS,
-    pooling_problems,
-    selection_pooling,
-    training_problems,
-)
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems, training_problems
 from trainers.data.sources import (
     BT_COLUMNS,
     corpus_problem,
@@ -187,10 +181,6 @@ class Method:
         whole config shows)."""
         config = self.all_knobs.resolve({k: v for k, v in overrides.items() if k != "method"})
         problems = pooling_problems(config) + (training_problems(config) if self.trains else [])
-        if self.after_pooling and self.trains and selection_pooling(config) != config["pooling"]:
-            problems.append(Problem("selection_pooling", f"{self.name}'s map after pooling is fit on "
-                                    f"{config['pooling']!r} vectors, so its dev evaluations pool the same way: "
-                                    "set selection_pooling 'same'"))
         if problems:
             raise ConfigError(problems)
         config["method"] = self.name

@@ -86,15 +86,17 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
     pooling of another layer, ``first_last_avg`` and ``last2avg`` first average
     the chosen hidden states with a WeightedLayerPooling (one-hot or two equal
     weights), then mean- or cls/max-pool them: the same vectors, since mean
-    pooling is linear. WK pooling and a map after pooling (BERT-flow's flow) are
-    modules of :mod:`trainers.models.sentence_modules`, whose files the folder carries
-    (:func:`carry_project_modules`).
+    pooling is linear. A distilled SCT student's map into its teacher's space is
+    sentence-transformers' Dense (tanh), as the SCT authors save it. WK pooling and
+    BERT-flow's flow are modules of :mod:`trainers.models.sentence_modules`, whose
+    files the folder carries (:func:`carry_project_modules`).
     """
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
+    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer, WeightedLayerPooling
 
     from trainers.models.sentence_modules import LatentFlow, WKPooling
+    from trainers.models.student_map import StudentMap
 
     layers, width = encoder.num_layers, encoder.model.config.hidden_size
     weights = torch.zeros(layers + 1)
@@ -120,14 +122,19 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
                                                     layer_weights=torch.nn.Parameter(weights)))
             mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
             modules.append(Pooling(width, pooling_mode=mode))
-        if encoder.after_pooling is not None:
+        student_map = isinstance(encoder.after_pooling, StudentMap)
+        if student_map:
+            linear = encoder.after_pooling.linear
+            modules.append(Dense(linear.in_features, linear.out_features, activation_function=torch.nn.Tanh(),
+                                 init_weight=linear.weight.detach().cpu(), init_bias=linear.bias.detach().cpu()))
+        elif encoder.after_pooling is not None:
             flow = LatentFlow(**encoder.after_pooling.settings)
             flow.flow.load_state_dict(encoder.after_pooling.state_dict())
             modules.append(flow)
         SentenceTransformer(modules=modules, device="cpu").save(str(folder), create_model_card=False)
-    if wk or encoder.after_pooling is not None:
+    if wk or (encoder.after_pooling is not None and not student_map):
         carry_project_modules(folder)
-        encoder.save_after_pooling(folder)  # where SentenceEncoder.from_exported reads it
+    encoder.save_after_pooling(folder)  # where SentenceEncoder.from_exported reads it (none: nothing written)
 
 
 def carry_project_modules(folder: Path) -> None:

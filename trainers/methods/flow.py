@@ -12,7 +12,7 @@ over the target sentences (STS-B's three splits, their ``use_full_for_training``
 
 from __future__ import annotations
 
-from trainers.common_knobs import NLI_STAGE_KNOBS
+from trainers.common_knobs import NLI_STAGE_KNOBS, selection_pooling
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage
@@ -39,9 +39,12 @@ def stages(config: Config) -> tuple[Stage, ...]:
 
 def flow_problems(config: Config) -> list[Problem]:
     """The flow halves the vector at every level: the encoder's width must be divisible by 2^levels. The NLI
-    stage needs the hub."""
+    stage needs the hub. Dev evaluations pool as the flow reads."""
     problems = (nli_hub_problems("nli_supervision", "true", "set it false to fit the flow on the encoder as it is")
                 if config["nli_supervision"] else [])
+    if selection_pooling(config) != config["pooling"]:
+        problems.append(Problem("selection_pooling", f"the flow is fit on {config['pooling']!r} vectors, so its dev "
+                                "evaluations pool the same way: set selection_pooling 'same'"))
     if model_problem(config["model"]):
         return problems  # the width is reported as the model's problem
     width = model_config(config["model"]).hidden_size

@@ -83,6 +83,11 @@ DISTILLATION_KNOBS = KnobSet(
         Knob("teacher", str, "", "Teacher f_large for distillation: a Hugging Face model id or folder (the "
              "paper: princeton-nlp/unsup-simcse-bert-large-uncased)."),
         Knob("teacher_pooling", str, "mean", "How the teacher pools its token vectors.", choices=POOLINGS),
+        Knob("distillation_map", str, "encoder", "Where the student's map into a wider (or narrower) teacher's "
+             "space, Linear + tanh, lives: 'encoder' (the authors' SCT_main_distillation.py: the student's last "
+             "module, so L_SCT and the distillation loss read the mapped vectors and the model selected, tested "
+             "and exported ends with it) or 'loss' (inside the distillation loss only: L_SCT and the evaluated "
+             "model use the pooled vector). No map where the widths are equal.", choices=("encoder", "loss")),
     )
 )
 
@@ -274,6 +279,7 @@ METHOD = Method(
     check=sct_problems,
     regime=queue_fill_warnings,
     frozen_table=teacher_table,
+    after_pooling="trainers.objectives.sct_distillation:student_map_from_config",
     views=lambda config: f"{config['view1']} + {config['view2']}",
     reads_bt_file=lambda config: bool(config["bt_file"]),
     settings_by_model=table1_settings,
@@ -287,7 +293,9 @@ METHOD = Method(
         "adam_beta2": "Section 4.1: AdamW, beta2 0.999", "weight_decay": "silent; the authors' fit() decays 0.01 "
         "(not biases and LayerNorm weights)", "max_grad_norm": "silent; the authors' fit() clips at norm 1",
         "adam_epsilon": "silent; the authors' SCT_main.py: eps 1e-6", "adam_bias_correction": "silent; the "
-        "authors' SCT_main.py: correct_bias False", "views": "Section 3.1: two "
-        "back-translations; offline shuffle + feature cutoff",
+        "authors' SCT_main.py: correct_bias False",
+        "distillation_map": "Eq. 4's c_theta, Section 3.2's projected z_theta: open; the authors' "
+        "SCT_main_distillation.py ends the student with models.Dense(..., Tanh())",
+        "views": "Section 3.1: two back-translations; offline shuffle + feature cutoff",
     }.items()},
 )

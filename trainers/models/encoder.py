@@ -217,7 +217,8 @@ class SentenceEncoder(nn.Module):
         # compiled function takes the transformer as an argument, so a deep copy (SCT's reference) computes with
         # its own weights.
         self.compile_mode: str | None = None
-        # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow), set by
+        # A learned map of the pooled vector that is part of the sentence vector (BERT-flow's flow, a distilled SCT
+        # student's map into its teacher's space), set by
         # from_config for a method that declares one; its weights are the encoder's (selection, checkpoints).
         self.after_pooling: nn.Module | None = None
 
@@ -254,7 +255,7 @@ class SentenceEncoder(nn.Module):
         builder = get_method(config.get("method", "none")).after_pooling
         if builder is not None:
             encoder.after_pooling = resolve(builder)(config, encoder.model.config.hidden_size)
-            if weights is not None:
+            if weights is not None and encoder.after_pooling is not None:
                 from safetensors.torch import load_file
 
                 encoder.after_pooling.load_state_dict(load_file(str(Path(weights) / AFTER_POOLING_FILE)))
@@ -334,8 +335,16 @@ class SentenceEncoder(nn.Module):
         return pool(states, self.pooled_tokens(features), self.pooling, self.layer, self.wk)
 
     def forward(self, features: TokenBatch, **model_kwargs) -> Tensor:
-        vectors = self.pooled(features, **model_kwargs)
+        return self.mapped(self.pooled(features, **model_kwargs))
+
+    def mapped(self, vectors: Tensor) -> Tensor:
+        """Pooled vectors -> sentence vectors: the map after pooling, if there is one."""
         return vectors if self.after_pooling is None else self.after_pooling(vectors)
+
+    @property
+    def output_width(self) -> int:
+        """The width of the sentence vectors: the model's, or its map's (a distilled student's teacher width)."""
+        return getattr(self.after_pooling, "output_width", self.model.config.hidden_size)
 
     def save_after_pooling(self, folder: Path) -> None:
         """Write the map after pooling's weights (if there is one) beside the model's, where from_config reads them."""
@@ -352,7 +361,7 @@ class SentenceEncoder(nn.Module):
         tokenises them afresh, not from the last calls' token ids: a timing of inference counts the tokeniser."""
         unique = list(dict.fromkeys(sentences))
         if not unique:
-            return torch.empty(0, self.model.config.hidden_size)
+            return torch.empty(0, self.output_width)
         # Tokenise once, then batch longest-first: batches of similar length waste little on padding (most hold
         # one length, and go to the transformer without a mask), and running out of memory shows on batch one.
         ids = (_token_ids if cached_tokens else _token_ids.__wrapped__)(self.tokenizer, tuple(unique), max_length)
@@ -362,7 +371,7 @@ class SentenceEncoder(nn.Module):
         try:
             # Vectors stay on the device for a block of batches: no batch waits for its copy back, so the host
             # pads the next batch while the device encodes this one.
-            in_order = torch.empty(len(unique), self.model.config.hidden_size)
+            in_order = torch.empty(len(unique), self.output_width)
             block: list[Tensor] = []
             for start in range(0, len(order), batch_size):
                 rows = [{"input_ids": ids[i]} for i in order[start : start + batch_size]]

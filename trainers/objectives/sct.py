@@ -52,7 +52,7 @@ class SCTObjective(Objective):
         self.reference = None
         if config["reference"] not in ONLINE_REFERENCES:
             self.reference = copy.deepcopy(encoder).eval().requires_grad_(False)
-        width = encoder.model.config.hidden_size
+        width = encoder.output_width  # with a student's map (distillation_map 'encoder'), the teacher's
         self.head = projector(width, config["projector_expansion"]) if config["projector"] else nn.Identity()
         generator = torch.Generator().manual_seed(config["seed"])
         count = 1 if config["queues"] == "one" else 2
@@ -114,8 +114,10 @@ class SCTObjective(Objective):
         return views[0], views[1], (teacher[0], teacher[1]) if teacher else None
 
     def pooled(self, encoder: SentenceEncoder, view: View, augmentation: str) -> Tensor:
-        """``encoder``'s mean-pooled vectors of a view, its drawn ``augmentation`` applied at the embedding layer."""
-        return mean_last_layer(augmented_states(encoder, view.tokens, augmentation, view.drawn), view.tokens)
+        """``encoder``'s mean-pooled vectors of a view, its drawn ``augmentation`` applied at the embedding layer,
+        through the encoder's map after pooling where it has one (a distilled student's)."""
+        states = augmented_states(encoder, view.tokens, augmentation, view.drawn)
+        return encoder.mapped(mean_last_layer(states, view.tokens))
 
     def device_loss(self, features: tuple[View, View, tuple[Tensor, Tensor] | None]) -> Tensor:
         """L_SCT (Eq. 2), plus the distillation loss with a teacher, of a batch :meth:`inputs` made, from the

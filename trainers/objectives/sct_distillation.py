@@ -13,7 +13,18 @@ from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_los
 from trainers.method import Config
 from trainers.models.encoder import SentenceEncoder
 from trainers.models.frozen_outputs import FrozenOutputs, model_key
+from trainers.models.pretrained import model_config
 from trainers.models.queues import InstanceQueue
+from trainers.models.student_map import StudentMap
+
+
+def student_map_from_config(config: Config, student_width: int) -> StudentMap | None:
+    """The student's map into the teacher's space as part of its sentence vector (``distillation_map``
+    'encoder', the SCT method's map after pooling); None without a teacher, with 'loss', or at equal widths."""
+    if config["distillation"] == "none" or config["distillation_map"] != "encoder":
+        return None
+    teacher_width = model_config(config["teacher"]).hidden_size
+    return None if teacher_width == student_width else StudentMap(student_width, teacher_width, config["seed"])
 
 
 class Teacher(nn.Module):
@@ -29,8 +40,9 @@ class Teacher(nn.Module):
                "max_length": config["max_seq_length"], "normalized": True}
         self.table = FrozenOutputs.from_config(config, key)
         width = self.encoder.model.config.hidden_size
+        # distillation_map 'loss': the map lives here; 'encoder': in the student, whose vectors are then this wide
         same = width == student_width
-        self.to_teacher = nn.Identity() if same else nn.Sequential(nn.Linear(student_width, width), nn.Tanh())
+        self.to_teacher = nn.Identity() if same else StudentMap(student_width, width, config["seed"])
         self.queue_list = nn.ModuleList(InstanceQueue(config["queue_size"], width, generator) for _ in range(2))
         self.max_length = config["max_seq_length"]
 
