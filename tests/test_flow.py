@@ -10,14 +10,13 @@ import pytest
 import torch
 from transformers import AutoModel
 
+from tests.exported import assert_scores_as_logged
 from tests.test_checkpoint import assert_resumes_exactly
-from trainers.data.sources import evaluation_names, load_sts
 from trainers.knobs import KnobSet
 from trainers.losses.flow import flow_nll_bits
 from trainers.models.glow import ActNorm, Coupling, FlowStep, Glow, InvertibleLinear
 from trainers.objectives.flow import flow_from_config
 from trainers.registry import get_method
-from trainers.suites.sts import STSEvaluator
 from trainers.training.checkpoint import LocalSession
 from trainers.training.loop import run_trial
 
@@ -150,12 +149,7 @@ def test_only_the_flow_trains_and_the_export_scores_as_logged(finished_trial, ti
 
     save_sentence_transformer(encoder, tmp_path / "export", record.config["eval_max_length"])
     model = SentenceTransformer(str(tmp_path / "export"), device="cpu", trust_remote_code=True)
-    scored = STSEvaluator(load_sts("local", evaluation_names())).test(
-        lambda sentences: torch.from_numpy(model.encode(list(sentences), batch_size=64)))
-    assert scored["avg_spearman"] == pytest.approx(final["test_avg_spearman"], abs=1e-6)
-    sentences = ["A man plays a guitar.", "Two dogs run in a field."]
-    torch.testing.assert_close(torch.from_numpy(model.encode(sentences)), encoder.encode(sentences),
-                               rtol=1e-5, atol=1e-6)
+    assert_scores_as_logged(model, final, encoder)
 
 
 @pytest.mark.slow

@@ -591,8 +591,7 @@ def test_a_distilled_students_export_ends_with_its_map_and_scores_as_logged(tiny
     from sentence_transformers import SentenceTransformer
 
     from sweep.run.models import load_trial_encoder, save_sentence_transformer
-    from trainers.data.sources import evaluation_names, load_sts
-    from trainers.suites.sts import STSEvaluator
+    from tests.exported import assert_scores_as_logged
     from trainers.training.checkpoint import LocalSession
 
     trial = {"method": "sct", "model": tiny_bert, "max_steps": 2, "batch_size": 8, "train_limit": 40,
@@ -605,9 +604,4 @@ def test_a_distilled_students_export_ends_with_its_map_and_scores_as_logged(tiny
     save_sentence_transformer(encoder, tmp_path / "export", record.config["eval_max_length"])
     model = SentenceTransformer(str(tmp_path / "export"), device="cpu")
     assert type(model[-1]).__name__ == "Dense" and model.get_embedding_dimension() == 48
-    scored = STSEvaluator(load_sts("local", evaluation_names())).test(
-        lambda sentences: torch.from_numpy(model.encode(list(sentences), batch_size=64)))
-    assert scored["avg_spearman"] == pytest.approx(final["test_avg_spearman"], abs=1e-6)
-    sentences = ["A man plays a guitar.", "Two dogs run in a field."]
-    torch.testing.assert_close(torch.from_numpy(model.encode(sentences)), encoder.encode(sentences),
-                               rtol=1e-5, atol=1e-6)
+    assert_scores_as_logged(model, final, encoder)
