@@ -104,10 +104,10 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
         problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
                                 "final_state 'last' keeps no best score to beat: set patience 0 or final_state "
                                 "'best_dev'"))
-    if config["pooling_skip_frequent"] and selection_pooling(config) not in MEAN_POOLINGS:
+    selecting = selection_pooling(config)
+    if config["pooling_skip_frequent"] and selecting not in MEAN_POOLINGS:
         problems.append(Problem("selection_pooling", f"pooling_skip_frequent leaves tokens out of an average, so "
-                                f"the selection's pooling must be one of {list(MEAN_POOLINGS)}; got "
-                                f"{selection_pooling(config)!r}"))
+                                f"the selection's pooling must be one of {list(MEAN_POOLINGS)}; got {selecting!r}"))
     if config["torch_compile_mode"] != "default" and not config["torch_compile"]:
         problems.append(Problem("torch_compile_mode", f"is torch.compile's mode, so {config['torch_compile_mode']!r} "
                                 "needs torch_compile: true"))

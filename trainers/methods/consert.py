@@ -30,6 +30,7 @@ import dataclasses
 from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
+from trainers.library_defaults import FIT_DEFAULTS, FIT_SOURCES
 from trainers.method import Config, Method, Stage
 
 SUPERVISIONS = ("none", "sup", "joint", "sup-unsup", "joint-unsup")
@@ -137,10 +138,7 @@ METHOD = Method(
         "train_corpus": "sts_all_sentences",
         "epochs": 10,  # the authors' unsupervised script (--num_epochs 10 --patience 10)
         "patience": 10,
-        # Section 4.1 is silent on these four; the authors' main.py and its sentence-transformers fit():
-        "weight_decay": 0.01,
-        "max_grad_norm": 1.0,
-        "adam_epsilon": 1e-6,
+        **FIT_DEFAULTS,  # Section 4.1 is silent on these: the authors' main.py and its fit()
         "adam_bias_correction": False,
         "selection_pooling": "mean",  # the authors' dev evaluator encodes with their training pooling
     },
@@ -153,9 +151,7 @@ METHOD = Method(
         "eval_max_length": "Section 4.1: max length 64, which the authors' eval.py keeps (the saved model's)",
         "batch_size": "Section 4.1: batch 96",
         "optimizer": "Section 4.1: Adam; the authors' main.py: transformers.AdamW, whose weight decay is "
-        "decoupled", "weight_decay": "silent; the authors' fit() decays 0.01 (not biases and LayerNorm weights)",
-        "max_grad_norm": "silent; the authors' fit() clips at norm 1", "adam_epsilon": "silent; the authors' "
-        "main.py: eps 1e-6", "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
+        "decoupled", **FIT_SOURCES, "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
         "selection_pooling": "silent; the authors' main.py selects on STS-B dev with the model's pooling, the last "
         "layer's mean (its training pooling); last2avg only in the test (eval.py, the README's numbers)",
         "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from trainers.common_knobs import POOLINGS, STEP_GRAPH_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
+from trainers.library_defaults import TRAINER_DEFAULTS
 from trainers.method import Config, Method, single_stage
 from trainers.methods.simcse import (
     SIMCSE_KNOBS,
-    TRAINER_DEFAULTS,
     built_on_simcse_sources,
     positive_views,
     reads_bt_file,

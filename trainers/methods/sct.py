@@ -58,6 +58,7 @@ from trainers.common_knobs import (
 from trainers.data.sources import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.data.wordnet import wordnet_problem
 from trainers.knobs import Knob, KnobSet, Problem
+from trainers.library_defaults import FIT_DEFAULTS, FIT_SOURCES
 from trainers.method import Config, FrozenTable, Method, single_stage
 from trainers.models.pretrained import mlm_problem, model_config, model_problem
 
@@ -269,10 +270,7 @@ METHOD = Method(
         "eval_every": 64,
         "max_seq_length": 64,
         "train_corpus": "sts_all_sentences",
-        # Section 4.1 is silent on these four; the authors' SCT_main.py and its sentence-transformers fit():
-        "weight_decay": 0.01,
-        "max_grad_norm": 1.0,
-        "adam_epsilon": 1e-6,
+        **FIT_DEFAULTS,  # Section 4.1 is silent on these: the authors' SCT_main.py and its fit()
         "adam_bias_correction": False,
     },
     stages=single_stage("trainers.objectives.sct:SCTObjective", sct_examples),
@@ -290,10 +288,8 @@ METHOD = Method(
         "ours 64 (the authors' Running_script.sh: 128)", "train_corpus": "Section 4.1: NLI texts, hub only; "
         "offline the seven STS sets' unlabelled texts", "patience": "Section 4.1: the best dev checkpoint "
         "(no early stop)", "early_stopping_rule": "no early stop (patience 0), so the rule counts nothing",
-        "adam_beta2": "Section 4.1: AdamW, beta2 0.999", "weight_decay": "silent; the authors' fit() decays 0.01 "
-        "(not biases and LayerNorm weights)", "max_grad_norm": "silent; the authors' fit() clips at norm 1",
-        "adam_epsilon": "silent; the authors' SCT_main.py: eps 1e-6", "adam_bias_correction": "silent; the "
-        "authors' SCT_main.py: correct_bias False",
+        "adam_beta2": "Section 4.1: AdamW, beta2 0.999", **FIT_SOURCES,
+        "adam_bias_correction": "silent; the authors' SCT_main.py: correct_bias False",
         "distillation_map": "Eq. 4's c_theta, Section 3.2's projected z_theta: open; the authors' "
         "SCT_main_distillation.py ends the student with models.Dense(..., Tanh())",
         "views": "Section 3.1: two back-translations; offline shuffle + feature cutoff",

@@ -44,6 +44,7 @@ from typing import Any, Sequence
 from trainers.common_knobs import BT_FILE_KNOBS, FROZEN_OUTPUT_KNOBS, STEP_GRAPH_KNOBS
 from trainers.data.sources import BT_COLUMNS
 from trainers.knobs import Knob, KnobSet, Problem
+from trainers.library_defaults import FIT_DEFAULTS, FIT_SOURCES
 from trainers.method import Config, FrozenTable, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 from trainers.models.pretrained import model_config
 
@@ -174,11 +175,8 @@ METHOD = Method(
         "early_stopping_rule": "drops",
         "max_seq_length": 128,
         "train_corpus": "stsb_sentences",
-        # Table 8 is silent on these four; the authors' training.py and its fit() (galsang/SG-BERT modules.py):
-        "warmup_ratio": 0.1,
-        "weight_decay": 0.01,
-        "max_grad_norm": 1.0,
-        "adam_epsilon": 1e-6,
+        "warmup_ratio": 0.1,  # Table 8 is silent on it and on FIT_DEFAULTS': the authors' training.py
+        **FIT_DEFAULTS,
     },
     stages=single_stage("trainers.objectives.sg:SelfGuidedObjective", sg_examples),
     check=sg_problems,
@@ -193,10 +191,7 @@ METHOD = Method(
         "evaluations below the one before, never reset", "temperature": "Table 8: tau 0.01", "pooling": "Section 4: "
         "[CLS]", "train_corpus": "Section 4: STS-B's sentences",
         "warmup_ratio": "Table 8 names no warm-up; the authors' training.py warms up over 10% of the steps",
-        "weight_decay": "silent; the authors' fit() decays 0.01 (not "
-        "biases and LayerNorm weights)", "max_grad_norm": "silent; the authors' fit() clips at norm 1",
-        "adam_epsilon": "silent; the authors' transformers.AdamW: eps 1e-6", "adam_bias_correction": "silent; "
-        "the authors' training.py: correct_bias True",
+        **FIT_SOURCES, "adam_bias_correction": "silent; the authors' training.py: correct_bias True",
         "views": "Section 3: BERT_F's hidden states",
         "bert_f_dropout": "silent (Section 3.1: BERT_F is fixed, its parameters); galsang/SG-BERT modules.py fit() "
         "sets the loss module, BERT_F in it, to train mode: dropout on",

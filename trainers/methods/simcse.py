@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from trainers.common_knobs import BT_FILE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
+from trainers.library_defaults import TRAINER_DEFAULTS
 from trainers.method import Config, Method, bt_file_problems, corpus_or_backtranslations, single_stage
 
 BT_POSITIVES = ("bt1", "bt2")
@@ -60,9 +61,6 @@ SIMCSE_SOURCES = {
     "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's AdamW (torch's), bias corrected",
 }
 """Where each default of SimCSE a row that switches to it keeps comes from (``follows_method``)."""
-TRAINER_DEFAULTS = {"max_grad_norm": 1.0}
-"""What the authors' scripts of SimCSE and of the methods built on its code (DCLR, DiffCSE) leave at Hugging
-Face Trainer's defaults, where it differs from ours: gradients clipped at norm 1."""
 
 
 def built_on_simcse_sources(paper: str, corpus_section: str, **script: str) -> dict[str, str]:
