@@ -311,24 +311,140 @@ def test_a_trials_early_stopping_rule_decides_where_it_stops(base, monkeypatch, 
     assert final["steps"] == steps and final["early_stopped"] == (1.0 if rule == "drops" else 0.0)
 
 
-def test_a_selection_restored_from_its_state_counts_on_as_the_one_it_was_taken_from():
-    """Exact resume: a checkpoint's selection state holds the count and the last score the 'drops' rule
-    compares with; restored, it stops where the uninterrupted one stops."""
+def fit_evaluations(epoch_length: int, every: int, epochs: int) -> list[tuple[int, bool]]:
+    """The evaluations of sentence-transformers' fit(), written out from its loop (the SG-BERT, ConSERT and SCT
+    authors' copies agree on it): (global step, whether at an epoch's end)."""
+    evaluations, step = [], 0
+    for _ in range(epochs):
+        for training_steps in range(1, epoch_length + 1):
+            step += 1
+            if training_steps % every == 0:
+                evaluations.append((step, False))
+        evaluations.append((step, True))
+    return evaluations
+
+
+def fit_stop(evaluations: list[tuple[int, bool]], score: dict[int, float], patience: int, code: str) -> int:
+    """The step after which each authors' fit() stops (the last step if it never does), written out from it;
+    ``score`` gives the dev score of the state at each step (an evaluation twice at one step scores alike)."""
+    if code == "sg":  # galsang/SG-BERT modules.py: the grid's evaluations, a count of drops never reset
+        count, last = 0, 0
+        for step, end in evaluations:
+            if not end:
+                count += score[step] < last
+                if count >= patience:
+                    return step
+                last = score[step]
+    elif code == "consert":  # yym6472/ConSERT: every evaluation, the epochs' ends too
+        best, left = -9999999, patience
+        for step, _ in evaluations:
+            best, left = (score[step], patience) if score[step] > best else (best, left - 1)
+            if left == 0:
+                return step
+    else:  # mrpeerat/SCT: the epochs' ends alone, against the best of them
+        best, count = -9999999, 0
+        for step, end in evaluations:
+            if end:
+                if score[step] > best:
+                    best, count = score[step], 0
+                if score[step] < best:
+                    count += 1
+                if count == patience:  # its next epoch does not start
+                    return step
+    return evaluations[-1][0]
+
+
+@pytest.mark.parametrize("epoch_length, every", [(7, 3), (6, 3), (5, 8)])  # apart, coinciding, no grid step
+@pytest.mark.parametrize("code, rule", [("sg", "drops"), ("consert", "no_gain"), ("sct", "epoch_ends")])
+@pytest.mark.parametrize("seed", range(6))
+def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_length, every, code, rule, seed):
+    """eval_grid 'epoch' evaluates where fit() does, each early-stopping rule counts what its authors' fit()
+    counts, and the trial stops at the same step, over random dev scores with ties (one decimal)."""
+    import random
+
+    from trainers.training.loop import _Position, evaluations_after
     from trainers.training.optimization import Selection
 
-    scores, encoder = [50.0, 49.0, 60.0, 59.0, 58.0, 70.0], torch.nn.Linear(1, 1)
-    whole, first = Selection(3, rule="drops"), Selection(3, rule="drops")
+    epochs, patience = 6, 2
+    draw = random.Random(seed)
+    score = {step: round(draw.uniform(40, 60), 1) for step in range(1, epoch_length * epochs + 1)}
+    expected = fit_evaluations(epoch_length, every, epochs)
+    steps = epoch_length * epochs
+    position, generator = _Position(), torch.Generator().manual_seed(0)
+    selection, encoder = Selection(patience, rule=rule), torch.nn.Linear(1, 1)
+    seen = []
+    while position.stage_step < steps and not selection.should_stop:
+        position.next_batch(2 * epoch_length, 2, generator)
+        position.stage_step += 1
+        for epoch_end in evaluations_after(position, steps, every, "epoch"):
+            seen.append((position.stage_step, epoch_end))
+            selection.update(score[position.stage_step], position.stage_step, encoder, epoch_end)
+    stop = fit_stop(expected, score, patience, code)
+    assert position.stage_step == stop
+    assert seen == [evaluation for evaluation in expected if evaluation[0] <= stop]
+
+
+def test_the_stage_grid_counts_from_the_stages_start_and_max_steps_ends_an_epoch_grid_with_an_evaluation():
+    from trainers.training.loop import _Position, evaluations_after
+
+    def grid(kind: str, steps: int) -> list[tuple[int, list[bool]]]:
+        position, generator, due = _Position(), torch.Generator().manual_seed(0), []
+        while position.stage_step < steps:
+            position.next_batch(10, 2, generator)  # 5 steps an epoch
+            position.stage_step += 1
+            if flags := evaluations_after(position, steps, 3, kind):
+                due.append((position.stage_step, flags))
+        return due
+
+    assert grid("stage", 11) == [(3, [False]), (6, [False]), (9, [False]), (11, [False])]
+    assert grid("epoch", 12) == [(3, [False]), (5, [True]), (8, [False]), (10, [True]), (12, [False])]
+
+
+@pytest.mark.parametrize("grid, rule, reported", [("epoch", "epoch_ends", [3, 6, 8, 11, 14, 16, 19, 22, 24]),
+                                                  ("stage", "no_gain", list(range(3, 37, 3)))])
+def test_a_trials_eval_grid_and_epoch_ends_rule_reach_the_loop(base, monkeypatch, grid, rule, reported):
+    """8 steps an epoch, eval_every 3, patience 2. The epoch grid evaluates at steps 3, 6, 8 (the epoch's end),
+    11, ...; its epochs' ends score 70, 60, 65, so 'epoch_ends' stops after the third epoch, though the grid's
+    scores between them rise. The stage grid evaluates at 3, 6, 9, ... and 'no_gain' stops at the third 99."""
+    scripted_dev(monkeypatch, [50.0, 55.0, 70.0, 80.0, 81.0, 60.0, 90.0, 91.0, 65.0] + [99.0] * 20)
+    reports = []
+    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10, "eval_every": 3,
+                       "eval_grid": grid, "early_stopping_rule": rule}, reports.append)
+    assert [r["step"] for r in reports[:-1]] == reported
+    assert final["steps"] == reported[-1] and final["early_stopped"] == 1.0
+    best = {"epoch": (91.0, 22), "stage": (99.0, 30)}[grid]  # the best of every evaluation, not of the ends
+    assert (final["best_dev_spearman"], final["best_step"]) == best
+
+
+def test_epoch_ends_needs_the_epoch_grid():
+    with pytest.raises(ConfigError, match="early_stopping_rule: 'epoch_ends' counts the evaluations at epochs' ends"):
+        get_method("simcse").resolve({"early_stopping_rule": "epoch_ends"})
+    assert get_method("simcse").resolve({"early_stopping_rule": "epoch_ends", "eval_grid": "epoch"})
+
+
+@pytest.mark.parametrize("rule, scores", [("drops", [50.0, 49.0, 60.0, 59.0, 58.0, 70.0]),  # 3 drops
+                                          ("epoch_ends", [60.0, 50.0, 70.0, 69.0, 65.0, 68.0])])  # 3 below 70
+def test_a_selection_restored_from_its_state_counts_on_as_the_one_it_was_taken_from(tmp_path, rule, scores):
+    """Exact resume: a checkpoint's selection state (written and read as a checkpoint's) holds the count and
+    the score the rule compares with (the last for 'drops', the best epoch end for 'epoch_ends'); restored after
+    the third evaluation, it stops where the uninterrupted one stops, at the sixth."""
+    from trainers.training.checkpoint import SelectionState
+    from trainers.training.optimization import Selection
+
+    encoder, epoch_end = torch.nn.Linear(1, 1), rule == "epoch_ends"  # 'drops' leaves the epochs' ends out
+    whole, first = Selection(3, rule=rule), Selection(3, rule=rule)
     for index, score in enumerate(scores[:3], start=1):
-        whole.update(score, index, encoder)
-        first.update(score, index, encoder)
-    restored = Selection(3, rule="drops")
-    restored.restore(first.state(3), encoder)
+        whole.update(score, index, encoder, epoch_end)
+        first.update(score, index, encoder, epoch_end)
+    torch.save(vars(first.state(3)), tmp_path / "selection.pt")
+    restored = Selection(3, rule=rule)
+    restored.restore(SelectionState(**torch.load(tmp_path / "selection.pt", weights_only=True)), encoder)
     for index, score in enumerate(scores[3:], start=4):
-        whole.update(score, index, encoder)
-        restored.update(score, index, encoder)
+        whole.update(score, index, encoder, epoch_end)
+        restored.update(score, index, encoder, epoch_end)
         assert (restored.should_stop, restored.evaluations_without_gain) == (whole.should_stop,
                                                                              whole.evaluations_without_gain)
-    assert whole.should_stop  # 49 < 50, 59 < 60, 58 < 59: three drops
+    assert whole.should_stop and restored.should_stop
 
 
 def test_selection_pooling_pools_the_dev_evaluations_that_select_and_no_other(base):

@@ -88,8 +88,9 @@ def another_value(knob):
 
 
 COMPANIONS = [{}, {"patience": 0}, {"final_state": "best_dev"}, {"pooling": "mean"}, {"torch_compile": True},
-              {"pad_to_max_length": True}, {"pooling": "cls"}]
-"""Settings that let one knob's other value resolve: final_state 'last' refuses patience, pooling_skip_frequent a
+              {"pad_to_max_length": True}, {"pooling": "cls"}, {"early_stopping_rule": "no_gain"}]
+"""Settings that let one knob's other value resolve: final_state 'last' refuses patience, eval_grid 'stage' the
+rule 'epoch_ends', pooling_skip_frequent a
 non-averaging pooling, torch_compile_mode an uncompiled transformer, cuda_graph batches of many shapes, a flow's
 selection_pooling any but its pooling."""
 KNOBS_OF_EVERY_METHOD = [(name, knob.name) for name, method in METHODS.items() for knob in method.all_knobs]
@@ -139,13 +140,14 @@ def test_a_row_that_also_sets_adam_beta1_is_refused(tmp_path):
 def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_path):
     """SimCSE's one epoch is listed in follows_method; dropped from it, the row is refused naming epochs."""
     project = project_copy(tmp_path)
-    optimizer = ["adam_epsilon", "adam_bias_correction", "weight_decay"]
+    own_defaults = ["adam_epsilon", "adam_bias_correction", "weight_decay", "eval_grid", "patience",
+                    "early_stopping_rule"]
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
-        "pooling", "max_seq_length", "batch_size", "learning_rate", *optimizer, "warmup_ratio", "views"])
+        "pooling", "max_seq_length", "batch_size", "learning_rate", *own_defaults, "warmup_ratio", "views"])
     with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in epochs: 10 -> 1, which"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
-        "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", *optimizer, "warmup_ratio", "views"],
+        "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", *own_defaults, "warmup_ratio", "views"],
         set={"method": "simcse", "train_corpus": "sts_all_sentences", "epochs": 2})
     with pytest.raises(SpecError, match=r"lists epochs in follows_method, but sets it \(2, simcse's default: 1\)"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)

@@ -30,8 +30,10 @@ PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
 CUDA graphs, one per batch shape, on a GPU."""
-EARLY_STOPPING_RULES = ("no_gain", "drops")
+EARLY_STOPPING_RULES = ("no_gain", "drops", "epoch_ends")
 """What ``patience`` counts (:class:`trainers.training.optimization.Selection`)."""
+EVAL_GRIDS = ("stage", "epoch")
+"""Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.loop.evaluations_after`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 
@@ -104,6 +106,9 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
         problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
                                 "final_state 'last' keeps no best score to beat: set patience 0 or final_state "
                                 "'best_dev'"))
+    if config["early_stopping_rule"] == "epoch_ends" and config["eval_grid"] != "epoch":
+        problems.append(Problem("early_stopping_rule", "'epoch_ends' counts the evaluations at epochs' ends, which "
+                                "only eval_grid 'epoch' makes: set eval_grid: epoch"))
     selecting = selection_pooling(config)
     if config["pooling_skip_frequent"] and selecting not in MEAN_POOLINGS:
         problems.append(Problem("selection_pooling", f"pooling_skip_frequent leaves tokens out of an average, so "
@@ -154,12 +159,20 @@ TRAINING_KNOBS = KnobSet(
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
         Knob("lr_schedule", str, "linear", "'linear': warm-up then linear decay to zero; 'constant': warm-up then "
              "constant.", choices=("linear", "constant")),
-        Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step).", low=1),
+        Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step); eval_grid "
+             "says from where the steps count.", low=1),
+        Knob("eval_grid", str, "stage", "Where the dev evaluations fall: 'stage', every eval_every steps of the "
+             "stage and after its last (Hugging Face Trainer's eval_steps); 'epoch', every eval_every steps counted "
+             "from each epoch's start and after each epoch's last step (sentence-transformers' fit(), the SG-BERT, "
+             "ConSERT and SCT authors' loop; where the two fall on one step, fit() evaluates twice: the state is "
+             "scored once and patience counts both).", choices=EVAL_GRIDS),
         Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early); "
              "early_stopping_rule says which evaluations count.", low=0),
         Knob("early_stopping_rule", str, "no_gain", "Which evaluations patience counts: 'no_gain', those in a row "
-             "without a better dev score (Hugging Face's EarlyStoppingCallback); 'drops', those that scored below "
-             "the evaluation before, never reset (SG-BERT's code).", choices=EARLY_STOPPING_RULES),
+             "without a better dev score (Hugging Face's EarlyStoppingCallback, ConSERT's code); 'drops', those "
+             "that scored below the evaluation before, never reset, the epochs' ends left out (SG-BERT's code); "
+             "'epoch_ends', the evaluations at epochs' ends that scored below the best of them, reset by a better "
+             "one: patience in epochs (SCT's code; needs eval_grid 'epoch').", choices=EARLY_STOPPING_RULES),
         Knob("selection_pooling", str, "same", "The pooling of the STS-B dev evaluations that select the kept "
              "state and that patience counts: 'same' (pooling, the evaluation's) or another of the poolings "
              "(pooling_layer applies to it too). ConSERT's authors select with their training pooling, the last "

@@ -93,6 +93,7 @@ METHOD = Method(
         "batch_size": "batch 32", "max_seq_length": "max length 64",
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
+        "eval_grid": "no dev evaluations; ours only report, as the last state is kept",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
         "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",

@@ -96,13 +96,15 @@ def sibling_checkpoints(checkpoint) -> list[tuple[int, str]]:
 class SelectionState:
     """Model selection on STS-B dev: the best score so far, its step, and its weights (None when they
     are the current weights of the encoder, so a checkpoint does not hold them twice); the evaluations patience
-    has counted, and the last score (what the 'drops' rule compares; None in checkpoints written before it)."""
+    has counted, the last score (what the 'drops' rule compares; None in checkpoints written before it) and the
+    best score at an epoch's end (what the 'epoch_ends' rule compares; None in checkpoints written before it)."""
 
     best_score: float
     best_step: int
     evaluations_without_gain: int
     best_state: dict[str, Any] | None
     last_score: float | None = None
+    epoch_best_score: float | None = None
 
 
 @dataclass

@@ -109,6 +109,21 @@ class _Position:
         return self.epoch_batches[self.batch_in_epoch - 1]
 
 
+def evaluations_after(position: _Position, steps: int, eval_every: int, grid: str) -> list[bool]:
+    """The dev evaluations due after the step ``position`` has just taken, each as whether it is an epoch's
+    end one (what the early-stopping rules count apart); empty when none is. ``grid`` 'stage': every
+    ``eval_every`` steps of the stage and after its last. 'epoch': as sentence-transformers' ``fit()``, every
+    ``eval_every`` steps counted from the epoch's start, and after the epoch's last step (where both fall on one
+    step ``fit()`` evaluates twice, so both are returned: the loop scores the state once and counts it twice);
+    and after the stage's last step where ``max_steps`` ends it inside an epoch."""
+    if grid == "stage":
+        return [False] if position.stage_step % eval_every == 0 or position.stage_step == steps else []
+    due = [False] if position.batch_in_epoch % eval_every == 0 else []
+    if position.batch_in_epoch == len(position.epoch_batches):
+        due.append(True)
+    return due or ([False] if position.stage_step == steps else [])
+
+
 def restore_learning_rate(config: Config, optimizer: torch.optim.Optimizer, schedule) -> None:
     """After loading optimizer and schedule states, take ``learning_rate`` from the config: equal to the
     saved rates on a plain resume, the mutated rate after a PBT exploit."""
@@ -183,7 +198,8 @@ def train(
         position.step += 1
         position.stage_step += 1
         unread.append(loss, position.step)
-        evaluates = position.stage_step % config["eval_every"] == 0 or position.stage_step == steps
+        counted = evaluations_after(position, steps, config["eval_every"], config["eval_grid"])
+        evaluates = bool(counted)
         if evaluates or len(unread) == READ_LOSSES_EVERY:  # the one wait for the device in these steps
             losses += unread.read()
         timer.training_seconds += time.perf_counter() - started
@@ -191,7 +207,8 @@ def train(
 
         if evaluates:
             dev = evaluator.dev(encode_dev)[Metric.DEV]
-            selection.update(dev, position.step, encoder)
+            for epoch_end in counted:
+                selection.update(dev, position.step, encoder, epoch_end)
             position.evaluations += 1
             metrics = {
                 Metric.STEP: position.step,

@@ -109,8 +109,10 @@ class Selection:
 
     ``evaluations_without_gain`` counts the evaluations ``patience`` counts, by ``rule``
     (:data:`trainers.common_knobs.EARLY_STOPPING_RULES`): 'no_gain', those since the best, reset by a better
-    score; 'drops', every one that scored below the evaluation before it, never reset (galsang/SG-BERT
-    ``modules.py`` ``fit()``)."""
+    score (yym6472/ConSERT's ``fit()``); 'drops', every one that scored below the evaluation before it, never
+    reset, evaluations at an epoch's end neither counted nor compared with (galsang/SG-BERT ``modules.py``
+    ``fit()``); 'epoch_ends', the evaluations at an epoch's end that scored below the best of them, reset by a
+    better one (mrpeerat/SCT's sentence-transformers ``fit()``)."""
 
     patience: int
     keep_last: bool = False
@@ -120,22 +122,25 @@ class Selection:
     best_state: dict[str, torch.Tensor] | None = None
     evaluations_without_gain: int = 0
     last_score: float | None = None
+    epoch_best_score: float = -math.inf
 
     def state(self, step: int) -> SelectionState:
         """For a checkpoint taken at ``step``; the best weights are left out when they are the current ones."""
         return SelectionState(self.best_score, self.best_step, self.evaluations_without_gain,
-                              None if self.best_step == step else self.best_state, self.last_score)
+                              None if self.best_step == step else self.best_state, self.last_score,
+                              self.epoch_best_score)
 
     def restore(self, state: SelectionState, encoder: torch.nn.Module) -> None:
         self.best_score, self.best_step = state.best_score, state.best_step
         self.evaluations_without_gain, self.last_score = state.evaluations_without_gain, state.last_score
+        self.epoch_best_score = -math.inf if state.epoch_best_score is None else state.epoch_best_score
         self.best_state = state.best_state
         if self.best_state is None and self.best_step and not self.keep_last:
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
 
-    def update(self, score: float, step: int, encoder: torch.nn.Module) -> None:
-        # The authors' count starts from a last score of 0 (galsang/SG-BERT fit()).
-        dropped, self.last_score = score < (self.last_score or 0.0), score
+    def update(self, score: float, step: int, encoder: torch.nn.Module, epoch_end: bool = False) -> None:
+        """Take the dev ``score`` of the state at ``step``; ``epoch_end`` marks the evaluation at an epoch's end
+        (``eval_grid`` 'epoch'), which the rules count apart."""
         if self.keep_last:  # the current weights are the kept ones: no copy
             self.best_score, self.best_step, self.best_state = score, step, None
             return
@@ -143,9 +148,16 @@ class Selection:
         if gained:
             self.best_score, self.best_step = score, step
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
-        if self.rule == "drops":
-            self.evaluations_without_gain += dropped
-        else:
+        if self.rule == "drops" and not epoch_end:
+            # The authors' count starts from a last score of 0 (galsang/SG-BERT fit()).
+            self.evaluations_without_gain += score < (self.last_score or 0.0)
+            self.last_score = score
+        elif self.rule == "epoch_ends" and epoch_end:
+            if score > self.epoch_best_score:
+                self.epoch_best_score, self.evaluations_without_gain = score, 0
+            else:  # an equal score neither resets nor counts, as in the authors' fit()
+                self.evaluations_without_gain += score < self.epoch_best_score
+        elif self.rule == "no_gain":
             self.evaluations_without_gain = 0 if gained else self.evaluations_without_gain + 1
 
     @property
