@@ -100,6 +100,9 @@ CASES = {
     "sct-momentum-one-queue": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "reference": "momentum",
                                "queues": "one", "momentum": 0.9},
     "sct-frozen": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "reference": "frozen"},
+    # fp16 autocast with a loss scaler, whose state the checkpoint keeps (the authors' precision).
+    "consert-fp16": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout", "train_precision": "fp16"},
+    "sct-fp16": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "train_precision": "fp16"},
 }
 
 
@@ -394,3 +397,22 @@ def test_a_trial_whose_last_checkpoint_is_its_end_reports_that_end_again(tiny_be
     assert comparable(final) == comparable(first)
     kept = sorted((tmp_path / "a").glob("checkpoint_*"))
     assert (kept[-1] / "encoder").is_dir() and (kept[-1] / "trial.json").is_file()
+
+
+def test_fp16s_loss_scale_resumes_where_it_stood(tiny_bert, use_tiny_sts, tmp_path, monkeypatch):
+    """The loss scaler's state is in the checkpoint: with a scale that doubles after every step (a growth
+    interval of 1), the resumed trial's scaler ends at the uninterrupted one's 2^8 x 2^6, not at 2^8 x 2^3 as a
+    scaler started afresh at step 3 would, and the trials report alike."""
+    from trainers.training import precision
+
+    scalers = []
+
+    def doubling(used, device):
+        scalers.append(torch.amp.GradScaler(device.type, init_scale=2.0**8, growth_interval=1))
+        return scalers[-1]
+
+    monkeypatch.setattr(precision, "loss_scaler", doubling)
+    config = {**BASE, "model": tiny_bert, "method": "simcse", "train_precision": "fp16"}
+    assert_resumes_exactly(config, tmp_path / "checkpoints")
+    uninterrupted, *_, resumed = scalers
+    assert uninterrupted.get_scale() == resumed.get_scale() == 2.0 ** (8 + 6)

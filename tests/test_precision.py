@@ -89,27 +89,69 @@ def test_this_cpu_is_read_from_its_instruction_sets():
 
 def test_precision_knobs_are_validated():
     with pytest.raises(ConfigError, match="eval_precision: expected one of"):
-        get_method("none").resolve({"eval_precision": "fp16"})
+        get_method("none").resolve({"eval_precision": "half"})
     with pytest.raises(ConfigError, match="train_precision: expected one of"):
         get_method("simcse").resolve({"train_precision": "half"})
     assert "train_precision" not in get_method("none").resolve({})  # nothing to train
 
 
-@pytest.mark.parametrize("setting", ["fp32", "bf16"])
+@pytest.mark.parametrize("setting", ["fp32", "bf16", "fp16"])
 def test_evaluation_and_training_run_in_the_precision_asked_and_report_it(tiny_bert, use_tiny_sts, monkeypatch,
                                                                           setting):
     seen = {"eval": set(), "train": set()}
     forward = SentenceEncoder.forward
 
     def recording(self, features, **kwargs):
-        seen["eval" if torch.is_inference_mode_enabled() else "train"].add(torch.is_autocast_enabled("cpu"))
+        autocast = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+        seen["eval" if torch.is_inference_mode_enabled() else "train"].add(autocast)
         return forward(self, features, **kwargs)
 
     monkeypatch.setattr(SentenceEncoder, "forward", recording)
     final = run_trial({"method": "simcse", "model": tiny_bert, "device": "cpu", "eval_precision": setting,
                        "train_precision": setting, "batch_size": 8, "train_limit": 16, "max_steps": 2})
-    assert seen == {"eval": {setting == "bf16"}, "train": {setting == "bf16"}}
+    autocast = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[setting]
+    assert seen == {"eval": {autocast}, "train": {autocast}}
     assert final["eval_precision"] == final["train_precision"] == setting
+
+
+def two_parameter_step(scaler: torch.amp.GradScaler | None, loss_factor: float = 1.0) -> tuple[torch.Tensor, ...]:
+    """One step of plain SGD (lr 1) on w = (3, 4) for the loss factor * (w . x) with x = (1, 1), clipped at norm
+    1, through ``update``; returns w after it."""
+    from trainers.training.optimization import update
+
+    weights = torch.nn.Parameter(torch.tensor([3.0, 4.0]))
+    optimizer = torch.optim.SGD([weights], lr=1.0)
+    loss = loss_factor * (weights * torch.ones(2)).sum()
+    update(loss, optimizer, max_grad_norm=1.0, scaler=scaler)
+    return weights.detach()
+
+
+def test_fp16s_loss_scaler_unscales_before_clipping_and_skips_an_overflowed_step():
+    """The gradient (1, 1), scaled by 2^16, is unscaled before it is clipped to norm 1: the update is
+    -(1, 1) / sqrt(2), as without a scaler (clipping the scaled gradient, then unscaling, would move w by 2^-16 of
+    that). A loss whose scaled gradient overflows leaves w as it was and halves the scale, as torch's and
+    apex's scalers do."""
+    scaler = precision.loss_scaler("fp16", CPU)
+    assert scaler.get_scale() == 2.0**16
+    assert torch.equal(two_parameter_step(scaler), two_parameter_step(None))
+    assert torch.allclose(two_parameter_step(scaler), torch.tensor([3.0, 4.0]) - 1 / 2**0.5)
+    assert torch.equal(two_parameter_step(scaler, loss_factor=1e35), torch.tensor([3.0, 4.0]))  # 1e35 x 2^16: inf
+    assert scaler.get_scale() == 2.0**15
+    assert precision.loss_scaler("bf16", CPU) is None and precision.loss_scaler("fp32", CPU) is None
+
+
+def test_fp16_steps_are_not_recorded_in_a_cuda_graph():
+    with pytest.raises(ConfigError, match="cuda_graph: .*fp16's loss scaler reads whether the gradients overflowed"):
+        get_method("simcse").resolve({"train_precision": "fp16", "cuda_graph": True, "pad_to_max_length": True})
+
+
+def test_auto_never_picks_fp16(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    for bf16 in (True, False):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: bf16)
+        for graphed in (True, False):
+            assert precision.resolve("auto", torch.device("cuda"), graphed) != "fp16"
+    assert precision.resolve("fp16", CPU) == precision.resolve("fp16", torch.device("cuda")) == "fp16"
 
 
 
@@ -120,3 +162,17 @@ def test_frozen_outputs_computed_with_tf32_products_are_another_table():
     with precision.autocast("tf32", torch.device("cuda")):
         assert _autocast_state("cuda") != plain
     assert _autocast_state("cuda") == plain == "none"
+
+
+def test_an_fp16_step_whose_update_overflowed_does_not_advance_the_schedule(tiny_bert, use_tiny_sts, monkeypatch):
+    """As sentence-transformers' fit(use_amp=True) (the SCT authors'): with a loss scale so large that every
+    step's gradients overflow, no update is made and the learning rate stays at its first value (SimCSE: no
+    warm-up, linear decay), so every dev evaluation scores the untrained model."""
+    monkeypatch.setattr(precision, "loss_scaler",
+                        lambda used, device: torch.amp.GradScaler(device.type, init_scale=2.0**126, growth_interval=1))
+    reports = []
+    run_trial({"method": "simcse", "model": tiny_bert, "train_precision": "fp16", "batch_size": 8,
+               "train_limit": 16, "epochs": 2, "eval_every": 1, "learning_rate": 1e-3}, reports.append)
+    progress = reports[:-1]
+    assert [r["lr"] for r in progress] == [1e-3] * 4
+    assert len({r["dev_spearman"] for r in progress}) == 1

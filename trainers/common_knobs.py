@@ -24,7 +24,7 @@ MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
 FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
-PRECISIONS = ("auto", "fp32", "tf32", "bf16")
+PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
 """Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -66,10 +66,10 @@ COMMON_KNOBS = KnobSet(
         Knob("eval_max_length", int, 256, "Token limit when encoding evaluation sentences.", low=8, high=4096),
         Knob("eval_batch_size", int, 128, "Sentences per forward pass during evaluation.", low=1),
         Knob("eval_precision", str, "auto", "Precision of evaluation encoding: 'fp32', 'tf32' (fp32 with TF32 "
-             "matrix products on a CUDA GPU of compute capability 8+, fp32 elsewhere), 'bf16' autocast, or 'auto' "
-             "(what measurement found fastest: tf32 on such a GPU, bf16 on a CPU with AMX or AVX-512 bf16, else "
-             "fp32; docs/gpu.md). The STS scores move by at most a few hundredths of a point; the precision used "
-             "is recorded with the trial.",
+             "matrix products on a CUDA GPU of compute capability 8+, fp32 elsewhere), 'bf16' or 'fp16' autocast, "
+             "or 'auto' (what measurement found fastest: tf32 on such a GPU, bf16 on a CPU with AMX or AVX-512 "
+             "bf16, else fp32; docs/gpu.md). The STS scores move by at most a few hundredths of a point; the "
+             "precision used is recorded with the trial.",
              choices=PRECISIONS),
         Knob("eval_max_pairs", int, 0, "Use only the first N pairs of each evaluation set (0 = all). "
              "--budget smoke caps it at 300; a spec or --set may also set it.", low=0),
@@ -117,6 +117,10 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
         problems.append(Problem("torch_compile_mode", f"is torch.compile's mode, so {config['torch_compile_mode']!r} "
                                 "needs torch_compile: true"))
     if config.get("cuda_graph"):  # the methods with STEP_GRAPH_KNOBS
+        if config["train_precision"] == "fp16":
+            problems.append(Problem("cuda_graph", "replays a step that reads nothing back, but fp16's loss scaler "
+                                    "reads whether the gradients overflowed each step: set train_precision to "
+                                    "bf16 (or auto) or cuda_graph: false"))
         if not config["pad_to_max_length"]:
             problems.append(Problem("cuda_graph", "replays one batch shape, so it needs pad_to_max_length: true"))
         if config["torch_compile"]:
@@ -186,8 +190,11 @@ TRAINING_KNOBS = KnobSet(
              "N evaluations (0 = never): a killed trial re-runs at most N x eval_every steps.", low=0,
              bookkeeping=True),
         Knob("train_precision", str, "fp32", "Precision of the training steps, forward and backward: 'fp32', "
-             "'tf32', 'bf16' autocast (CUDA or CPU), or 'auto' (as eval_precision: tf32 on a GPU, where it was "
-             "the fastest for every method on an H100; with cuda_graph bf16 there, the fastest replayed step at "
+             "'tf32', 'bf16' autocast (CUDA or CPU), 'fp16' autocast with torch's dynamic loss scaling (GradScaler: "
+             "what the ConSERT and SCT authors train in, apex O1 and fit(use_amp=True); a GPU's, as a CPU without "
+             "AVX-512 fp16 emulates it, 4x slower than fp32 on this project's AVX-512 bf16 CPU), or 'auto' (as "
+             "eval_precision: tf32 on a GPU, where it was the fastest for every method on an H100; with "
+             "cuda_graph bf16 there, the fastest replayed step at "
              "equal SimCSE scores on an H200, docs/gpu.md). fp32 by default: "
              "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
              "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",

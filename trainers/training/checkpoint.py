@@ -120,6 +120,7 @@ class TrainingState:
     position: dict[str, Any]  # stage, step, stage step, evaluations, the epoch's batches and where in it
     rng: dict[str, Any]  # Python, NumPy, torch (and CUDA) RNG states
     config: dict[str, Any]  # the resolved config of the trial
+    scaler: dict[str, Any] | None = None  # fp16's loss scaler (its scale and the steps since it last grew)
 
     @property
     def stage(self) -> int:

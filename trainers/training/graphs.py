@@ -56,25 +56,28 @@ lazily on a first step (the optimiser's state, cuBLAS's workspaces) must not be 
 
 
 def trained(objective: Objective, loss_of: Callable[[], Tensor], optimizer: torch.optim.Optimizer,
-            max_grad_norm: float, used: str, device: torch.device, cache_casts: bool = True) -> Tensor:
-    """``loss_of()`` in the precision ``used``, then its update (the backward pass's products in it too) and what
-    ``objective`` does after it (:meth:`~trainers.objectives.base.Objective.after_update`); the loss. Both steps
-    train through it, the graphed one without autocast's cast cache."""
+            max_grad_norm: float, used: str, device: torch.device, cache_casts: bool = True,
+            scaler: torch.amp.GradScaler | None = None) -> Tensor:
+    """``loss_of()`` in the precision ``used``, then its update (the backward pass's products in it too, through
+    fp16's loss ``scaler``) and what ``objective`` does after it
+    (:meth:`~trainers.objectives.base.Objective.after_update`); the loss. Both steps train through it, the
+    graphed one without autocast's cast cache (and without fp16, whose scaler reads the device back)."""
     with precision.autocast(used, device, cache_casts):
         loss = loss_of()
     with precision.matmuls(used):
-        update(loss, optimizer, max_grad_norm)
+        update(loss, optimizer, max_grad_norm, scaler)
     objective.after_update()
     return loss
 
 
 def eager_step(objective: Objective, optimizer: torch.optim.Optimizer, max_grad_norm: float, used: str,
-               device: torch.device) -> Step:
-    """The step as the loop runs it without a graph: the objective's loss, its update and what follows it
-    (:meth:`~trainers.objectives.base.Objective.after_update`), gradients freed."""
+               device: torch.device, scaler: torch.amp.GradScaler | None = None) -> Step:
+    """The step as the loop runs it without a graph: the objective's loss, its update (through fp16's loss
+    ``scaler``) and what follows it (:meth:`~trainers.objectives.base.Objective.after_update`), gradients freed."""
 
     def step(examples: Sequence[Any]) -> Tensor:
-        loss = trained(objective, lambda: objective.loss(examples), optimizer, max_grad_norm, used, device)
+        loss = trained(objective, lambda: objective.loss(examples), optimizer, max_grad_norm, used, device,
+                       scaler=scaler)
         optimizer.zero_grad(set_to_none=True)
         return loss
 

@@ -182,7 +182,12 @@ def train(
     used = precision.of_training(config, device)
     with precision.autocast(used, device):  # the frozen outputs' table, under the precision of the steps that read it
         objective.prepare(examples)
-    step = (GraphedStep if graphed else eager_step)(objective, optimizer, config["max_grad_norm"], used, device)
+    scaler = precision.loss_scaler(used, device)
+    if scaler is not None and resume is not None and resume.scaler is not None:
+        scaler.load_state_dict(resume.scaler)
+    scale = scaler.get_scale() if scaler is not None else None
+    step = (GraphedStep(objective, optimizer, config["max_grad_norm"], used, device) if graphed
+            else eager_step(objective, optimizer, config["max_grad_norm"], used, device, scaler))
     losses: list[float] = []
     unread = UnreadLosses()
     # Training mode is set here and after each evaluation, not every step: a step's host time is what a GPU
@@ -193,7 +198,12 @@ def train(
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
         loss = step([examples[i] for i in batch_indices])
-        schedule.step()
+        if scaler is None:
+            schedule.step()
+        else:  # as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update, or the
+            scale, before = scaler.get_scale(), scale  # growth every 2,000 steps) does not advance the schedule
+            if scale == before:
+                schedule.step()
         objective.after_step()
         position.step += 1
         position.stage_step += 1
@@ -235,6 +245,7 @@ def train(
                     position=asdict(position),
                     rng=rng_states(),
                     config=dict(config),
+                    scaler=None if scaler is None else scaler.state_dict(),
                 ))
             try:
                 session.report(metrics, checkpoint)

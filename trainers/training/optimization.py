@@ -83,14 +83,25 @@ def make_schedule(config: Config, optimizer: torch.optim.Optimizer, total_steps:
     return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
-def update(loss: torch.Tensor, optimizer: torch.optim.Optimizer, max_grad_norm: float) -> None:
+def update(loss: torch.Tensor, optimizer: torch.optim.Optimizer, max_grad_norm: float,
+           scaler: torch.amp.GradScaler | None = None) -> None:
     """``loss``'s gradients (clipped to global L2 norm ``max_grad_norm`` over the optimiser's parameters unless
-    it is 0) and the optimiser's update: the part of a step a CUDA graph records (:mod:`trainers.training.graphs`)."""
-    loss.backward()
+    it is 0) and the optimiser's update: the part of a step a CUDA graph records (:mod:`trainers.training.graphs`).
+    With fp16's ``scaler`` the gradients of the scaled loss, unscaled before the clipping, and the update skipped
+    where they overflowed (sentence-transformers' ``fit(use_amp=True)``: the SCT authors' step)."""
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
     if max_grad_norm:
         parameters = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
 
 
 def optimization_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, schedule, max_grad_norm: float) -> None:

@@ -1,6 +1,6 @@
-"""Numeric precision of evaluation and training: fp32, TF32 matrix products, or bf16 autocast.
+"""Numeric precision of evaluation and training: fp32, TF32 matrix products, or bf16 or fp16 autocast.
 
-``eval_precision`` and ``train_precision`` take ``fp32``, ``tf32``, ``bf16`` or ``auto``. :func:`resolve`
+``eval_precision`` and ``train_precision`` take ``fp32``, ``tf32``, ``bf16``, ``fp16`` or ``auto``. :func:`resolve`
 turns a setting into what runs on the device:
 
 - ``tf32`` runs fp32 with the matrix products on TF32 tensor cores; it needs a CUDA device of compute
@@ -9,6 +9,8 @@ turns a setting into what runs on the device:
   :data:`CUDA_AUTO`, and for training steps replayed from a CUDA graph (``cuda_graph``)
   :data:`CUDA_GRAPHED_AUTO` (``python -m benchmarks.gpu``, docs/gpu.md). On a CPU with AMX or AVX-512 bf16,
   ``bf16`` (benchmarks/results.md); ``fp32`` on other CPUs, where bf16 is emulated and slower than fp32.
+  ``auto`` never picks ``fp16``: bf16 has its range, so it trains without a loss scale.
+- ``fp16`` trains with torch's dynamic loss scaling (:func:`loss_scaler`), as the ConSERT and SCT authors did.
 
 The trial reports the precision it used (``eval_precision``, ``train_precision``), and the MLflow run
 records them as tags.
@@ -35,11 +37,21 @@ and MiniLM's, on an H200; whole SimCSE trials trained to the same scores as fp32
 seeds (docs/gpu.md)."""
 
 
+AUTOCAST_TYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+"""The precisions that autocast, and the type of their products."""
+
+
 @functools.cache
 def cpu_runs_bf16_fast() -> bool:
     """Whether this CPU has AMX tiles or AVX-512 bf16 (oneDNN then runs bf16 matmuls natively)."""
     checks = [getattr(torch.cpu, name, None) for name in ("_is_amx_tile_supported", "_is_avx512_bf16_supported")]
     return any(check() for check in checks if check is not None)
+
+
+def loss_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """The loss scaler of fp16 training steps (torch's defaults: 2^16 to start, halved at an overflow, whose step
+    is skipped, doubled after 2,000 steps without one; apex O1's too, the ConSERT authors'); None otherwise."""
+    return torch.amp.GradScaler(device.type) if precision == "fp16" else None
 
 
 def has_tf32(device: torch.device) -> bool:
@@ -54,7 +66,7 @@ def runs_bf16_fast(device: torch.device) -> bool:
 
 
 def resolve(setting: str, device: torch.device, graphed: bool = False) -> str:
-    """``fp32``, ``tf32`` or ``bf16``: the precision ``setting`` means on ``device``, for training steps
+    """``fp32``, ``tf32``, ``bf16`` or ``fp16``: the precision ``setting`` means on ``device``, for training steps
     replayed from a CUDA graph when ``graphed``."""
     if setting not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {setting!r}")
@@ -87,10 +99,10 @@ def matmuls(precision: str) -> Iterator[None]:
 
 
 def autocast(precision: str, device: torch.device, cache_casts: bool = True) -> AbstractContextManager:
-    """The forward pass of a resolved ``precision`` on ``device``: bf16 autocast, or fp32 matrix products in
+    """The forward pass of a resolved ``precision`` on ``device``: bf16 or fp16 autocast, or fp32 matrix products in
     TF32 (``tf32``) or in full (``fp32``, also inside a block that allows TF32). ``cache_casts`` False makes
     autocast cast the weights afresh at each use instead of once per block: what a CUDA graph's capture needs
     (the same values)."""
-    if precision == "bf16":
-        return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache_casts)
+    if precision in AUTOCAST_TYPES:
+        return torch.autocast(device.type, dtype=AUTOCAST_TYPES[precision], cache_enabled=cache_casts)
     return matmuls(precision)
