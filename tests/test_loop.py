@@ -140,9 +140,31 @@ def test_final_state_last_tests_the_last_state_not_the_best(base, monkeypatch):
     assert not torch.allclose(tested[0], probes[1])
 
 
-def test_final_state_last_with_patience_is_refused():
+def test_final_state_last_with_patience_is_refused_where_patience_counts_against_the_best():
     with pytest.raises(ConfigError, match="patience: .*final_state 'last'"):
         get_method("simcse").resolve({"final_state": "last", "patience": 2})
+    for rule in ("drops", "epoch_ends"):  # they compare with the last score, or the best epoch end: no kept state
+        assert get_method("simcse").resolve({"final_state": "last", "patience": 2, "early_stopping_rule": rule,
+                                             "eval_grid": "epoch"})
+
+
+@pytest.mark.parametrize("grid, rule", [("stage", "drops"), ("epoch", "epoch_ends")])
+def test_a_last_state_trial_stops_early_by_drops_or_epoch_ends_and_tests_where_it_stopped(base, monkeypatch, grid,
+                                                                                           rule):
+    """SG-BERT's code tests the model its fit() leaves (final_state 'last') and stops it by 'drops': scores
+    50, 60, 55, 54 drop twice by the 4th evaluation (patience 2), and the test sees the 4th's encoder, not the
+    best (2nd). 'epoch_ends' on the epoch grid (eval_every 2, 8 steps an epoch: evaluations at 2, 4, 6, 8, 8 ...)
+    counts the epochs' ends alone: its scores 50, 49, 48 stop the trial after the third epoch."""
+    scores = [50.0, 60.0, 55.0, 54.0, 99.0] if rule == "drops" else [70.0, 80.0, 90.0, 50.0] + [
+        90.0, 90.0, 90.0, 49.0] + [90.0, 90.0, 90.0, 48.0] + [99.0] * 8
+    probes, tested = scripted_dev(monkeypatch, scores)
+    final = run_trial({**base, "learning_rate": 1e-3, "patience": 2, "epochs": 10, "final_state": "last",
+                       "eval_grid": grid, "early_stopping_rule": rule})
+    assert final["early_stopped"] == 1.0 and len(probes) == {"drops": 4, "epoch_ends": 12}[rule]
+    assert final["steps"] == {"drops": 8, "epoch_ends": 24}[rule]
+    assert final["best_dev_spearman"] == scores[len(probes) - 1] and final["best_step"] == final["steps"]
+    torch.testing.assert_close(tested[0], probes[-1])
+    assert not torch.allclose(tested[0], probes[1])
 
 
 def test_max_grad_norm_clips_the_step_to_that_norm():

@@ -102,10 +102,11 @@ def selection_pooling(config: Mapping[str, Any]) -> str:
 def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the training knobs of a resolved config ask for that no one knob shows."""
     problems = []
-    if config["final_state"] == "last" and config["patience"]:
+    if config["final_state"] == "last" and config["patience"] and config["early_stopping_rule"] == "no_gain":
         problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
-                                "final_state 'last' keeps no best score to beat: set patience 0 or final_state "
-                                "'best_dev'"))
+                                "final_state 'last' keeps no best score to beat: set patience 0, final_state "
+                                "'best_dev', or an early_stopping_rule that compares with no kept state ('drops', "
+                                "'epoch_ends')"))
     if config["early_stopping_rule"] == "epoch_ends" and config["eval_grid"] != "epoch":
         problems.append(Problem("early_stopping_rule", "'epoch_ends' counts the evaluations at epochs' ends, which "
                                 "only eval_grid 'epoch' makes: set eval_grid: epoch"))

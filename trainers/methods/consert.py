@@ -154,7 +154,8 @@ METHOD = Method(
         "decoupled", **FIT_SOURCES, "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
         "selection_pooling": "silent; the authors' main.py selects on STS-B dev with the model's pooling, the last "
         "layer's mean (its training pooling); last2avg only in the test (eval.py, the README's numbers)",
-        "learning_rate": "Section 4.1: lr 5e-7", "warmup_ratio": "Section 4.1: "
+        "learning_rate": "Section 4.1: lr 5e-7",
+        "final_state": "Section 4.1: the best dev checkpoint is tested", "warmup_ratio": "Section 4.1: "
         "linear warm-up over 10% of the steps", "temperature": "Section 4.1: tau 0.1",
         "epochs": "the authors' unsupervised script: --num_epochs 10", "patience": "the authors' unsupervised "
         "script: --patience 10", "early_stopping_rule": "the authors' fit(): patience counts evaluations without "

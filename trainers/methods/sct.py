@@ -293,6 +293,7 @@ METHOD = Method(
         "early_stopping_rule": "silent; the authors' sentence-transformers fork stops after patience epochs whose "
         "end scored below the best epoch end",
         "adam_beta2": "Section 4.1: AdamW, beta2 0.999", **FIT_SOURCES,
+        "final_state": "Section 4.1: the best checkpoint is the final model",
         "adam_bias_correction": "silent; the authors' SCT_main.py: correct_bias False",
         "distillation_map": "Eq. 4's c_theta, Section 3.2's projected z_theta: open; the authors' "
         "SCT_main_distillation.py ends the student with models.Dense(..., Tanh())",

@@ -53,6 +53,8 @@ SIMCSE_SOURCES = {
     "patience": f"{SIMCSE_PAPER}: the authors' code selects the best STS-B dev checkpoint and never stops early",
     "early_stopping_rule": f"{SIMCSE_PAPER}: no early stop (patience 0), so the rule counts nothing",
     "eval_grid": f"{SIMCSE_PAPER}: the authors' Trainer evaluates every eval_steps 125 of the whole run",
+    "final_state": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh: --load_best_model_at_end, the best STS-B dev "
+    "checkpoint",
     "adam_beta2": f"{SIMCSE_PAPER}: HF Trainer's AdamW, beta2 0.999",
     "train_corpus": f"{SIMCSE_PAPER}, Section 3: 10^6 English Wikipedia sentences (wiki1m), not shipped here",
     "views": f"{SIMCSE_PAPER}, Section 3: the same sentence twice, two dropout masks",

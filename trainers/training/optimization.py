@@ -152,11 +152,10 @@ class Selection:
     def update(self, score: float, step: int, encoder: torch.nn.Module, epoch_end: bool = False) -> None:
         """Take the dev ``score`` of the state at ``step``; ``epoch_end`` marks the evaluation at an epoch's end
         (``eval_grid`` 'epoch'), which the rules count apart."""
+        gained = score > self.best_score
         if self.keep_last:  # the current weights are the kept ones: no copy
             self.best_score, self.best_step, self.best_state = score, step, None
-            return
-        gained = score > self.best_score
-        if gained:
+        elif gained:
             self.best_score, self.best_step = score, step
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in encoder.state_dict().items()}
         if self.rule == "drops" and not epoch_end:
