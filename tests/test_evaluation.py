@@ -82,3 +82,23 @@ def test_evaluator_splits_dev_and_test_and_limits_pairs():
     test = evaluator.test(encode)
     assert "test_stsb_spearman" not in test and "stsb_spearman" in test and "avg_spearman" in test
     assert seen == [20, 7 * 20]  # one encode call each, first 10 pairs of every set
+
+
+def test_avg_sts_selects_on_the_mean_of_sts_b_devs_and_sick_r_devs_spearman():
+    """SimCSE's trainer's avg_sts (DCLR's selection): each dev set's Spearman of the cosines, computed here by
+    hand from known vectors, and their plain mean as dev_spearman; 'stsb' scores STS-B dev alone."""
+    sets = {"stsb-dev": make_set("stsb-dev", 30), "sickr-dev": make_set("sickr-dev", 12)}
+    vectors = {s: torch.tensor(rng.normal(size=3), dtype=torch.float32)
+               for sts in sets.values() for s in (*sts.sentence1, *sts.sentence2)}
+    encode = lambda sentences: torch.stack([vectors[s] for s in sentences])  # noqa: E731
+
+    def by_hand(sts: STSSet) -> float:
+        cosines = [float(torch.nn.functional.cosine_similarity(vectors[a], vectors[b], dim=0))
+                   for a, b in zip(sts.sentence1, sts.sentence2)]
+        return ranks_spearman(np.array(cosines), sts.scores)
+
+    stsb, sickr = by_hand(sets["stsb-dev"]), by_hand(sets["sickr-dev"])
+    scores = STSEvaluator(sets, selection_metric="avg_sts").dev(encode)
+    assert scores["dev_stsb_spearman"] == pytest.approx(stsb) and scores["dev_sickr_spearman"] == pytest.approx(sickr)
+    assert scores["dev_spearman"] == pytest.approx((stsb + sickr) / 2)
+    assert STSEvaluator(sets).dev(encode)["dev_spearman"] == pytest.approx(stsb)

@@ -497,3 +497,18 @@ def test_a_flows_dev_evaluations_pool_as_its_flow_reads():
     flow = get_method("flow")
     assert [p.key for p in flow.check(flow.resolve({"selection_pooling": "cls"}))] == ["selection_pooling"]
     assert flow.check(flow.resolve({"selection_pooling": "first_last_avg"})) == []
+
+
+def test_selection_metric_avg_sts_reaches_the_loop_and_the_evaluations_read_sick_r_dev(base):
+    """A trial with selection_metric avg_sts reports, at each evaluation, dev_spearman as the mean of its two
+    parts, and selects on it: best_dev_spearman is the best such mean. DCLR selects so by default."""
+    reports = []
+    final = run_trial({**base, "max_steps": 4, "selection_metric": "avg_sts"}, reports.append)
+    progress = reports[:-1]
+    assert all(r["dev_spearman"] == pytest.approx((r["dev_stsb_spearman"] + r["dev_sickr_spearman"]) / 2)
+               for r in progress)
+    assert len({r["dev_sickr_spearman"] for r in progress}) > 1  # SICK-R dev was scored, not a constant
+    assert final["best_dev_spearman"] == max(r["dev_spearman"] for r in progress)
+    assert get_method("dclr").resolve({})["selection_metric"] == "avg_sts"
+    with pytest.raises(ConfigError, match="selection_metric: 'avg_sts' reads SICK-R dev"):
+        get_method("simcse").resolve({"selection_metric": "avg_sts", "sts_source": "hub"})

@@ -32,6 +32,8 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-
 CUDA graphs, one per batch shape, on a GPU."""
 EARLY_STOPPING_RULES = ("no_gain", "drops", "epoch_ends")
 """What ``patience`` counts (:class:`trainers.training.optimization.Selection`)."""
+SELECTION_METRICS = ("stsb", "avg_sts")
+"""The dev scores that can select a trial's state (``selection_metric``, :class:`trainers.suites.sts.STSEvaluator`)."""
 EVAL_GRIDS = ("stage", "epoch")
 """Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.loop.evaluations_after`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
@@ -110,6 +112,9 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     if config["early_stopping_rule"] == "epoch_ends" and config["eval_grid"] != "epoch":
         problems.append(Problem("early_stopping_rule", "'epoch_ends' counts the evaluations at epochs' ends, which "
                                 "only eval_grid 'epoch' makes: set eval_grid: epoch"))
+    if config["selection_metric"] == "avg_sts" and config["sts_source"] == "hub":
+        problems.append(Problem("selection_metric", "'avg_sts' reads SICK-R dev (SICK's trial set), which ships with "
+                                "the project but is not on the hub: set sts_source: local or selection_metric: stsb"))
     selecting = selection_pooling(config)
     if config["pooling_skip_frequent"] and selecting not in MEAN_POOLINGS:
         problems.append(Problem("selection_pooling", f"pooling_skip_frequent leaves tokens out of an average, so "
@@ -178,6 +183,11 @@ TRAINING_KNOBS = KnobSet(
              "that scored below the evaluation before, never reset, the epochs' ends left out (SG-BERT's code); "
              "'epoch_ends', the evaluations at epochs' ends that scored below the best of them, reset by a better "
              "one: patience in epochs (SCT's code; needs eval_grid 'epoch').", choices=EARLY_STOPPING_RULES),
+        Knob("selection_metric", str, "stsb", "The dev score that selects the kept state and that patience "
+             "counts, reported as dev_spearman: 'stsb', STS-B dev's Spearman; 'avg_sts', the mean of STS-B dev's "
+             "and SICK-R dev's (SICK's trial set), SimCSE's trainer's avg_sts, which DCLR's script selects on "
+             "(each part reported too, dev_stsb_spearman and dev_sickr_spearman). SICK-R dev ships with the "
+             "project; the hub has none.", choices=SELECTION_METRICS),
         Knob("selection_pooling", str, "same", "The pooling of the STS-B dev evaluations that select the kept "
              "state and that patience counts: 'same' (pooling, the evaluation's) or another of the poolings "
              "(pooling_layer applies to it too). ConSERT's authors select with their training pooling, the last "

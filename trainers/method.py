@@ -205,7 +205,8 @@ class Method:
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append(Problem("sts_source", "'hub' needs the Hugging Face hub, which cannot be reached"))
         elif config["sts_source"] == "local":
-            found += [Problem("evaluation set", problem) for problem in sts_problems(evaluation_names())]
+            names = evaluation_names(config.get("selection_metric", "stsb"))
+            found += [Problem("evaluation set", problem) for problem in sts_problems(names)]
         return found + self.check(config)
 
 

@@ -21,6 +21,8 @@ class Metric:
         return f"{dataset}_{statistic}"
 
     STS_DEV = "dev"  # STS-B dev, the set that selects, in the STS figures' names
+    DEV_STSB = "dev_stsb"  # with selection_metric avg_sts, the two dev sets it averages: STS-B dev,
+    DEV_SICKR = "dev_sickr"  # and SICK-R dev
     STS_AVG = "avg"  # the seven test sets' average
 
     # Progress, at every evaluation of STS-B dev (MLflow step = training step).

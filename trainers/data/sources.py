@@ -26,6 +26,7 @@ STS_DIR_ENV = "STS_DATA_DIR"
 TEST_SETS = ("stsb", "sickr", "sts12", "sts13", "sts14", "sts15", "sts16")
 """The seven test sets, in the order the papers print them."""
 DEV_SET = "stsb-dev"
+SICKR_DEV_SET = "sickr-dev"
 ALL_FILES = ("stsb-train", "stsb-dev", "stsb-test", "sickr-train", "sickr-dev", "sickr-test") + tuple(
     f"sts1{y}-test" for y in range(2, 7)
 )
@@ -220,9 +221,15 @@ def load_sts(source: str = "local", names: Iterable[str] = ALL_FILES) -> dict[st
     raise ValueError(f"sts_source must be 'local' or 'hub', got {source!r}")
 
 
-def evaluation_names() -> tuple[str, ...]:
-    """Files the evaluator needs: STS-B dev plus the seven test sets."""
-    return (DEV_SET,) + tuple(f"{name}-test" for name in TEST_SETS)
+def evaluation_names(selection_metric: str = "stsb") -> tuple[str, ...]:
+    """Files the evaluator needs: the dev sets of ``selection_metric`` (:func:`selection_sets`) plus the seven test
+    sets."""
+    return selection_sets(selection_metric) + tuple(f"{name}-test" for name in TEST_SETS)
+
+
+def selection_sets(selection_metric: str) -> tuple[str, ...]:
+    """The dev files a ``selection_metric`` scores: STS-B dev; with 'avg_sts' SICK-R dev too."""
+    return (DEV_SET, SICKR_DEV_SET) if selection_metric == "avg_sts" else (DEV_SET,)
 
 
 def _sentences(sets: Iterable[STSSet]) -> list[str]:

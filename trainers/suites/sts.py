@@ -27,6 +27,7 @@ import numpy as np
 from trainers.data.sources import (
     DEV_SET,
     HUB_DATASETS,
+    SICKR_DEV_SET,
     STS_DIR_ENV,
     TEST_SETS,
     STSSet,
@@ -34,10 +35,13 @@ from trainers.data.sources import (
     load_sts,
     load_sts_hub,
     load_sts_local,
+    selection_sets,
 )
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import Encode, Suite
 
+SELECTION_PARTS = (Metric.sts(Metric.DEV_STSB), Metric.sts(Metric.DEV_SICKR))
+"""The two dev scores whose mean is ``avg_sts``'s ``dev_spearman``, reported beside it at each evaluation."""
 INFERENCE_BATCH_SIZE = 16
 """SG-BERT Table 6 times inference "when tested on STS-B ... using batch size 16" (``stsb_test_seconds_b16``)."""
 
@@ -143,22 +147,36 @@ class STSEvaluator:
     """STS-B dev for model selection, the seven test sets for the final figures.
 
     ``sets`` maps file names (``stsb-dev``, ``sts12-test`` ...) to data;
-    ``max_pairs`` keeps only the first N pairs of each (0 = all).
+    ``max_pairs`` keeps only the first N pairs of each (0 = all); ``selection_metric`` is the dev score
+    :meth:`dev` gives as ``dev_spearman`` (``selection_metric``: STS-B dev's, or ``avg_sts``, the mean of STS-B
+    dev's and SICK-R dev's, as SimCSE's trainer computes it).
     """
 
     sets: Mapping[str, STSSet]
     max_pairs: int = 0
+    selection_metric: str = "stsb"
 
     def _subset(self, file_name: str) -> STSSet:
         return self.sets[file_name].head(self.max_pairs)
 
     @classmethod
     def of_trial(cls, config: Mapping[str, Any]) -> STSEvaluator:
-        """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`)."""
-        return cls(SUITE.read(config), config["eval_max_pairs"])
+        """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`), with
+        the dev sets of its ``selection_metric``."""
+        sets, metric = dict(SUITE.read(config)), config.get("selection_metric", "stsb")
+        if missing := [name for name in selection_sets(metric) if name not in sets]:
+            sets.update(load_sts(config["sts_source"], missing))
+        return cls(sets, config["eval_max_pairs"], metric)
 
     def dev(self, encode: Encode) -> dict[str, float]:
-        return evaluate_sets(encode, {Metric.STS_DEV: self._subset(DEV_SET)})
+        """The selection's dev metrics: ``dev_spearman`` (and STS-B dev's ``dev_pearson``); for ``avg_sts`` the mean
+        of ``dev_stsb_spearman`` and ``dev_sickr_spearman``, with both."""
+        if self.selection_metric == "stsb":
+            return evaluate_sets(encode, {Metric.STS_DEV: self._subset(DEV_SET)})
+        parts = {Metric.DEV_STSB: self._subset(DEV_SET), Metric.DEV_SICKR: self._subset(SICKR_DEV_SET)}
+        scores = evaluate_sets(encode, parts)
+        spearman = {name: scores[name] for name in SELECTION_PARTS}
+        return {Metric.DEV: float(np.mean(list(spearman.values()))), **spearman}
 
     def test(self, encode: Encode) -> dict[str, float]:
         metrics = evaluate_sets(encode, {name: self._subset(f"{name}-test") for name in TEST_SETS})

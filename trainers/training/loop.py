@@ -29,7 +29,7 @@ from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.objectives.base import Objective
 from trainers.registry import get_method
 from trainers.suites import evaluate_suite, evaluate_suites, trial_suites
-from trainers.suites.sts import INFERENCE_BATCH_SIZE, STSEvaluator
+from trainers.suites.sts import INFERENCE_BATCH_SIZE, SELECTION_PARTS, STSEvaluator
 from trainers.training import precision
 from trainers.training.checkpoint import (
     FinalRecord,
@@ -216,7 +216,8 @@ def train(
         timer.examples += len(batch_indices)
 
         if evaluates:
-            dev = evaluator.dev(encode_dev)[Metric.DEV]
+            scores = evaluator.dev(encode_dev)
+            dev = scores[Metric.DEV]
             for epoch_end in counted:
                 selection.update(dev, position.step, encoder, epoch_end)
             position.evaluations += 1
@@ -226,6 +227,7 @@ def train(
                 Metric.LR: float(schedule.get_last_lr()[0]),  # a tensor's copy for a CUDA graph's rate
                 Metric.DEV: dev,
                 Metric.BEST_DEV: selection.best_score,
+                **{name: scores[name] for name in SELECTION_PARTS if name in scores},
             }
             if stages > 1:
                 metrics[Metric.STAGE] = position.stage
