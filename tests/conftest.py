@@ -260,3 +260,15 @@ def wait_for(condition, seconds: float = 240, what: str = "the awaited state", l
     ended = "" if driver is None or driver.poll() is None else f"; the driver exited {driver.returncode}"
     output = log.read_text()[-4000:] if log else ""
     raise AssertionError(f"never: {what} (last error: {last!r}{ended})\n{output}")
+
+
+def bert_initialised_head(width: int, std: float = 0.02):
+    """SimCSE's training head (dense + tanh) as its authors' Hugging Face model initialises it, written out: a
+    ``nn.Linear`` whose weights are then drawn from N(0, std^2) and whose biases are zeroed (BERT's
+    ``init_weights``)."""
+    from torch import nn
+
+    dense = nn.Linear(width, width)
+    nn.init.normal_(dense.weight, mean=0.0, std=std)
+    nn.init.zeros_(dense.bias)
+    return nn.Sequential(dense, nn.Tanh())

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
-from tests.conftest import build_objective
+from tests.conftest import bert_initialised_head, build_objective
 from tests.knob_checks import assert_knob_changes_the_loss
 from tests.test_checkpoint import BASE, assert_resumes_exactly
 from tests.trial_export import assert_export_scores_as_logged
@@ -125,7 +125,7 @@ def test_the_objective_is_the_paper_assembled_by_hand(tiny_bert):
     model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
     features = tokenizer(BATCH, padding=True, truncation=True, max_length=32, return_tensors="pt")
     torch.manual_seed(0)
-    head = nn.Sequential(nn.Linear(32, 32), nn.Tanh())
+    head = bert_initialised_head(32, model.config.initializer_range)
     with torch.no_grad():
         states = model(**features).last_hidden_state
         views = head(states[:, 0])

@@ -88,8 +88,11 @@ def build(tiny_bert: str, tiny_masked_lm: str, **overrides: Any):
     return build_objective("diffcse", tiny_bert, 0, **{"generator": tiny_masked_lm, **overrides})
 
 
-def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tiny_bert, tiny_masked_lm):
-    objective = build(tiny_bert, tiny_masked_lm, generator_decoding="argmax")
+@pytest.mark.parametrize("dropout", [False, True])
+def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tiny_bert, tiny_masked_lm, dropout):
+    """With generator_dropout the generator predicts in train mode (its dropout on, as the authors' Trainer leaves
+    it), its masks drawn after the masking's draws; without, in eval mode."""
+    objective = build(tiny_bert, tiny_masked_lm, generator_decoding="argmax", generator_dropout=dropout)
     features = objective.encoder.tokenize(BATCH, 32)
     torch.manual_seed(0)
     edited = objective.edit(features)
@@ -98,8 +101,15 @@ def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tin
     special = torch.isin(ids, torch.tensor(objective.encoder.tokenizer.all_special_ids))
     masked = mask_for_generator(ids, attention & ~special, 0.3, objective.encoder.tokenizer.mask_token_id,
                                 len(objective.encoder.tokenizer))
+    generator = objective.generator.model.train(dropout)
     with torch.no_grad():
-        predicted = objective.generator.model(input_ids=masked, attention_mask=attention.long()).logits.argmax(-1)
+        predicted = generator(input_ids=masked, attention_mask=attention.long()).logits.argmax(-1)
+        generator.train(not dropout)
+        torch.manual_seed(0)
+        mask_for_generator(ids, attention & ~special, 0.3, objective.encoder.tokenizer.mask_token_id,
+                           len(objective.encoder.tokenizer))
+        other_mode = generator(input_ids=masked, attention_mask=attention.long()).logits.argmax(-1)
+    assert not torch.equal(predicted, other_mode)  # the mode matters: the test tells them apart
     assert torch.equal(edited[:, 0], ids[:, 0]) and torch.equal(edited[~attention], ids[~attention])
     inner = attention.clone()
     inner[:, 0] = False
@@ -159,7 +169,7 @@ def objective_loss(tiny_bert: str, tiny_masked_lm: str, **overrides: Any) -> flo
 @pytest.mark.parametrize("knob, value", [
     ("rtd_weight", 1.0),  # control: the test's setting on both sides
     ("rtd_weight", 0.005), ("rtd_weight", 0.0), ("mask_ratio", 0.6), ("mask_ratio", 0.0),
-    ("generator_decoding", "sample"), ("batchnorm_head", False), ("temperature", 0.5),
+    ("generator_decoding", "sample"), ("batchnorm_head", False), ("temperature", 0.5), ("generator_dropout", False),
 ])
 def test_each_knob_changes_the_loss(tiny_bert, tiny_masked_lm, knob, value):
     default = KNOB_SETTING.get(knob, get_method("diffcse").all_knobs[knob].default)

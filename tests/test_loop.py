@@ -23,7 +23,7 @@ def base(tiny_bert, use_tiny_sts):
 
 def test_trial_steps_evaluates_and_reports_test_metrics(base):
     reports = []
-    final = run_trial({**base, "max_steps": 5}, reports.append)
+    final = run_trial({**base, "max_steps": 5, "eval_grid": "stage"}, reports.append)
     progress = reports[:-1]
     assert [r["step"] for r in progress] == [2, 4, 5]  # every eval_every steps and after the last
     assert all(math.isfinite(r["loss"]) and "dev_spearman" in r for r in progress)
@@ -406,7 +406,7 @@ def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_le
     assert seen == [evaluation for evaluation in expected if evaluation[0] <= stop]
 
 
-def test_the_stage_grid_counts_from_the_stages_start_and_max_steps_ends_an_epoch_grid_with_an_evaluation():
+def test_the_stage_and_trainer_grids_count_from_the_stages_start_and_max_steps_ends_an_epoch_grid_with_one():
     from trainers.training.loop import _Position, evaluations_after
 
     def grid(kind: str, steps: int) -> list[tuple[int, list[bool]]]:
@@ -419,6 +419,8 @@ def test_the_stage_grid_counts_from_the_stages_start_and_max_steps_ends_an_epoch
         return due
 
     assert grid("stage", 11) == [(3, [False]), (6, [False]), (9, [False]), (11, [False])]
+    assert grid("trainer", 11) == [(3, [False]), (6, [False]), (9, [False])]  # Hugging Face's: none after step 11
+    assert grid("trainer", 2) == [(2, [False])]  # a stage shorter than eval_every: its one state is scored
     assert grid("epoch", 12) == [(3, [False]), (5, [True]), (8, [False]), (10, [True]), (12, [False])]
 
 
@@ -503,7 +505,8 @@ def test_selection_metric_avg_sts_reaches_the_loop_and_the_evaluations_read_sick
     """A trial with selection_metric avg_sts reports, at each evaluation, dev_spearman as the mean of its two
     parts, and selects on it: best_dev_spearman is the best such mean. DCLR selects so by default."""
     reports = []
-    final = run_trial({**base, "max_steps": 4, "selection_metric": "avg_sts"}, reports.append)
+    final = run_trial({**base, "max_steps": 4, "selection_metric": "avg_sts", "learning_rate": 1e-3},
+                      reports.append)
     progress = reports[:-1]
     assert all(r["dev_spearman"] == pytest.approx((r["dev_stsb_spearman"] + r["dev_sickr_spearman"]) / 2)
                for r in progress)

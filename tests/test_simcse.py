@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer
 
-from tests.conftest import build_objective
+from tests.conftest import bert_initialised_head, build_objective
 from tests.test_consert import slow_info_nce
 from trainers.objectives.simcse import SimCSEObjective
 from trainers.registry import get_method
@@ -35,7 +35,7 @@ def objective_loss(objective: SimCSEObjective, seed: int = 0) -> Tensor:
 def expected_simcse_loss(tiny_bert: str, seed: int = 0, **overrides: Any) -> float:
     """Eq. (1) of the paper written out: each sentence passes the BERT twice in one batch (training mode,
     so two dropout masks drawn after ``seed``); h = the [CLS] vector of the last layer, through a dense
-    layer with tanh when ``mlp_during_training`` (drawn after ``HEAD_SEED``); in-batch InfoNCE at
+    layer with tanh when ``mlp_during_training`` (drawn after ``HEAD_SEED`` as BERT's layers are); in-batch InfoNCE at
     temperature tau, in float64."""
     knobs = get_method("simcse").resolve({"model": tiny_bert, **overrides})
     model, tokenizer = AutoModel.from_pretrained(tiny_bert).train(), AutoTokenizer.from_pretrained(tiny_bert)
@@ -45,7 +45,7 @@ def expected_simcse_loss(tiny_bert: str, seed: int = 0, **overrides: Any) -> flo
     if knobs["mlp_during_training"]:
         torch.manual_seed(HEAD_SEED)
         width = model.config.hidden_size
-        head = nn.Sequential(nn.Linear(width, width), nn.Tanh())
+        head = bert_initialised_head(width, model.config.initializer_range)
     torch.manual_seed(seed)
     with torch.no_grad():
         vectors = head(model(**features).last_hidden_state[:, 0]).double()
@@ -123,7 +123,7 @@ def test_a_back_translated_positive_is_the_files_column(tiny_bert, tmp_path, pos
     texts = [row[0] for row in BT_ROWS] + [row[column] for row in BT_ROWS]
     features = tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
     torch.manual_seed(HEAD_SEED)
-    head = nn.Sequential(nn.Linear(32, 32), nn.Tanh())
+    head = bert_initialised_head(32, model.config.initializer_range)
     torch.manual_seed(0)
     with torch.no_grad():
         vectors = head(model(**features).last_hidden_state[:, 0]).double()
@@ -158,3 +158,13 @@ def test_a_file_nothing_reads_is_accepted_and_ignored(tmp_path):
     method = get_method("simcse")
     config = method.resolve({"bt_file": write_bt_file(tmp_path)})
     assert method.check(config) == [] and not method.reads_bt_file(config)
+
+
+def test_the_head_is_initialised_as_berts_layers_and_from_torchs_generator(tiny_bert):
+    """The authors build SimCSE's MLP inside the Hugging Face model, whose init_weights draws its weights from
+    N(0, initializer_range^2) and zeroes its biases; the draw follows the seed."""
+    dense = build(tiny_bert).head[0]
+    assert torch.count_nonzero(dense.bias) == 0
+    assert float(dense.weight.detach().std()) == pytest.approx(0.02, rel=0.15)  # 32 x 32 draws of N(0, 0.02^2)
+    assert torch.equal(build(tiny_bert).head[0].weight, dense.weight)
+    assert not torch.equal(build_objective("simcse", tiny_bert, HEAD_SEED + 1).head[0].weight, dense.weight)

@@ -138,7 +138,7 @@ def test_each_evaluation_logs_the_mean_of_every_step_loss_since_the_last(base, m
     original = simcse.info_nce
     monkeypatch.setattr(simcse, "info_nce", lambda *args: computed.append(original(*args)) or computed[-1])
     reports = []
-    run_trial({**base, "max_steps": 100}, reports.append)
+    run_trial({**base, "max_steps": 100, "eval_grid": "stage"}, reports.append)
     values = [loss.item() for loss in computed]
     logged = [r[Metric.LOSS] for r in reports if Metric.LOSS in r]
     assert len(values) == 100 and len(logged) == 3  # evaluations at 45, 90 and the last step

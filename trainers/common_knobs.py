@@ -34,7 +34,7 @@ EARLY_STOPPING_RULES = ("no_gain", "drops", "epoch_ends")
 """What ``patience`` counts (:class:`trainers.training.optimization.Selection`)."""
 SELECTION_METRICS = ("stsb", "avg_sts")
 """The dev scores that can select a trial's state (``selection_metric``, :class:`trainers.suites.sts.STSEvaluator`)."""
-EVAL_GRIDS = ("stage", "epoch")
+EVAL_GRIDS = ("stage", "trainer", "epoch")
 """Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.loop.evaluations_after`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
@@ -172,7 +172,9 @@ TRAINING_KNOBS = KnobSet(
         Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step); eval_grid "
              "says from where the steps count.", low=1),
         Knob("eval_grid", str, "stage", "Where the dev evaluations fall: 'stage', every eval_every steps of the "
-             "stage and after its last (Hugging Face Trainer's eval_steps); 'epoch', every eval_every steps counted "
+             "stage and after its last; 'trainer', every eval_every steps of the stage alone (Hugging Face "
+             "Trainer's eval_steps: the last step is scored only where it falls on them, or where no evaluation came "
+             "before it); 'epoch', every eval_every steps counted "
              "from each epoch's start and after each epoch's last step (sentence-transformers' fit(), the SG-BERT, "
              "ConSERT and SCT authors' loop; where the two fall on one step, fit() evaluates twice: the state is "
              "scored once and patience counts both).", choices=EVAL_GRIDS),

@@ -14,6 +14,7 @@ FIT_SOURCES = {
 }
 """Where each of :data:`FIT_DEFAULTS` comes from, in a method's ``sources`` (after its paper's name)."""
 
-TRAINER_DEFAULTS = {"max_grad_norm": 1.0}
+TRAINER_DEFAULTS = {"max_grad_norm": 1.0, "eval_grid": "trainer"}
 """What the authors' scripts of SimCSE and of the methods built on its code (DCLR, DiffCSE) leave at Hugging
-Face Trainer's defaults, where it differs from ours: gradients clipped at norm 1."""
+Face Trainer's defaults, where it differs from ours: gradients clipped at norm 1, and evaluations at the multiples
+of eval_steps alone (not after the last step)."""

@@ -77,7 +77,8 @@ def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float, graphed: bool = 
 
 def trial_seconds(timing: Timing, steps: int, eval_every: int, examples: int) -> float:
     """One trial's expected seconds: setup, table, ``steps`` steps, an evaluation every ``eval_every`` steps
-    and after the last, and the final test (a trial that trains nothing: setup, one dev, the test)."""
+    and after the last, and the final test (a trial that trains nothing: setup, one dev, the test). The epoch
+    grid's evaluations at each epoch's end (``eval_grid`` 'epoch') are not counted: one an epoch more."""
     if steps == 0:
         return timing.setup + timing.dev + timing.test
     evaluations = math.ceil(steps / eval_every)

@@ -65,6 +65,9 @@ METHOD = Method(
             Knob("mask_ratio", float, 0.30, "Share of each sentence's tokens masked for the generator.",
                  low=0.0, high=1.0),
             Knob("rtd_weight", float, 0.005, "lambda: weight of the replaced-token detection loss.", low=0.0),
+            Knob("generator_dropout", bool, True, "Run the frozen generator with its dropout on, as the authors' "
+                 "code does (its Trainer puts the whole model, the generator in it, in train mode each step; the "
+                 "paper is silent); false: in eval mode."),
             Knob("batchnorm_head", bool, True, "Training head: Linear-BatchNorm-ReLU-Linear-BatchNorm (the authors' "
                  "--batchnorm, their BERT setting) in place of SimCSE's dense+tanh."),
         )
@@ -77,5 +80,6 @@ METHOD = Method(
     reads_bt_file=reads_bt_file,
     sources=built_on_simcse_sources("DiffCSE (Chuang et al. 2022)", "Section 4", batch_size="batch 64",
                                     learning_rate="lr 7e-6 (its Appendix: BERT-base STS)", epochs="2 epochs",
-                                    max_seq_length="max length 32"),
+                                    max_seq_length="max length 32", generator_dropout="its Trainer puts the "
+                                    "whole model, the generator in it, in train mode each step: dropout on"),
 )

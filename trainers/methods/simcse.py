@@ -52,7 +52,8 @@ SIMCSE_SOURCES = {
     "warmup_ratio": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh sets no warm-up (HF Trainer's 0)",
     "patience": f"{SIMCSE_PAPER}: the authors' code selects the best STS-B dev checkpoint and never stops early",
     "early_stopping_rule": f"{SIMCSE_PAPER}: no early stop (patience 0), so the rule counts nothing",
-    "eval_grid": f"{SIMCSE_PAPER}: the authors' Trainer evaluates every eval_steps 125 of the whole run",
+    "eval_grid": f"{SIMCSE_PAPER}: the authors' Trainer evaluates every eval_steps 125 of the whole run, and not "
+    "after the last step",
     "final_state": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh: --load_best_model_at_end, the best STS-B dev "
     "checkpoint",
     "adam_beta2": f"{SIMCSE_PAPER}: HF Trainer's AdamW, beta2 0.999",

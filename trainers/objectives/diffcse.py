@@ -40,11 +40,13 @@ class DiffCSEObjective(SimCSEObjective):
         width = encoder.model.config.hidden_size
         self.discriminator = copy.deepcopy(encoder.model)  # the pretrained encoder, trained on its own
         self.rtd_head = nn.Linear(width, 2)
-        self.generator = MaskedLMRewriter(config["generator"])  # frozen, always in eval mode
+        self.generator = MaskedLMRewriter(config["generator"])  # frozen; its model's mode set each step
         self.config = dict(config)
 
-    def training_head(self, config: Config, width: int) -> nn.Module:
-        return batchnorm_head(width) if config["batchnorm_head"] else super().training_head(config, width)
+    def training_head(self, config: Config, encoder: SentenceEncoder) -> nn.Module:
+        if config["batchnorm_head"]:
+            return batchnorm_head(encoder.model.config.hidden_size)
+        return super().training_head(config, encoder)
 
     def rebuilt_modules(self) -> tuple[str, ...]:
         return ("generator",)
@@ -58,9 +60,10 @@ class DiffCSEObjective(SimCSEObjective):
         special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=input_ids.device))
         masked = mask_for_generator(input_ids, attention & ~special, self.config["mask_ratio"],
                                     tokenizer.mask_token_id, len(tokenizer))
-        inputs = transformer_inputs(self.generator.model, features.with_ids(masked))
+        generator = self.generator.model.train(self.config["generator_dropout"])  # its dropout draws: torch's RNG
+        inputs = transformer_inputs(generator, features.with_ids(masked))
         # The ids and the mask only, as the authors give them: the generator may take no token types (DistilBERT).
-        logits = self.generator.model(input_ids=masked, attention_mask=inputs.get("attention_mask")).logits.float()
+        logits = generator(input_ids=masked, attention_mask=inputs.get("attention_mask")).logits.float()
         if self.config["generator_decoding"] == "sample":
             # Unvalidated: checking the logits would read them back on the host, a GPU sync per step.
             predicted = torch.distributions.Categorical(logits=logits, validate_args=False).sample()

@@ -19,16 +19,20 @@ class SimCSEObjective(Objective):
 
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
-        self.head = self.training_head(config, encoder.model.config.hidden_size)
+        self.head = self.training_head(config, encoder)
         self.temperature = config["temperature"]
         self.max_length = config["max_seq_length"]
         self.to_max_length = config.get("pad_to_max_length", False)  # SimCSE's and DCLR's knob, not DiffCSE's
         # Column of a back-translation row that is the positive (None: the sentence itself).
         self.positive = BT_COLUMNS.index(config["positive"]) if config["positive"] in BT_COLUMNS else None
 
-    def training_head(self, config: Config, width: int) -> nn.Module:
-        """SimCSE's MLP pooler (a dense layer with tanh), used in training only."""
-        return nn.Sequential(nn.Linear(width, width), nn.Tanh()) if config["mlp_during_training"] else nn.Identity()
+    def training_head(self, config: Config, encoder: SentenceEncoder) -> nn.Module:
+        """SimCSE's MLP pooler (a dense layer with tanh), used in training only, initialised as BERT's layers
+        (princeton-nlp/SimCSE models.py: ``cls_init`` then ``init_weights``; DCLR's the same)."""
+        if not config["mlp_during_training"]:
+            return nn.Identity()
+        width = encoder.model.config.hidden_size
+        return nn.Sequential(encoder.new_linear(width, width), nn.Tanh())
 
     def texts(self, batch: Sequence[Any]) -> tuple[list[str], list[str]]:
         """The batch's sentences and their positives."""

@@ -55,9 +55,7 @@ class SequenceClassifier(nn.Module):
         self.encoder = encoder
         self.dropout = nn.Dropout(getattr(config, "classifier_dropout", None)
                                   or getattr(config, "hidden_dropout_prob", 0.1))
-        self.head = nn.Linear(config.hidden_size, n_labels)
-        nn.init.normal_(self.head.weight, std=getattr(config, "initializer_range", 0.02))  # as BERT initialises it
-        nn.init.zeros_(self.head.bias)
+        self.head = encoder.new_linear(config.hidden_size, n_labels)
 
     def features(self, texts: Sequence[Sequence[str]], max_length: int) -> TokenBatch:
         """Token ids of single sentences or sentence pairs (the tokenizer's [SEP]-joined pair input)."""

@@ -112,12 +112,17 @@ class _Position:
 def evaluations_after(position: _Position, steps: int, eval_every: int, grid: str) -> list[bool]:
     """The dev evaluations due after the step ``position`` has just taken, each as whether it is an epoch's
     end one (what the early-stopping rules count apart); empty when none is. ``grid`` 'stage': every
-    ``eval_every`` steps of the stage and after its last. 'epoch': as sentence-transformers' ``fit()``, every
+    ``eval_every`` steps of the stage and after its last. 'trainer': as Hugging Face's Trainer, every
+    ``eval_every`` steps of the stage alone, and after its last step only where no evaluation came before (a
+    stage shorter than ``eval_every``: its one state, scored). 'epoch': as sentence-transformers' ``fit()``, every
     ``eval_every`` steps counted from the epoch's start, and after the epoch's last step (where both fall on one
     step ``fit()`` evaluates twice, so both are returned: the loop scores the state once and counts it twice);
     and after the stage's last step where ``max_steps`` ends it inside an epoch."""
+    on_grid = position.stage_step % eval_every == 0
     if grid == "stage":
-        return [False] if position.stage_step % eval_every == 0 or position.stage_step == steps else []
+        return [False] if on_grid or position.stage_step == steps else []
+    if grid == "trainer":
+        return [False] if on_grid or position.stage_step == steps < eval_every else []
     due = [False] if position.batch_in_epoch % eval_every == 0 else []
     if position.batch_in_epoch == len(position.epoch_batches):
         due.append(True)
