@@ -169,8 +169,8 @@ TRAINING_KNOBS = KnobSet(
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
         Knob("lr_schedule", str, "linear", "'linear': warm-up then linear decay to zero; 'constant': warm-up then "
              "constant.", choices=("linear", "constant")),
-        Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps (and after the last step); eval_grid "
-             "says from where the steps count.", low=1),
+        Knob("eval_every", int, 125, "Evaluate on STS-B dev every N steps; eval_grid says from where they count "
+             "and whether the last step is scored too.", low=1),
         Knob("eval_grid", str, "stage", "Where the dev evaluations fall: 'stage', every eval_every steps of the "
              "stage and after its last; 'trainer', every eval_every steps of the stage alone (Hugging Face "
              "Trainer's eval_steps: the last step is scored only where it falls on them, or where no evaluation came "
