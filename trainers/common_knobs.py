@@ -173,11 +173,11 @@ TRAINING_KNOBS = KnobSet(
              "and whether the last step is scored too.", low=1),
         Knob("eval_grid", str, "stage", "Where the dev evaluations fall: 'stage', every eval_every steps of the "
              "stage and after its last; 'trainer', every eval_every steps of the stage alone (Hugging Face "
-             "Trainer's eval_steps: the last step is scored only where it falls on them, or where no evaluation came "
-             "before it); 'epoch', every eval_every steps counted "
-             "from each epoch's start and after each epoch's last step (sentence-transformers' fit(), the SG-BERT, "
-             "ConSERT and SCT authors' loop; where the two fall on one step, fit() evaluates twice: the state is "
-             "scored once and patience counts both).", choices=EVAL_GRIDS),
+             "Trainer's eval_steps: the last step is scored only where it falls on them, or where no evaluation "
+             "came before it); 'epoch', every eval_every steps counted from each epoch's start and after each "
+             "epoch's last step (sentence-transformers' fit(), the SG-BERT, ConSERT and SCT authors' loop; where "
+             "the two fall on one step, fit() evaluates twice: the state is scored once and patience counts "
+             "both).", choices=EVAL_GRIDS),
         Knob("patience", int, 0, "Stop after N evaluations without a better dev score (0 = never stop early); "
              "early_stopping_rule says which evaluations count.", low=0),
         Knob("early_stopping_rule", str, "no_gain", "Which evaluations patience counts: 'no_gain', those in a row "

@@ -222,14 +222,10 @@ def load_sts(source: str = "local", names: Iterable[str] = ALL_FILES) -> dict[st
 
 
 def evaluation_names(selection_metric: str = "stsb") -> tuple[str, ...]:
-    """Files the evaluator needs: the dev sets of ``selection_metric`` (:func:`selection_sets`) plus the seven test
-    sets."""
-    return selection_sets(selection_metric) + tuple(f"{name}-test" for name in TEST_SETS)
-
-
-def selection_sets(selection_metric: str) -> tuple[str, ...]:
-    """The dev files a ``selection_metric`` scores: STS-B dev; with 'avg_sts' SICK-R dev too."""
-    return (DEV_SET, SICKR_DEV_SET) if selection_metric == "avg_sts" else (DEV_SET,)
+    """Files the evaluator needs: the dev sets ``selection_metric`` scores (STS-B dev; with 'avg_sts' SICK-R dev
+    too) plus the seven test sets."""
+    dev = (DEV_SET, SICKR_DEV_SET) if selection_metric == "avg_sts" else (DEV_SET,)
+    return dev + tuple(f"{name}-test" for name in TEST_SETS)
 
 
 def _sentences(sets: Iterable[STSSet]) -> list[str]:

@@ -35,7 +35,6 @@ from trainers.data.sources import (
     load_sts,
     load_sts_hub,
     load_sts_local,
-    selection_sets,
 )
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import Encode, Suite
@@ -55,7 +54,8 @@ class STSSuite(Suite):
     recorded them from the start."""
 
     def read(self, options: Mapping[str, Any]) -> dict[str, STSSet]:
-        return load_sts(options["sts_source"], evaluation_names())
+        """The seven test sets and the dev sets of a trial's ``selection_metric`` (STS-B dev without one)."""
+        return load_sts(options["sts_source"], evaluation_names(options.get("selection_metric", "stsb")))
 
     def data_problem(self, *which: Any) -> str | None:
         return None
@@ -163,10 +163,7 @@ class STSEvaluator:
     def of_trial(cls, config: Mapping[str, Any]) -> STSEvaluator:
         """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`), with
         the dev sets of its ``selection_metric``."""
-        sets, metric = dict(SUITE.read(config)), config.get("selection_metric", "stsb")
-        if missing := [name for name in selection_sets(metric) if name not in sets]:
-            sets.update(load_sts(config["sts_source"], missing))
-        return cls(sets, config["eval_max_pairs"], metric)
+        return cls(SUITE.read(config), config["eval_max_pairs"], config.get("selection_metric", "stsb"))
 
     def dev(self, encode: Encode) -> dict[str, float]:
         """The selection's dev metrics: ``dev_spearman`` (and STS-B dev's ``dev_pearson``); for ``avg_sts`` the mean

@@ -203,12 +203,11 @@ def train(
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
         loss = step([examples[i] for i in batch_indices])
-        if scaler is None:
+        # fp16, as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update, or the scale's
+        # growth every 2,000 steps) does not advance the schedule. Without a scaler both are None.
+        scale, before = (scaler.get_scale() if scaler is not None else None), scale
+        if scale == before:
             schedule.step()
-        else:  # as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update, or the
-            scale, before = scaler.get_scale(), scale  # growth every 2,000 steps) does not advance the schedule
-            if scale == before:
-                schedule.step()
         objective.after_step()
         position.step += 1
         position.stage_step += 1
