@@ -20,10 +20,9 @@ FAKE = Timing(setup=2.0, table_per_example=0.001, step=0.5, dev=3.0, test=10.0)
 
 
 def test_a_trial_is_setup_table_steps_evaluations_and_test():
-    # 40 steps, eval every 20: 2 evaluations; 45 steps: 3 (every 20, and after the last)
-    assert trial_seconds(FAKE, 40, 20, 1000) == 2.0 + 1.0 + 40 * 0.5 + 2 * 3.0 + 10.0
-    assert trial_seconds(FAKE, 45, 20, 0) == 2.0 + 45 * 0.5 + 3 * 3.0 + 10.0
-    assert trial_seconds(FAKE, 0, 20, 1000) == 2.0 + 3.0 + 10.0  # trains nothing: one dev, the test
+    assert trial_seconds(FAKE, 40, 2, 1000) == 2.0 + 1.0 + 40 * 0.5 + 2 * 3.0 + 10.0
+    assert trial_seconds(FAKE, 45, 3, 0) == 2.0 + 45 * 0.5 + 3 * 3.0 + 10.0
+    assert trial_seconds(FAKE, 0, 0, 1000) == 2.0 + 3.0 + 10.0  # trains nothing: one dev, the test
 
 
 def test_trials_start_in_order_each_on_the_first_free_slot_after_its_worker_starts():
@@ -60,6 +59,19 @@ def test_the_smoke_estimate_from_a_fake_timing():
     # Two at once, in the spec's order, after each worker's 5 s start: 5 + 15 + 38 on one slot, 5 + 15 on the other.
     assert lines[-1].startswith(f"estimate: 3 trials, {(15 + 15 + 38) / 60:.1f} trial-minutes, 2 at once")
     assert f"about {58 / 60:.1f} minutes of wall time" in lines[-1]
+
+
+def test_the_estimate_counts_the_evaluations_where_the_trials_eval_grid_puts_them(tmp_path):
+    """The smoke spec's SimCSE on 96 examples (3 steps an epoch, 20 epochs cut at 40 steps) on sentence-transformers'
+    epoch grid: eval_every 20 never falls inside an epoch, so it evaluates at each epoch's end (steps 3, ..., 39) and
+    after step 40: 14 evaluations."""
+    text = SMOKE.read_text(encoding="utf-8").replace("max_steps: 40", "max_steps: 40\n  train_limit: 96\n"
+                                                     "  epochs: 20\n  eval_grid: epoch")
+    path = tmp_path / "smoke_epochs.yaml"
+    path.write_text(text, encoding="utf-8")
+    lines = estimate(load_spec(path), lambda config: FAKE, cpus=2, worker_start=5.0)
+    simcse = 2 + 40 * 0.5 + 14 * 3.0 + 10
+    assert lines[-1].startswith(f"estimate: 3 trials, {(15 + 15 + simcse) / 60:.1f} trial-minutes, 2 at once")
 
 
 def test_rows_that_differ_only_in_how_the_step_runs_are_timed_apart():

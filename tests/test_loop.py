@@ -13,7 +13,7 @@ from trainers.registry import get_method
 from trainers.suites.sts import STSEvaluator
 from trainers.training.loop import NonFiniteLossError, run_trial
 from trainers.training.optimization import batches, optimization_step
-from trainers.training.steps import load_examples, total_steps
+from trainers.training.steps import load_examples, planned_evaluations, total_steps
 
 
 @pytest.fixture
@@ -384,8 +384,9 @@ def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_le
     counts, and the trial stops at the same step, over random dev scores with ties (one decimal)."""
     import random
 
-    from trainers.training.loop import _Position, evaluations_after
+    from trainers.training.loop import _Position
     from trainers.training.optimization import Selection
+    from trainers.training.steps import evaluations_after
 
     epochs, patience = 6, 2
     draw = random.Random(seed)
@@ -398,7 +399,8 @@ def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_le
     while position.stage_step < steps and not selection.should_stop:
         position.next_batch(2 * epoch_length, 2, generator)
         position.stage_step += 1
-        for epoch_end in evaluations_after(position, steps, every, "epoch"):
+        for epoch_end in evaluations_after(position.stage_step, position.batch_in_epoch, epoch_length, steps, every,
+                                           "epoch"):
             seen.append((position.stage_step, epoch_end))
             selection.update(score[position.stage_step], position.stage_step, encoder, epoch_end)
     stop = fit_stop(expected, score, patience, code)
@@ -407,14 +409,15 @@ def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_le
 
 
 def test_the_stage_and_trainer_grids_count_from_the_stages_start_and_max_steps_ends_an_epoch_grid_with_one():
-    from trainers.training.loop import _Position, evaluations_after
+    from trainers.training.loop import _Position
+    from trainers.training.steps import evaluations_after
 
     def grid(kind: str, steps: int) -> list[tuple[int, list[bool]]]:
         position, generator, due = _Position(), torch.Generator().manual_seed(0), []
         while position.stage_step < steps:
             position.next_batch(10, 2, generator)  # 5 steps an epoch
             position.stage_step += 1
-            if flags := evaluations_after(position, steps, 3, kind):
+            if flags := evaluations_after(position.stage_step, position.batch_in_epoch, 5, steps, 3, kind):
                 due.append((position.stage_step, flags))
         return due
 
@@ -422,6 +425,20 @@ def test_the_stage_and_trainer_grids_count_from_the_stages_start_and_max_steps_e
     assert grid("trainer", 11) == [(3, [False]), (6, [False]), (9, [False])]  # Hugging Face's: none after step 11
     assert grid("trainer", 2) == [(2, [False])]  # a stage shorter than eval_every: its one state is scored
     assert grid("epoch", 12) == [(3, [False]), (5, [True]), (8, [False]), (10, [True]), (12, [False])]
+
+
+@pytest.mark.parametrize("grid, every, max_steps", [("epoch", 3, 0), ("epoch", 4, 0), ("epoch", 3, 13),
+                                                    ("trainer", 3, 0), ("trainer", 20, 0), ("stage", 3, 0),
+                                                    ("stage", 20, 0)])
+def test_the_planned_evaluations_are_the_ones_a_trial_scores(base, monkeypatch, grid, every, max_steps):
+    """What `sweep plan` counts (planned_evaluations, for --estimate and its warnings) is what the loop scores:
+    8 steps an epoch, 2 epochs; grid steps apart from the epochs' ends, on them (scored once), max_steps inside
+    an epoch, and eval_every past the stage."""
+    scripted_dev(monkeypatch, [50.0] * 20)
+    reports = []
+    config = {**base, "epochs": 2, "eval_every": every, "eval_grid": grid, "max_steps": max_steps}
+    run_trial(config, reports.append)
+    assert planned_evaluations(get_method("simcse").resolve(config), 64) == len(reports) - 1
 
 
 @pytest.mark.parametrize("grid, rule, reported", [("epoch", "epoch_ends", [3, 6, 8, 11, 14, 16, 19, 22, 24]),

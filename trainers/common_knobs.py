@@ -35,7 +35,7 @@ EARLY_STOPPING_RULES = ("no_gain", "drops", "epoch_ends")
 SELECTION_METRICS = ("stsb", "avg_sts")
 """The dev scores that can select a trial's state (``selection_metric``, :class:`trainers.suites.sts.STSEvaluator`)."""
 EVAL_GRIDS = ("stage", "trainer", "epoch")
-"""Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.loop.evaluations_after`)."""
+"""Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.steps.evaluations_after`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 

@@ -1,24 +1,24 @@
 """``python -m sweep plan SPEC --estimate``: how long the whole sweep will take on this machine.
 
-Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is timed
-once here: loading it, the frozen-output table pass per training example (SG, SCT distillation),
-:data:`TIMED_STEPS` training steps through the real loop on batches drawn across the whole training set (its
-first examples are not typical: STS-B's train file starts with short captions), after the steps whose cost is
-paid once per trial (the first; with ``cuda_graph`` also the graph's warm-up and recording, so that the timed
-steps are replays), which count as setup, and one STS-B dev evaluation. Every trial is then costed from its
-own planned steps (the loop's count: corpus, batch size, epochs, max_steps) and evaluations, plus its final
-test, which is timed as the dev evaluation scaled by the pairs of the seven test sets. Early stopping is
-ignored, so the estimate is an upper bound for a spec with ``patience``. The trials go onto the slots the
-spec's ``resources`` and ``max_concurrent_trials`` leave on this machine in the order Ray Tune starts them
-(the spec's order, each trial when a slot is free), and each slot first starts its worker process (timed here:
-a fresh Python importing the trial's code); the last slot to finish is the sweep's wall time. Trials that
-share a GPU (``resources.gpu`` below 1) run slower than timed alone, by what :data:`GPU_SHARING` measured;
-trials that share CPU cores with others run slower too, which the estimate does not model, nor Ray's own start
-(a few seconds).
+Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is timed once
+here: loading it, the frozen-output table pass per training example (SG, SCT distillation), :data:`TIMED_STEPS`
+training steps through the real loop on batches drawn across the whole training set (its first examples are not
+typical: STS-B's train file starts with short captions), after the steps whose cost is paid once per trial (the
+first; with ``cuda_graph`` also the graph's warm-up and recording, so that the timed steps are replays), which
+count as setup, and one STS-B dev evaluation. Every trial is then costed from its own planned steps (the loop's
+count: corpus, batch size, epochs, max_steps) and dev evaluations (where its ``eval_grid`` puts them), plus its
+final test, which is timed as the dev evaluation scaled by the pairs of the seven test sets. Early stopping is
+ignored, so the estimate is an upper bound for a spec with ``patience``. The trials go onto the slots the spec's
+``resources`` and ``max_concurrent_trials`` leave on this machine in the order Ray Tune starts them (the spec's
+order, each trial when a slot is free), and each slot first starts its worker process (timed here: a fresh Python
+importing the trial's code); the last slot to finish is the sweep's wall time. Trials that share a GPU
+(``resources.gpu`` below 1) run slower than timed alone, by what :data:`GPU_SHARING` measured; trials that share
+CPU cores with others run slower too, which the estimate does not model, nor Ray's own start (a few seconds).
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import subprocess
@@ -75,13 +75,11 @@ def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float, graphed: bool = 
     return max(1.0, trials_on_gpu / speedup)
 
 
-def trial_seconds(timing: Timing, steps: int, eval_every: int, examples: int) -> float:
-    """One trial's expected seconds: setup, table, ``steps`` steps, an evaluation every ``eval_every`` steps
-    and after the last, and the final test (a trial that trains nothing: setup, one dev, the test). The epoch
-    grid's evaluations at each epoch's end (``eval_grid`` 'epoch') are not counted: one an epoch more."""
+def trial_seconds(timing: Timing, steps: int, evaluations: int, examples: int) -> float:
+    """One trial's expected seconds: setup, table, ``steps`` steps, its ``evaluations`` STS-B dev evaluations
+    and the final test (a trial that trains nothing: setup, one dev, the test)."""
     if steps == 0:
         return timing.setup + timing.dev + timing.test
-    evaluations = math.ceil(steps / eval_every)
     return (timing.setup + timing.table_per_example * examples + steps * timing.step + evaluations * timing.dev
             + timing.test)
 
@@ -221,6 +219,9 @@ def measure(config: Mapping[str, Any]) -> Timing:
             objective.prepare(examples)
         table = (time.perf_counter() - table_started) / len(examples)
         devs, warm = DevTimes(evaluator), note_when_warm(objective, warmup, device)
+        # A full garbage collection of this process's heap (a plan has read every row's data; a test session
+        # more) falling among the few timed steps made one step time 0.1 s for 0.015: collected here first.
+        gc.collect()
         train_started = time.perf_counter()
         train(objective, examples, stage_config, devs, lambda report: None)
     torch.set_grad_enabled(True)
@@ -243,7 +244,7 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     worker_start = worker_start_seconds() if worker_start is None else worker_start
     import torch
 
-    from sweep.spec.regime import planned_steps
+    from sweep.spec.regime import planned_dev_evaluations, planned_steps
     from trainers.training.steps import load_examples
 
     torch.set_num_threads(max(1, int(spec.resources.cpu)))  # as each trial's worker runs (sweep.run.engine)
@@ -262,10 +263,14 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
                          f"{1000 * t.table_per_example:.1f} ms/example, step {t.step:.3f} s, dev {t.dev:.1f} s, "
                          f"test {t.test:.1f} s")
         steps = (planned_steps(method, config, counted) or 0) if method.trains else 0
-        examples = 0
+        evaluations, examples = 0, 0
+        if steps:
+            evaluations = planned_dev_evaluations(method, config, counted)
+            if evaluations is None:  # an NLI corpus, not counted offline: its max_steps on the stage grid
+                evaluations = math.ceil(steps / config["eval_every"])
         if method.trains and method.frozen_table(config) is not None:
             examples = sum(len(load_examples(stage, {**config, **stage.overrides})) for stage in method.stages(config))
-        durations.append(trial_seconds(timings[key], steps, config.get("eval_every", 1), examples))
+        durations.append(trial_seconds(timings[key], steps, evaluations, examples))
     durations *= spec.num_samples  # Ray Tune generates the whole grid once per sample
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
     if gpus and spec.resources.gpu:

@@ -14,8 +14,8 @@ from sweep.spec.environment import attribute, holds_for
 from sweep.spec.sweep_spec import SweepSpec
 from trainers.data.nli_examples import nli_examples
 from trainers.knobs import Problem
-from trainers.method import Method, Stage
-from trainers.training.steps import load_examples, total_steps
+from trainers.method import Config, Method, Stage
+from trainers.training.steps import load_examples, planned_evaluations, total_steps
 
 
 def stage_needs_hub(stage: Stage, config: Mapping[str, Any]) -> bool:
@@ -26,13 +26,13 @@ def stage_needs_hub(stage: Stage, config: Mapping[str, Any]) -> bool:
     return stage.examples is nli_examples or (corpus_on_hub and not config.get("bt_file"))
 
 
-def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
-    """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
-    without max_steps)."""
+def planned_stages(method: Method, config: Mapping[str, Any], counted: dict) -> list[tuple[Config, int]] | None:
+    """Each stage's config and its count of training examples (None where counting needs the hub: an NLI
+    corpus). ``counted`` keeps the counts across the trials of a plan."""
     stages = method.stages(config)
     if any(stage_needs_hub(stage, {**config, **stage.overrides}) for stage in stages):
-        return config["max_steps"] or None
-    steps = 0
+        return None
+    planned = []
     for stage in stages:
         stage_config = {**config, **stage.overrides}
         key = (method.name, stage.name, config.get("train_corpus"), config.get("bt_file"), config.get("view1"),
@@ -40,14 +40,32 @@ def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> i
                config["sts_source"])  # a stage may set its own limit
         if key not in counted:
             counted[key] = len(load_examples(stage, stage_config))
-        steps += total_steps(stage_config, counted[key])
-    return steps
+        planned.append((stage_config, counted[key]))
+    return planned
 
 
-def evaluation_warnings(config: Mapping[str, Any], steps: int) -> list[Problem]:
-    if config["eval_every"] >= steps:
-        return [Problem("eval_every", f"{config['eval_every']} >= the trial's {steps} steps: STS-B dev is evaluated "
-                "once, at the end, so no better earlier state can be selected")]
+def planned_steps(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
+    """Steps the trial will train over its stages (None where counting needs the hub: an NLI corpus
+    without max_steps)."""
+    stages = planned_stages(method, config, counted)
+    if stages is None:
+        return config["max_steps"] or None
+    return sum(total_steps(stage_config, examples) for stage_config, examples in stages)
+
+
+def planned_dev_evaluations(method: Method, config: Mapping[str, Any], counted: dict) -> int | None:
+    """STS-B dev evaluations the trial will score over its stages if it does not stop early (None where counting
+    needs the hub)."""
+    stages = planned_stages(method, config, counted)
+    if stages is None:
+        return None
+    return sum(planned_evaluations(stage_config, examples) for stage_config, examples in stages)
+
+
+def evaluation_warnings(config: Mapping[str, Any], evaluations: int) -> list[Problem]:
+    if evaluations <= 1:
+        return [Problem("eval_every", f"STS-B dev is evaluated once, at the end (eval_every {config['eval_every']}, "
+                        f"eval_grid {config['eval_grid']!r}), so no better earlier state can be selected")]
     return []
 
 
@@ -62,6 +80,10 @@ def regime_warnings(spec: SweepSpec) -> list[str]:
         steps = planned_steps(method, trial.config, counted)
         if steps is None:
             continue
-        for warning in method.regime(trial.config, steps) + evaluation_warnings(trial.config, steps):
+        evaluations = planned_dev_evaluations(method, trial.config, counted)
+        warnings = method.regime(trial.config, steps)
+        if evaluations is not None:
+            warnings += evaluation_warnings(trial.config, evaluations)
+        for warning in warnings:
             holds_for(rows_with, warning, row)
     return attribute(spec, rows_with, {})

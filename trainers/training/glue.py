@@ -31,7 +31,7 @@ from trainers.metrics import Glue
 from trainers.models.batches import TokenBatch, transformer_inputs
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule, optimization_step
-from trainers.training.steps import total_steps
+from trainers.training.steps import epoch_steps, total_steps
 
 # ---------------------------------------------------------------- metrics
 
@@ -113,7 +113,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     select, report = split_validation(data.validation)
     optimizer = make_optimizer(options, model)
     steps = total_steps(options, len(train))
-    steps_per_epoch = total_steps({**options, "epochs": 1, "max_steps": 0}, len(train))
+    steps_per_epoch = epoch_steps(options["batch_size"], len(train))
     schedule = make_schedule(options, optimizer, steps)
     generator = torch.Generator().manual_seed(seed)
     selection = Selection(patience=0)

@@ -45,7 +45,7 @@ from trainers.training.checkpoint import (
 from trainers.training.graphs import GraphedStep, eager_step
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule
 from trainers.training.rng import rng_states, set_rng_states
-from trainers.training.steps import load_examples, total_steps
+from trainers.training.steps import evaluations_after, load_examples, total_steps
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -107,26 +107,6 @@ class _Position:
             self.epoch_batches, self.batch_in_epoch = batches(n_examples, batch_size, generator), 0
         self.batch_in_epoch += 1
         return self.epoch_batches[self.batch_in_epoch - 1]
-
-
-def evaluations_after(position: _Position, steps: int, eval_every: int, grid: str) -> list[bool]:
-    """The dev evaluations due after the step ``position`` has just taken, each as whether it is an epoch's
-    end one (what the early-stopping rules count apart); empty when none is. ``grid`` 'stage': every
-    ``eval_every`` steps of the stage and after its last. 'trainer': as Hugging Face's Trainer, every
-    ``eval_every`` steps of the stage alone, and after its last step only where no evaluation came before (a
-    stage shorter than ``eval_every``: its one state, scored). 'epoch': as sentence-transformers' ``fit()``, every
-    ``eval_every`` steps counted from the epoch's start, and after the epoch's last step (where both fall on one
-    step ``fit()`` evaluates twice, so both are returned: the loop scores the state once and counts it twice);
-    and after the stage's last step where ``max_steps`` ends it inside an epoch."""
-    on_grid = position.stage_step % eval_every == 0
-    if grid == "stage":
-        return [False] if on_grid or position.stage_step == steps else []
-    if grid == "trainer":
-        return [False] if on_grid or position.stage_step == steps < eval_every else []
-    due = [False] if position.batch_in_epoch % eval_every == 0 else []
-    if position.batch_in_epoch == len(position.epoch_batches):
-        due.append(True)
-    return due or ([False] if position.stage_step == steps else [])
 
 
 def restore_learning_rate(config: Config, optimizer: torch.optim.Optimizer, schedule) -> None:
@@ -212,7 +192,8 @@ def train(
         position.step += 1
         position.stage_step += 1
         unread.append(loss, position.step)
-        counted = evaluations_after(position, steps, config["eval_every"], config["eval_grid"])
+        counted = evaluations_after(position.stage_step, position.batch_in_epoch, len(position.epoch_batches), steps,
+                                    config["eval_every"], config["eval_grid"])
         evaluates = bool(counted)
         if evaluates or len(unread) == READ_LOSSES_EVERY:  # the one wait for the device in these steps
             losses += unread.read()
