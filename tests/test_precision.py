@@ -164,15 +164,19 @@ def test_frozen_outputs_computed_with_tf32_products_are_another_table():
     assert _autocast_state("cuda") == plain == "none"
 
 
-def test_an_fp16_step_whose_update_overflowed_does_not_advance_the_schedule(tiny_bert, use_tiny_sts, monkeypatch):
-    """As sentence-transformers' fit(use_amp=True) (the SCT authors'): with a loss scale so large that every
-    step's gradients overflow, no update is made and the learning rate stays at its first value (SimCSE: no
-    warm-up, linear decay), so every dev evaluation scores the untrained model."""
+@pytest.mark.parametrize("fp16_schedule, rates", [("hold", [1e-3] * 4), ("advance", [7.5e-4, 5e-4, 2.5e-4, 0.0])])
+def test_an_fp16_step_whose_update_overflowed_holds_or_advances_the_schedule(tiny_bert, use_tiny_sts, monkeypatch,
+                                                                             fp16_schedule, rates):
+    """With a loss scale so large that every step's gradients overflow, no update is made, so every dev evaluation
+    scores the untrained model. 'hold', as sentence-transformers' fit(use_amp=True) (the SCT authors'): the
+    learning rate stays at its first value (SimCSE: no warm-up, linear decay over 4 steps). 'advance', as Hugging
+    Face's Trainer at 4.2.1 and apex (the SimCSE and ConSERT authors'): it decays as if the steps were taken."""
     monkeypatch.setattr(precision, "loss_scaler",
                         lambda used, device: torch.amp.GradScaler(device.type, init_scale=2.0**126, growth_interval=1))
     reports = []
     run_trial({"method": "simcse", "model": tiny_bert, "train_precision": "fp16", "batch_size": 8,
-               "train_limit": 16, "epochs": 2, "eval_every": 1, "learning_rate": 1e-3}, reports.append)
+               "train_limit": 16, "epochs": 2, "eval_every": 1, "learning_rate": 1e-3, "fp16_schedule": fp16_schedule},
+              reports.append)
     progress = reports[:-1]
-    assert [r["lr"] for r in progress] == [1e-3] * 4
+    assert [r["lr"] for r in progress] == pytest.approx(rates)
     assert len({r["dev_spearman"] for r in progress}) == 1

@@ -25,6 +25,8 @@ FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+FP16_SCHEDULES = ("advance", "hold")
+"""What an fp16 step whose loss scale changed does to the schedule (``fp16_schedule``)."""
 """Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -212,6 +214,11 @@ TRAINING_KNOBS = KnobSet(
              "on a 2-core CPU with AVX-512 bf16 (benchmarks/results.md, commit af2e560) bf16 steps were 1.10x faster "
              "for ConSERT and 1.40x for SG-OPT, whose scores in bf16 are not yet checked against fp32.",
              choices=PRECISIONS),
+        Knob("fp16_schedule", str, "advance", "Under train_precision 'fp16', a step whose loss scale changed (an "
+             "overflow's skipped update, or the scale's growth) 'advance's the learning-rate schedule, as Hugging "
+             "Face's Trainer at 4.2.1 (SimCSE's, DCLR's, DiffCSE's) and apex's O1 (ConSERT's) do, or 'hold's it, as "
+             "sentence-transformers' fit(use_amp=True) (SCT's). Other precisions scale no loss.",
+             choices=FP16_SCHEDULES),
         Knob("torch_compile", bool, False, "Run the encoder's transformer through torch.compile (dynamic shapes: "
              "one graph for every padded length) in the training steps and the trial's evaluations, as Hugging "
              "Face's TrainingArguments.torch_compile does: fewer kernel launches and no Python per layer, for a "

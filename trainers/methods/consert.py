@@ -152,6 +152,8 @@ METHOD = Method(
         "batch_size": "Section 4.1: batch 96",
         "optimizer": "Section 4.1: Adam; the authors' main.py: transformers.AdamW, whose weight decay is "
         "decoupled", **FIT_SOURCES, "adam_bias_correction": "silent; the authors' main.py: correct_bias False",
+        "fp16_schedule": "silent; the authors' fit() under apex O1 steps the scheduler every step (apex skips an "
+        "overflowed update itself)",
         "selection_pooling": "silent; the authors' main.py selects on STS-B dev with the model's pooling, the last "
         "layer's mean (its training pooling); last2avg only in the test (eval.py, the README's numbers)",
         "learning_rate": "Section 4.1: lr 5e-7",

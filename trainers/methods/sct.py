@@ -272,6 +272,7 @@ METHOD = Method(
         "train_corpus": "sts_all_sentences",
         **FIT_DEFAULTS,  # Section 4.1 is silent on these: the authors' SCT_main.py and its fit()
         "adam_bias_correction": False,
+        "fp16_schedule": "hold",
         "patience": 7,
         "early_stopping_rule": "epoch_ends",
     },
@@ -295,6 +296,8 @@ METHOD = Method(
         "adam_beta2": "Section 4.1: AdamW, beta2 0.999", **FIT_SOURCES,
         "final_state": "Section 4.1: the best checkpoint is the final model",
         "adam_bias_correction": "silent; the authors' SCT_main.py: correct_bias False",
+        "fp16_schedule": "silent; the authors' fit(use_amp=True) does not step the scheduler when the loss scale "
+        "changed",
         "distillation_map": "Eq. 4's c_theta, Section 3.2's projected z_theta: open; the authors' "
         "SCT_main_distillation.py ends the student with models.Dense(..., Tanh())",
         "views": "Section 3.1: two back-translations; offline shuffle + feature cutoff",

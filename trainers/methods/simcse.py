@@ -63,6 +63,8 @@ SIMCSE_SOURCES = {
     "adam_epsilon": f"{SIMCSE_PAPER}: silent; HF Trainer's adam_epsilon 1e-8 (run_unsup_example.sh)",
     "weight_decay": f"{SIMCSE_PAPER}: silent; HF Trainer's weight_decay 0 (run_unsup_example.sh)",
     "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's AdamW (torch's), bias corrected",
+    "fp16_schedule": f"{SIMCSE_PAPER}: silent; the authors' Trainer (transformers 4.2.1) steps the scheduler every "
+    "step, a skipped fp16 update too",
 }
 """Where each default of SimCSE a row that switches to it keeps comes from (``follows_method``)."""
 

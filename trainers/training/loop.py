@@ -183,10 +183,10 @@ def train(
         batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
         started = time.perf_counter()
         loss = step([examples[i] for i in batch_indices])
-        # fp16, as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update, or the scale's
-        # growth every 2,000 steps) does not advance the schedule. Without a scaler both are None.
+        # fp16_schedule 'hold', as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update,
+        # or the scale's growth every 2,000 steps) does not advance the schedule. Without a scaler both are None.
         scale, before = (scaler.get_scale() if scaler is not None else None), scale
-        if scale == before:
+        if scale == before or config["fp16_schedule"] == "advance":
             schedule.step()
         objective.after_step()
         position.step += 1
