@@ -61,6 +61,7 @@ class Tag:
     SHARED_FROZEN_OUTPUTS = "sweep.shared_frozen_outputs"
     EVAL_PRECISION = "sweep.eval_precision"
     TRAIN_PRECISION = "sweep.train_precision"
+    EVAL_BATCH_SIZE = "sweep.eval_batch_size"
     # How a trial ended, and what it kept.
     ERROR = "sweep.error"
     FAILURES = "sweep.failures"
@@ -103,6 +104,7 @@ class Tag:
 REPORT_TAGS = {
     ReportKey.NODE_ID: Tag.NODE_ID, ReportKey.WORKER_PID: Tag.WORKER_PID, ReportKey.RESTORED_FROM: Tag.RESTORED_FROM,
     ReportKey.EVAL_PRECISION: Tag.EVAL_PRECISION, ReportKey.TRAIN_PRECISION: Tag.TRAIN_PRECISION,
+    ReportKey.EVAL_BATCH_SIZE: Tag.EVAL_BATCH_SIZE,
 }
 """A trial's report key -> the trial run's tag it is logged as."""
 

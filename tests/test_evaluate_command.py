@@ -22,7 +22,7 @@ def test_command_json_and_layer_knob(tiny_bert, use_tiny_sts, capsys):
 
 
 def test_command_rejects_bad_knob_values(tiny_bert, capsys):
-    assert main(["--model", tiny_bert, "--eval-batch-size", "0"]) == 2
-    assert "eval_batch_size: expected a value >= 1" in capsys.readouterr().err
+    assert main(["--model", tiny_bert, "--eval-batch-size", "-1"]) == 2
+    assert "eval_batch_size: expected a value >= 0" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--pooling-layer", "two"])

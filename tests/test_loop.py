@@ -91,6 +91,24 @@ def test_the_inference_time_is_sts_b_test_alone_tokenised_and_encoded_at_batch_1
         assert final["stsb_test_seconds_b16"] >= 0.02 * len(forwards)
 
 
+@pytest.mark.parametrize("setting, used", [(0, 128), (7, 7)])
+def test_eval_batch_size_0_is_the_devices_size_and_the_trial_records_the_size_used(tiny_bert, use_tiny_sts,
+                                                                                    monkeypatch, setting, used):
+    """0 is 512 on a CUDA GPU and 128 elsewhere (this CPU): every STS evaluation forward of an untuned trial holds
+    at most that many sentences and some hold exactly that many; the trial reports the size it used."""
+    from trainers.common_knobs import eval_batch_size
+    from trainers.metrics import ReportKey
+
+    assert eval_batch_size(0, "cuda") == 512 and eval_batch_size(0, "cpu") == 128 and eval_batch_size(64, "cuda") == 64
+    sizes, forward = [], SentenceEncoder.forward
+    monkeypatch.setattr(SentenceEncoder, "forward",
+                        lambda self, features, **kwargs: sizes.append(len(features["input_ids"]))
+                        or forward(self, features, **kwargs))
+    monkeypatch.setattr(STSEvaluator, "stsb_test_seconds", lambda self, encode: 0.0)  # its own batch of 16
+    final = run_trial({"method": "none", "model": tiny_bert, "eval_batch_size": setting})
+    assert max(sizes) == used and final[ReportKey.EVAL_BATCH_SIZE] == used
+
+
 def test_learning_rate_warms_up_then_decays(base):
     reports = []
     run_trial({**base, "max_steps": 8, "warmup_ratio": 0.5, "learning_rate": 1e-3}, reports.append)

@@ -38,7 +38,7 @@ def test_auto_for_replayed_steps_on_cuda_is_bf16_where_the_card_runs_it(monkeypa
     """With ``cuda_graph`` the casts of bf16 autocast cost no host time: ``auto`` trains in bf16 on such a card,
     evaluates in TF32 still, and the trial's record says so; without bf16 units it stays TF32."""
     from trainers.metrics import ReportKey
-    from trainers.training.loop import _precisions_used
+    from trainers.training.loop import _settings_used
 
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: bf16)
@@ -48,8 +48,9 @@ def test_auto_for_replayed_steps_on_cuda_is_bf16_where_the_card_runs_it(monkeypa
     config = {"eval_precision": "auto", "train_precision": "auto"}
     assert precision.of_training(config, cuda) == precision.CUDA_AUTO
     assert precision.of_training({**config, "cuda_graph": True}, cuda) == replayed
-    assert _precisions_used({**config, "cuda_graph": True}, cuda) == {
-        ReportKey.EVAL_PRECISION: precision.CUDA_AUTO, ReportKey.TRAIN_PRECISION: replayed}
+    assert _settings_used({**config, "cuda_graph": True, "eval_batch_size": 0}, cuda) == {
+        ReportKey.EVAL_PRECISION: precision.CUDA_AUTO, ReportKey.TRAIN_PRECISION: replayed,
+        ReportKey.EVAL_BATCH_SIZE: 512}
     assert precision.of_training({**config, "cuda_graph": True}, CPU) == precision.resolve("auto", CPU)
 
 

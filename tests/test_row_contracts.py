@@ -141,7 +141,7 @@ def test_a_row_that_also_sets_adam_beta1_is_refused(tmp_path):
 def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_path):
     """SimCSE's one epoch is listed in follows_method; dropped from it, the row is refused naming epochs."""
     project = project_copy(tmp_path)
-    own_defaults = ["adam_epsilon", "adam_bias_correction", "weight_decay", "eval_grid", "patience",
+    own_defaults = ["adam_epsilon", "adam_bias_correction", "fp16_schedule", "weight_decay", "eval_grid", "patience",
                     "early_stopping_rule"]
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
         "pooling", "max_seq_length", "batch_size", "learning_rate", *own_defaults, "warmup_ratio", "views"])

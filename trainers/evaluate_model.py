@@ -32,7 +32,8 @@ def format_table(metrics: Mapping[str, float]) -> str:
         lines.append(f"{name:<8}{text}")
     lines.append(f"{'avg':<8}{metrics[Metric.TEST_AVG]:10.2f}")
     lines.append(f"{'dev':<8}{metrics[Metric.BEST_DEV]:10.2f}  (STS-B dev)")
-    lines.append(f"encoded in {metrics[ReportKey.EVAL_PRECISION]}")
+    lines.append(f"encoded in {metrics[ReportKey.EVAL_PRECISION]}, {metrics[ReportKey.EVAL_BATCH_SIZE]} sentences a "
+                 "forward")
     return "\n".join(lines)
 
 

@@ -158,5 +158,7 @@ class ReportKey:
     TRAIN_PRECISION = "train_precision"
     """The precisions a trial resolved its precision knobs to, under the knobs' names
     (:func:`trainers.common_knobs.precision_settings`)."""
+    EVAL_BATCH_SIZE = "eval_batch_size"
+    """The sentences per evaluation forward its ``eval_batch_size`` came to on its device."""
     REUSED_TAGS = "reused_tags"
     """The tags of a reused trial (a mapping), sent by a trial that waited for another sweep to train it."""

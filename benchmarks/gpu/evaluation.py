@@ -25,17 +25,20 @@ def evaluation_setup(model: str, device: torch.device, max_pairs: int) -> tuple[
 
 
 def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -> list[dict[str, Any]]:
-    """The seven STS test sets encoded and scored: ours in each precision (token ids kept; and tokenised
-    afresh), and sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
+    """The seven STS test sets encoded and scored: ours in each precision at the device's ``eval_batch_size``
+    (token ids kept; and tokenised afresh), at the other size measured for its default (128 or 512), and
+    sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
+    from trainers.common_knobs import eval_batch_size  # not at import: the legacy steps' trainers lack it
     from trainers.training.loop import encode_fn
 
     config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
+    other_size = 128 if eval_batch_size(0, device.type) == 512 else 512
     sentences = list(dict.fromkeys(s for name in TEST_SETS for sts in [evaluator._subset(f"{name}-test")]
                                    for s in (*sts.sentence1, *sts.sentence2)))
     rows = []
     variants = [("ours", precision, {}, True) for precision in PRECISIONS]
     variants += [("ours, tokenised afresh", "fp32", {}, False),
-                 ("ours, eval_batch_size 512", "tf32", {"eval_batch_size": 512}, True)]
+                 (f"ours, eval_batch_size {other_size}", "tf32", {"eval_batch_size": other_size}, True)]
     # Last: the transformer stays compiled (its warm-up pass compiles, one graph for every padded length; with
     # reduce-overhead, on a GPU, it also records each length's CUDA graph).
     variants += [("ours, torch_compile", "tf32", {"torch_compile": True}, True)]

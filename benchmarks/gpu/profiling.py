@@ -48,13 +48,14 @@ def profile(method: str, model: str, precision: str, steps: int, device: torch.d
 
 
 def evaluation_profile(name: str, model: str, device: torch.device, max_pairs: int, out: Path) -> dict[str, Any]:
-    """The seven STS test sets scored once at the default ``eval_batch_size`` (128), after a warm-up pass, under
+    """The seven STS test sets scored once at the device's default ``eval_batch_size``, after a warm-up pass, under
     torch.profiler (the device's busy share) and cProfile (where the host's time goes, function by function), to
     ``out``: what keeps evaluation at the default batch size from the card's speed."""
     import cProfile
     import io
     import pstats
 
+    from trainers.common_knobs import eval_batch_size  # not at import: the legacy steps' trainers lack it
     from trainers.training.loop import encode_fn
 
     config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
@@ -73,7 +74,8 @@ def evaluation_profile(name: str, model: str, device: torch.device, max_pairs: i
     functions = io.StringIO()
     pstats.Stats(host, stream=functions).sort_stats("cumulative").print_stats(40)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"evaluation {config['eval_batch_size']} a batch: {seconds:.3f} s under the profilers\n\n"
-                   + functions.getvalue() + "\n\n" + tables)
+    size = eval_batch_size(config["eval_batch_size"], device.type)
+    out.write_text(f"evaluation {size} a batch: {seconds:.3f} s under the profilers\n\n" + functions.getvalue() + "\n\n"
+                   + tables)
     return {"method": "evaluation", "model": name, "precision": "tf32", "seconds": seconds,
             "device_busy": device_seconds / seconds if device_seconds else None}

@@ -26,6 +26,7 @@ from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 from torch import Tensor, nn
 from transformers import set_seed
 
+from trainers.common_knobs import eval_batch_size
 from trainers.data.glue_tasks import N_LABELS, Examples, TaskData, split_validation
 from trainers.metrics import Glue
 from trainers.models.batches import TokenBatch, transformer_inputs
@@ -119,7 +120,8 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     selection = Selection(patience=0)
     primary = Glue.STATISTICS[task][0]
     labels = torch.tensor(train.labels)
-    predict = lambda examples: model.predict(examples, options["eval_batch_size"], options["max_seq_length"])  # noqa: E731
+    batch = eval_batch_size(options["eval_batch_size"], encoder.device.type)
+    predict = lambda examples: model.predict(examples, batch, options["max_seq_length"])  # noqa: E731
     curve, step = [], 0
     model.train()
     while step < steps:

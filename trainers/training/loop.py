@@ -22,9 +22,9 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 from transformers import set_seed
 
-from trainers.common_knobs import precision_settings, selection_pooling
+from trainers.common_knobs import eval_batch_size, precision_settings, selection_pooling
 from trainers.method import Config, Method, TrialConfig
-from trainers.metrics import Metric
+from trainers.metrics import Metric, ReportKey
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.objectives.base import Objective
 from trainers.registry import get_method
@@ -268,7 +268,7 @@ def encode_fn(encoder: SentenceEncoder, config: Config, batch_size: int | None =
     a timed inference (:func:`inference_seconds`), and ``pooling`` replaces the encoder's (the dev
     evaluations' ``selection_pooling``)."""
     used = precision.resolve(config["eval_precision"], encoder.device)
-    batch_size = batch_size or config["eval_batch_size"]
+    batch_size = batch_size or eval_batch_size(config["eval_batch_size"], encoder.device.type)
 
     def encode(sentences: Sequence[str]) -> torch.Tensor:
         with precision.autocast(used, encoder.device), encoder.pooling_as(pooling or encoder.pooling):
@@ -285,10 +285,12 @@ def inference_seconds(encoder: SentenceEncoder, config: Config, evaluator: STSEv
     return evaluator.stsb_test_seconds(encode)
 
 
-def _precisions_used(config: Config, device: torch.device) -> dict[str, str]:
-    """The resolved precisions of this trial (``auto`` depends on the node's hardware)."""
-    return {knob: precision.resolve(setting, device, graphed)
-            for knob, (setting, graphed) in precision_settings(config).items()}
+def _settings_used(config: Config, device: torch.device) -> dict[str, str | int]:
+    """The trial's precisions and evaluation batch size as resolved on this node (``auto`` and 0 depend on its
+    hardware)."""
+    used: dict[str, str | int] = {knob: precision.resolve(setting, device, graphed)
+                                  for knob, (setting, graphed) in precision_settings(config).items()}
+    return {**used, ReportKey.EVAL_BATCH_SIZE: eval_batch_size(config["eval_batch_size"], device.type)}
 
 
 def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,
@@ -356,7 +358,7 @@ def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | Non
     final[Metric.STSB_TEST_SECONDS_B16] = inference_seconds(encoder, config, evaluator)
     final.update(evaluate_suites(others, encode_fn(encoder, config), config))
     final[Metric.WALL_SECONDS] = time.perf_counter() - started
-    final.update(_precisions_used(config, device))
+    final.update(_settings_used(config, device))
     checkpoint = None
     if session.keeps_checkpoints:
         record = FinalRecord(dict(config), {k: v for k, v in final.items() if _is_scalar(v)}, method.trains)
