@@ -25,9 +25,9 @@ FREQUENCY_SET = "stsb-test"
 """The STS file over which ``pooling_skip_frequent`` counts token frequencies: ConSERT's Figure 4 caption
 ("calculated through the test split of the STS Benchmark dataset")."""
 PRECISIONS = ("auto", "fp32", "tf32", "bf16", "fp16")
+"""Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 FP16_SCHEDULES = ("advance", "hold")
 """What an fp16 step whose loss scale changed does to the schedule (``fp16_schedule``)."""
-"""Numeric precisions of encoding and training (:mod:`trainers.training.precision`)."""
 PRECISION_KNOBS = ("eval_precision", "train_precision")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """torch.compile's modes (``torch._inductor.list_mode_options``): 'reduce-overhead' and 'max-autotune' replay
