@@ -28,7 +28,7 @@ from trainers.data.sources import load_corpus
 from trainers.losses.contrastive import nt_xent
 from trainers.losses.sct import sct_loss
 from trainers.losses.self_guided import parameter_distance, sg_opt3_loss
-from trainers.models.encoder import SentenceEncoder, masked_max, masked_mean, pick_device
+from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.models.pretrained import BUNDLED_MODEL, FAMILIES
 from trainers.registry import get_method
 from trainers.training.loop import train
@@ -105,6 +105,10 @@ def plain_loop_seconds(method: str, step: Callable[[list[str]], torch.Tensor], t
 
 
 def plain_sg(steps: int) -> float:
+    # Imported here: benchmarks.gpu imports this module and runs against older trainers/ (benchmarks.gpu.legacy),
+    # which may lack trainers.models.pooling; the plain loops run against this checkout's alone.
+    from trainers.models.pooling import masked_max
+
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
     tuned, tokenizer = encoder.model, encoder.tokenizer
@@ -136,6 +140,8 @@ def feature_cutoff(module, inputs, output):
 
 
 def plain_consert(steps: int) -> float:
+    from trainers.models.pooling import masked_mean
+
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
     model, tokenizer = encoder.model, encoder.tokenizer
@@ -160,6 +166,8 @@ def plain_consert(steps: int) -> float:
 
 
 def plain_sct(steps: int) -> float:
+    from trainers.models.pooling import masked_mean
+
     torch.manual_seed(0)
     encoder = SentenceEncoder.from_pretrained(BUNDLED_MODEL)
     model, tokenizer = encoder.model, encoder.tokenizer

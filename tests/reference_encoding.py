@@ -14,12 +14,15 @@ from typing import Sequence
 import torch
 from scipy.stats import spearmanr
 from torch import Tensor
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
 
 
-def pooled(states: Sequence[Tensor], pooling: str, layer: int) -> Tensor:
-    """One sentence's vector from its hidden states ``[tokens, d]`` (index 0: the embedding layer, L: the last)."""
+def pooled(states: Sequence[Tensor], pooling: str, layer: int, model: PreTrainedModel) -> Tensor:
+    """One sentence's vector from its hidden states ``[tokens, d]`` (index 0: the embedding layer, L: the last);
+    ``pooler`` is BERT's: tanh of the model pooler's dense layer over [CLS]."""
     last = len(states) - 1
+    if pooling == "pooler":
+        return torch.tanh(model.pooler.dense(states[layer][0]))
     if pooling == "first_last_avg":
         return ((states[1] + states[last]) / 2).mean(0)
     if pooling == "last2avg":
@@ -37,7 +40,7 @@ def reference_vectors(model_folder: str | Path, pooling: str, layer: int, senten
     for sentence in sentences:
         ids = tokenizer([sentence], truncation=True, max_length=max_length, return_tensors="pt")
         states = [state[0] for state in model(**ids, output_hidden_states=True).hidden_states]
-        vectors.append(pooled(states, pooling, layer))
+        vectors.append(pooled(states, pooling, layer, model))
     return torch.stack(vectors)
 
 

@@ -50,6 +50,28 @@ def test_what_the_transformer_is_given(tiny_bert, attention):
     assert transformer_inputs(encoder.model, counted_elsewhere)["attention_mask"] is padded["attention_mask"]
 
 
+@pytest.mark.parametrize("fixed_shape", [False, True])
+def test_a_batch_attending_to_its_padding_goes_without_a_mask_and_pools_its_real_tokens(tiny_bert, fixed_shape):
+    """DCLR's ``attend_to_padding``: the transformer is called as the authors call it, with no mask (the
+    padding's states then differ from the masked call's), and a mean pooling still averages the real tokens."""
+    from transformers import AutoModel
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert, pooling="mean").eval()
+    padded = encoder.tokenize(PADDED, 32, to_max_length=fixed_shape)
+    attending = padded.attending_to_padding()
+    assert "attention_mask" not in transformer_inputs(encoder.model, attending) and not attending.masked
+    assert attending.lengths == padded.lengths and attending.fixed_shape == fixed_shape
+    assert attending.with_ids(attending["input_ids"]).attends_to_padding and not padded.attends_to_padding
+    model = AutoModel.from_pretrained(tiny_bert).eval()
+    with torch.no_grad():
+        unmasked = model(input_ids=padded["input_ids"], token_type_ids=padded["token_type_ids"]).last_hidden_state
+        mask = padded["attention_mask"].unsqueeze(-1)
+        torch.testing.assert_close(encoder(attending), (unmasked * mask).sum(1) / mask.sum(1))
+        assert not torch.allclose(encoder(attending)[1], encoder(padded)[1], atol=1e-4)  # "the cat" saw padding
+        if not fixed_shape:  # the longest row has no padding to see, unless the batch is padded to the limit
+            torch.testing.assert_close(encoder(attending)[0], encoder(padded)[0], atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("sentences", [SAME_LENGTH, PADDED], ids=["one length", "padded"])
 @pytest.mark.parametrize("attention", ["sdpa", "eager"])
 @pytest.mark.parametrize("model", ["tiny_bert", "tiny_roberta"])

@@ -13,7 +13,8 @@ from tests.knob_checks import assert_knob_changes_the_loss
 from trainers.data.sources import evaluation_names, load_sts
 from trainers.losses.contrastive import info_nce, nt_xent
 from trainers.losses.nli import nli_classification_loss
-from trainers.models.encoder import SentenceEncoder, masked_mean
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pooling import masked_mean
 from trainers.objectives.consert import ConSERTObjective, NLIObjective
 from trainers.objectives.nli import mean_last_layer
 from trainers.registry import get_method

@@ -30,8 +30,9 @@ def cos(u: Tensor, v: Tensor) -> float:
     return float(torch.dot(u, v) / (u.norm() * v.norm()))
 
 
-def slow_weights(vectors: Tensor, phi: float) -> list[list[float]]:
-    return [[1.0 if i == j or cos(u, v) <= phi else 0.0 for j, v in enumerate(vectors)] for i, u in enumerate(vectors)]
+def slow_weights(anchors: Tensor, positives: Tensor, phi: float) -> list[list[float]]:
+    return [[1.0 if i == j or cos(u, v) <= phi else 0.0 for j, v in enumerate(positives)]
+            for i, u in enumerate(anchors)]
 
 
 def slow_dclr_loss(anchors: Tensor, positives: Tensor, noise: Tensor, weights, tau: float) -> float:
@@ -64,10 +65,13 @@ def test_weights_drop_the_negatives_the_complementary_model_finds_too_similar():
     torch.manual_seed(0)
     vectors = torch.randn(6, 5)
     vectors[3] = vectors[1] + 0.01  # a near-duplicate: a false negative of sentence 1 and 3
+    views = vectors + 0.3 * torch.randn(6, 5)  # another view of each: anchor i against positive j
     for phi in (-0.2, 0.3, 0.99):
-        assert false_negative_weights(vectors, phi).tolist() == slow_weights(vectors, phi)
-    weights = false_negative_weights(vectors, 0.99)
+        assert false_negative_weights(vectors, vectors, phi).tolist() == slow_weights(vectors, vectors, phi)
+        assert false_negative_weights(vectors, views, phi).tolist() == slow_weights(vectors, views, phi)
+    weights = false_negative_weights(vectors, vectors, 0.99)
     assert weights[1, 3] == weights[3, 1] == 0 and weights.diagonal().tolist() == [1.0] * 6
+    assert not torch.equal(false_negative_weights(vectors, views, 0.3), false_negative_weights(vectors, vectors, 0.3))
 
 
 def test_dclr_loss_matches_the_slow_version():
@@ -114,28 +118,85 @@ def objective_loss(tiny_bert: str, **overrides: Any) -> float:
     return objective.loss(BATCH).item()
 
 
-def test_the_objective_is_the_paper_assembled_by_hand(tiny_bert):
-    """Dropout off: both views are the [CLS] vector through SimCSE's head (drawn after seed 0); the weights come
-    from the complementary model's mean-pooled cosines; the noise is drawn after seed 0, refined, and joins."""
-    objective = build(tiny_bert, noise_step_size=0.05)
+@pytest.mark.parametrize("attend_to_padding", [True, False])
+@pytest.mark.parametrize("train_pooling", ["pooler", "same"])
+def test_the_objective_is_the_paper_assembled_by_hand(tiny_bert, attend_to_padding, train_pooling):
+    """Dropout off: both views are the [CLS] vector (train_pooling 'same') or BERT's pooler over it (the
+    authors': tanh of its dense layer) through SimCSE's head (drawn after seed 0); the weights come from the
+    complementary model's mean-pooled cosines; the noise is drawn after seed 0, refined, and joins. With
+    attend_to_padding (the authors' call) both models are called without an attention mask."""
+    objective = build(tiny_bert, noise_step_size=0.05, attend_to_padding=attend_to_padding,
+                      train_pooling=train_pooling)
     objective.eval()
+    seen = {}  # the loss is near log 3 at any of these settings: the vectors themselves tell them apart
+    objective.head.register_forward_hook(lambda module, args, output: seen.setdefault("pooled", args[0]))
+    objective.complementary.register_forward_hook(lambda module, args, output: seen.setdefault("weighing", output))
     torch.manual_seed(0)
     loss = objective.loss(BATCH).item()
 
     model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
     features = tokenizer(BATCH, padding=True, truncation=True, max_length=32, return_tensors="pt")
+    given = {k: v for k, v in features.items() if k != "attention_mask" or not attend_to_padding}
     torch.manual_seed(0)
     head = bert_initialised_head(32, model.config.initializer_range)
     with torch.no_grad():
-        states = model(**features).last_hidden_state
-        views = head(states[:, 0])
+        states = model(**given).last_hidden_state
+        pooled = torch.tanh(model.pooler.dense(states[:, 0])) if train_pooling == "pooler" else states[:, 0]
+        views = head(pooled)
         mask = features["attention_mask"].unsqueeze(-1)
         complementary = (states * mask).sum(1) / mask.sum(1)
+    torch.testing.assert_close(seen["pooled"], torch.cat([pooled, pooled]))
+    torch.testing.assert_close(seen["weighing"], torch.cat([complementary, complementary]))  # no dropout in eval
     torch.manual_seed(0)
     noise = torch.randn(len(BATCH), 32)
     noise = slow_refine_noise(views, views, noise, 0.05, 4, 0.05)
-    expected = slow_dclr_loss(views.double(), views.double(), noise, slow_weights(complementary, PHI), 0.05)
+    weights = slow_weights(complementary, complementary, PHI)
+    expected = slow_dclr_loss(views.double(), views.double(), noise, weights, 0.05)
     assert loss == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_complementary_model_weighs_anchor_i_against_positive_j_in_its_dropout_views(tiny_bert, monkeypatch):
+    """complementary_dropout (the authors' cos_sim_fix of z1_fix and z2_fix): in training the complementary model
+    reads both views' texts with dropout, and alpha_ij compares anchor i's vector with positive j's. phi is put
+    between the two readings' cosines of one pair, so that a weight from anchor against anchor would differ."""
+    import trainers.objectives.dclr
+
+    def step(phi: float) -> tuple[Tensor, Tensor]:
+        objective = build(tiny_bert, phi=phi)
+        objective.train()
+        seen = {}
+
+        def weighed_loss(anchors, positives, noise, weights, temperature) -> Tensor:
+            seen["weights"] = weights
+            return torch.zeros(())
+
+        objective.complementary.register_forward_hook(lambda module, args, output: seen.setdefault("out", output))
+        monkeypatch.setattr(trainers.objectives.dclr, "dclr_loss", weighed_loss)
+        torch.manual_seed(0)
+        objective.loss(BATCH)
+        return seen["out"].chunk(2), seen["weights"]
+
+    (first, second), _ = step(PHI)
+    assert not torch.allclose(first, second)  # two dropout views
+    pair = sorted([cos(first[0], second[1]), cos(first[0], first[1])])
+    phi = sum(pair) / 2
+    (again, _), weights = step(phi)
+    torch.testing.assert_close(again, first)  # the same draws: phi does not reach the complementary model
+    assert weights.tolist() == slow_weights(first, second, phi) != slow_weights(first, first, phi)
+
+
+def test_the_complementary_model_reads_the_views_texts(tiny_bert, tmp_path):
+    """With a back-translated positive, its second view is of the positives' texts, as the authors' model reads
+    the batch's own two columns."""
+    from tests.test_simcse import BT_ROWS, write_bt_file
+
+    objective = build(tiny_bert, positive="bt1", bt_file=write_bt_file(tmp_path), attend_to_padding=False)
+    objective.eval()
+    seen = []
+    objective.complementary.register_forward_hook(lambda module, args, output: seen.append(output))
+    objective.loss(BT_ROWS)
+    expected = objective.complementary.encode([row[0] for row in BT_ROWS] + [row[1] for row in BT_ROWS])
+    torch.testing.assert_close(seen[0], expected, atol=1e-5, rtol=1e-4)
 
 
 def test_gradients_reach_the_encoder_and_head_but_not_the_complementary_model(tiny_bert):
@@ -145,13 +206,15 @@ def test_gradients_reach_the_encoder_and_head_but_not_the_complementary_model(ti
     assert any(p.grad is not None for p in objective.encoder.parameters())
     assert all(p.grad is not None for p in objective.head.parameters())
     assert all(p.grad is None and not p.requires_grad for p in objective.complementary.parameters())
-    assert not objective.complementary.training  # no dropout in its cosines
+    assert objective.complementary.training  # dropout in its cosines, as the authors' submodule has
+    assert not build(tiny_bert, complementary_dropout=False).train().complementary.training
     assert not any(k.startswith("complementary.") for k in objective.trained_state())
 
 
 @pytest.mark.parametrize("knob, value", [
     ("phi", PHI),  # control: the test's setting on both sides
-    ("phi", 0.9), ("complementary_pooling", "cls"), ("noise_times", 0.0), ("noise_times", 2.0),
+    ("phi", 0.9), ("complementary_pooling", "cls"), ("complementary_pooling", "pooler"), ("noise_times", 0.0),
+    ("noise_times", 2.0), ("train_pooling", "same"), ("attend_to_padding", False), ("complementary_dropout", False),
     ("noise_std", 0.1), ("noise_steps", 0), ("noise_step_size", 0.5), ("temperature", 0.05),
     ("mlp_during_training", False),
 ])
@@ -175,6 +238,10 @@ def test_defaults_are_the_authors_bert_base_script_and_offline_hub_ids_are_refus
             config["temperature"], config["phi"], config["noise_times"], config["noise_steps"],
             config["noise_step_size"], config["noise_std"], config["pooling"]) == (
         128, 3e-5, 32, 3, 0.05, 0.9, 1.0, 4, 1e-3, 1.0, "cls")
+    # RUCAIBox/DCLR simcse/models.py: BERT's pooler under the MLP, its pooler output in the dev evaluations and
+    # the complementary model's, neither model given an attention mask, the complementary model with dropout
+    assert (config["train_pooling"], config["selection_pooling"], config["complementary_pooling"],
+            config["attend_to_padding"], config["complementary_dropout"]) == ("pooler", "pooler", "pooler", True, True)
     monkeypatch.setattr(trainers.data.sources, "hub_reachable", lambda: False)
     problems = [str(p) for p in method.check(method.resolve({"complementary_model": "someone/not-cached"}))]
     assert any(p.startswith("complementary_model: 'someone/not-cached' is not a local folder") for p in problems)

@@ -2,7 +2,8 @@ import pytest
 import torch
 
 from trainers.knobs import Problem
-from trainers.models.encoder import SentenceEncoder, pool
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pooling import pool
 
 SENTENCES = ["A man is playing a guitar.", "Dogs run.", "A very much longer sentence with many more tokens in it."]
 
@@ -99,6 +100,37 @@ def test_encode_runs_without_gradients_and_restores_mode(encoder):
     vectors = encoder.encode(SENTENCES)
     assert not vectors.requires_grad and encoder.training
     encoder.eval()
+
+
+@pytest.mark.parametrize("layer", [1, -1])
+def test_pooler_pooling_is_the_models_pooler_output_sentence_by_sentence(tiny_bert, layer):
+    """``pooler``: tanh of the model pooler's dense layer over [CLS] (at the last layer, Hugging Face's
+    ``pooler_output``), each sentence alone; batched and padded, the same."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from tests.reference_encoding import reference_vectors
+
+    encoder = SentenceEncoder.from_pretrained(tiny_bert, pooling="pooler", layer=layer).eval()
+    expected = reference_vectors(tiny_bert, "pooler", layer, SENTENCES)
+    torch.testing.assert_close(encoder.encode(SENTENCES, batch_size=2), expected, atol=1e-5, rtol=1e-4)
+    if layer == -1:
+        model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+        with torch.no_grad():
+            outputs = [model(**tokenizer([s], return_tensors="pt")).pooler_output[0] for s in SENTENCES]
+        torch.testing.assert_close(expected, torch.stack(outputs))
+    assert not torch.allclose(expected, reference_vectors(tiny_bert, "cls", layer, SENTENCES), atol=1e-3)
+
+
+def test_pooler_pooling_is_refused_for_a_model_without_a_pooler(tiny_bert):
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tiny_bert, add_pooling_layer=False)
+    with pytest.raises(ValueError, match="pooling 'pooler' is the model's own pooler output, and this bert model "
+                                         "has none"):
+        SentenceEncoder(model, AutoTokenizer.from_pretrained(tiny_bert), pooling="pooler")
+    encoder = SentenceEncoder(model, AutoTokenizer.from_pretrained(tiny_bert))
+    with pytest.raises(ValueError, match="has none"), encoder.pooling_as("pooler"):
+        pass
 
 
 def test_bad_pooling_and_layer_rejected(tiny_bert):

@@ -2,9 +2,10 @@
 
 On a 2-layer model ``first_last_avg`` and ``last2avg`` average the same two layers, so a mix-up of
 layers cannot show; here they differ. For each pooling of a real sweep's trials (cls of a middle layer,
-max, first_last_avg, last2avg, and a ``model_layers`` cut), the vectors of the exported folder, loaded by
-sentence-transformers and by ``SentenceEncoder.from_exported``, equal those of the trial's own encoder
-pooled as the README defines it; the model logged to the trial's MLflow run gives the export's vectors.
+max, first_last_avg, last2avg, a ``model_layers`` cut, and the pooler over a middle layer), the vectors of the
+exported folder, loaded by sentence-transformers and by ``SentenceEncoder.from_exported``, equal those of the
+trial's own encoder pooled as the README defines it; the model logged to the trial's MLflow run gives the
+export's vectors.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ ROWS = [
     {"name": "first_last_avg", "set": {"pooling": "first_last_avg"}},
     {"name": "last2avg", "set": {"pooling": "last2avg"}},
     {"name": "cut to 3 layers", "set": {"model_layers": 3, "pooling": "last2avg"}},
+    {"name": "pooler of layer 2", "set": {"pooling": "pooler", "pooling_layer": 2}},
 ]
 SENTENCES = ["A man is playing a guitar on the stage.", "Dogs run.", "The stock market fell sharply today, again.",
              "A woman slices an onion in the kitchen."]

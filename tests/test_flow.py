@@ -213,7 +213,8 @@ def test_the_sbert_nli_loss_is_ce_over_mean_pooled_pairs(tiny_bert):
     L_ce of [u, v, |u - v|] (tests/test_consert.py's slow version); ConSERT's 'sup' is the same objective."""
     from tests.conftest import build_objective
     from tests.test_consert import slow_nli_classification_loss
-    from trainers.models.encoder import SentenceEncoder, masked_mean
+    from trainers.models.encoder import SentenceEncoder
+    from trainers.models.pooling import masked_mean
     from trainers.objectives.nli import SBERTNLIObjective
 
     config = get_method("flow").resolve({"model": tiny_bert, "nli_supervision": True})

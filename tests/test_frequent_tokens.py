@@ -17,7 +17,8 @@ from sweep.spec.sweep_spec import SpecError, load_spec
 from tests.test_consert import SPECS
 from trainers.common_knobs import MEAN_POOLINGS
 from trainers.knobs import ConfigError
-from trainers.models.encoder import SentenceEncoder, frequency_ranking, frequent_token_ids, pool
+from trainers.models.encoder import SentenceEncoder, frequency_ranking, frequent_token_ids
+from trainers.models.pooling import pool
 from trainers.registry import get_method
 
 SENTENCES = ["A man is playing a guitar.", "Dogs run.", "The man, the dog and the cat sat on the mat in the sun."]

@@ -17,8 +17,9 @@ from typing import Any, Mapping
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.models.pretrained import BUNDLED_MODEL
 
-POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg", "wk")
-"""Sentence vectors from token vectors (:func:`trainers.models.encoder.pool`)."""
+POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg", "wk", "pooler")
+"""Sentence vectors from token vectors (:mod:`trainers.models.pooling`); ``pooler`` is the model's own pooler over
+[CLS] (Hugging Face's ``pooler_output``)."""
 MEAN_POOLINGS = ("mean", "first_last_avg", "last2avg")
 """The poolings that average token vectors: the ones ``pooling_skip_frequent`` can leave tokens out of."""
 FREQUENCY_SET = "stsb-test"

@@ -43,6 +43,8 @@ from trainers.training.checkpoint import (
 )
 
 if TYPE_CHECKING:  # torch is imported where an encoder is read or written: choosing a trial needs none
+    import torch
+
     from trainers.models.encoder import SentenceEncoder
 
 MODEL_CARD = "README.md"
@@ -86,15 +88,17 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
     pooling of another layer, ``first_last_avg`` and ``last2avg`` first average
     the chosen hidden states with a WeightedLayerPooling (one-hot or two equal
     weights), then mean- or cls/max-pool them: the same vectors, since mean
-    pooling is linear. A distilled SCT student's map into its teacher's space is
-    sentence-transformers' Dense (tanh), as the SCT authors save it. WK pooling and
+    pooling is linear. ``pooler`` is cls then the model pooler's dense layer as
+    sentence-transformers' Dense (tanh); so is a distilled SCT student's map into its
+    teacher's space, as the SCT authors save it. WK pooling and
     BERT-flow's flow are modules of :mod:`trainers.models.sentence_modules`, whose
     files the folder carries (:func:`carry_project_modules`).
     """
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Dense, Pooling, Transformer, WeightedLayerPooling
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer, WeightedLayerPooling
 
+    from trainers.models.pooling import model_pooler
     from trainers.models.sentence_modules import LatentFlow, WKPooling
     from trainers.models.student_map import StudentMap
 
@@ -120,13 +124,13 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
             if layered:
                 modules.append(WeightedLayerPooling(width, layers, layer_start=0,
                                                     layer_weights=torch.nn.Parameter(weights)))
-            mode = "mean" if encoder.pooling in ("first_last_avg", "last2avg") else encoder.pooling
+            mode = {"first_last_avg": "mean", "last2avg": "mean", "pooler": "cls"}.get(encoder.pooling, encoder.pooling)
             modules.append(Pooling(width, pooling_mode=mode))
+        if encoder.pooling == "pooler":
+            modules.append(dense_of(model_pooler(encoder.model).dense))
         student_map = isinstance(encoder.after_pooling, StudentMap)
         if student_map:
-            linear = encoder.after_pooling.linear
-            modules.append(Dense(linear.in_features, linear.out_features, activation_function=torch.nn.Tanh(),
-                                 init_weight=linear.weight.detach().cpu(), init_bias=linear.bias.detach().cpu()))
+            modules.append(dense_of(encoder.after_pooling.linear))
         elif encoder.after_pooling is not None:
             flow = LatentFlow(**encoder.after_pooling.settings)
             flow.flow.load_state_dict(encoder.after_pooling.state_dict())
@@ -135,6 +139,16 @@ def save_sentence_transformer(encoder: SentenceEncoder, folder: Path, max_length
     if wk or (encoder.after_pooling is not None and not student_map):
         carry_project_modules(folder)
     encoder.save_after_pooling(folder)  # where SentenceEncoder.from_exported reads it (none: nothing written)
+
+
+def dense_of(linear: torch.nn.Linear) -> torch.nn.Module:
+    """sentence-transformers' Dense with tanh and ``linear``'s weights: a BERT pooler's dense layer (pooling
+    ``pooler``), a distilled SCT student's map (as the SCT authors save it)."""
+    import torch
+    from sentence_transformers.sentence_transformer.modules import Dense
+
+    return Dense(linear.in_features, linear.out_features, activation_function=torch.nn.Tanh(),
+                 init_weight=linear.weight.detach().cpu(), init_bias=linear.bias.detach().cpu())
 
 
 def carry_project_modules(folder: Path) -> None:

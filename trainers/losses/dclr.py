@@ -15,11 +15,12 @@ from torch import Tensor
 from trainers.losses.contrastive import cosine_matrix
 
 
-def false_negative_weights(complementary: Tensor, phi: float) -> Tensor:
-    """Instance weights alpha (the paper's instance weighting): ``[b, b]``, alpha_ij = 0 when the complementary
-    model's cosine of sentences i and j exceeds phi (a likely false negative), else 1; the positive
-    (i = j) always weighs 1."""
-    weights = (cosine_matrix(complementary, complementary) <= phi).to(complementary.dtype)
+def false_negative_weights(anchors: Tensor, positives: Tensor, phi: float) -> Tensor:
+    """Instance weights alpha (the paper's instance weighting) from the complementary model's vectors of the
+    anchors and of the positives (the same sentences; two dropout views of them in the authors' code): ``[b, b]``,
+    alpha_ij = 0 when the cosine of anchor i and positive j exceeds phi (a likely false negative), else 1; the
+    positive (i = j) always weighs 1."""
+    weights = (cosine_matrix(anchors, positives) <= phi).to(anchors.dtype)
     return weights.fill_diagonal_(1.0)
 
 

@@ -45,8 +45,24 @@ METHOD = Method(
             Knob("complementary_model", str, COMPLEMENTARY_MODEL, "Frozen complementary model that finds false "
                  "negatives: a Hugging Face id, an encoder folder or a `sweep export` folder (the paper: "
                  "unsupervised SimCSE BERT-base)."),
-            Knob("complementary_pooling", str, "cls", "How the complementary model pools its token vectors.",
-                 choices=POOLINGS),
+            Knob("complementary_pooling", str, "pooler", "How the complementary model pools its token vectors: "
+                 "the authors' is its pooler output (models.py), in a SimCSE release SimCSE's trained MLP over "
+                 "[CLS].", choices=POOLINGS),
+            Knob("complementary_dropout", bool, True, "The complementary model weighs a step's negatives with "
+                 "dropout on, comparing its two dropout views of the sentences (anchor i's against positive j's), "
+                 "as in the authors' code, where it is a submodule of the trained module (models.py: "
+                 "cos_sim_fix of z1_fix and z2_fix). false: one pass without dropout, the sentences' cosines "
+                 "alone."),
+            Knob("train_pooling", str, "pooler", "The pooling of the training step's vectors, before SimCSE's "
+                 "MLP: 'same' is pooling's, as in SimCSE; the authors' is 'pooler' (models.py feeds BERT's "
+                 "pretrained pooler, dense + tanh of [CLS], to the MLP, and its dev evaluations score the pooler "
+                 "output: selection_pooling 'pooler'); their test pools [CLS] before it (pooling cls).",
+                 choices=("same",) + POOLINGS),
+            Knob("attend_to_padding", bool, True, "The encoder and the complementary model read each training "
+                 "batch without an attention mask, as the authors' code calls them (models.py: "
+                 "encoder.encoder(embedding_output, noise, ...) leaves the mask None): a sentence attends to the "
+                 "padding up to its batch's longest sentence (to max_seq_length with pad_to_max_length); poolings "
+                 "still average real tokens only. false masks it. Evaluations always mask."),
             Knob("phi", float, 0.9, "Weight threshold: an in-batch negative whose complementary-model cosine "
                  "to the anchor exceeds phi gets weight 0 (the authors' BERT-base setting).", low=-1.0, high=1.0),
             Knob("noise_times", float, 1.0, "Noise negatives per step, as a multiple of the batch size "
@@ -60,7 +76,7 @@ METHOD = Method(
     )
     + STEP_GRAPH_KNOBS,
     defaults={"batch_size": 128, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
-              "epochs": 3, "selection_metric": "avg_sts", **TRAINER_DEFAULTS},
+              "epochs": 3, "selection_metric": "avg_sts", "selection_pooling": "pooler", **TRAINER_DEFAULTS},
     stages=single_stage("trainers.objectives.dclr:DCLRObjective", simcse_examples),
     check=dclr_problems,
     views=positive_views,
@@ -68,5 +84,8 @@ METHOD = Method(
     sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1", batch_size="batch 128",
                                     learning_rate="lr 3e-5", epochs="3 epochs", max_seq_length="max length 32",
                                     selection_metric="--metric_for_best_model avg_sts, the mean of STS-B dev's and "
-                                    "SICK-R dev's Spearman (the paper was not read here)"),
+                                    "SICK-R dev's Spearman (the paper was not read here)",
+                                    selection_pooling="--pooler_type cls, whose dev evaluations score the pooler "
+                                    "output (RUCAIBox/DCLR simcse/models.py sentemb_forward_vat: BERT's pooler over "
+                                    "[CLS]); its test pools [CLS] before it (--pooler cls_before_pooler)"),
 )

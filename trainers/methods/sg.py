@@ -52,7 +52,7 @@ LOSSES = ("sg", "opt1", "opt2", "opt3", "bt")
 BT_LOSSES = ("opt3", "bt")
 """The losses a back-translation (``bt_view``) takes part in: BT + SG-OPT (Table 7) and Contrastive (BT)."""
 VIEW_POOLINGS = ("max", "mean")
-"""Poolings p of BERT_F's layers into views (:func:`trainers.models.encoder.pool_layer`)."""
+"""Poolings p of BERT_F's layers into views (:func:`trainers.models.pooling.pool_layer`)."""
 BT_VIEWS = ("none", "bt1", "bt2")
 BT_INTO = ("fixed", "tuned", "fixed_join")
 """Where the back-translation enters (:func:`trainers.losses.self_guided.sg_opt_bt_loss`)."""

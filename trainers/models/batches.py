@@ -39,10 +39,12 @@ class TokenBatch(dict[str, Tensor]):
     count of real tokens (the views take real tokens first, then padding, as the encoder families here pad).
     ``fixed_shape`` says the batch was padded to its length limit, not to its longest row (``pad_to_max_length``):
     the transformer then always gets its mask, so that every batch of the shape computes through the same
-    operations (what a CUDA graph replays, :mod:`trainers.training.graphs`)."""
+    operations (what a CUDA graph replays, :mod:`trainers.training.graphs`). ``attends_to_padding`` says the
+    transformer gets no mask at all (:meth:`attending_to_padding`)."""
 
     host_mask: Tensor
     fixed_shape: bool = False
+    attends_to_padding: bool = False
 
     @classmethod
     def sent(cls, features: Mapping[str, Tensor], device: torch.device, fixed_shape: bool = False) -> TokenBatch:
@@ -54,7 +56,15 @@ class TokenBatch(dict[str, Tensor]):
     def with_ids(self, input_ids: Tensor) -> TokenBatch:
         """The same rows with other token ids in the same places (a masked or an edited copy)."""
         batch = TokenBatch({**self, "input_ids": input_ids})
-        batch.host_mask, batch.fixed_shape = self.host_mask, self.fixed_shape
+        batch.host_mask, batch.fixed_shape, batch.attends_to_padding = (self.host_mask, self.fixed_shape,
+                                                                        self.attends_to_padding)
+        return batch
+
+    def attending_to_padding(self) -> TokenBatch:
+        """The same rows, given to the transformer without an attention mask: each row attends to the batch's
+        padding too (DCLR's ``attend_to_padding``). Pooling still reads the mask: an average is of real tokens."""
+        batch = self.with_ids(self["input_ids"])
+        batch.attends_to_padding = True
         return batch
 
     @functools.cached_property
@@ -70,8 +80,11 @@ class TokenBatch(dict[str, Tensor]):
 
     @property
     def masked(self) -> bool:
-        """Whether the transformer needs the attention mask: a batch of fixed shape always gets it; another
-        needs it where a row has padding (rows are then padded to the longest)."""
+        """Whether the transformer needs the attention mask: a batch that attends to its padding never gets it;
+        a batch of fixed shape always does; another needs it where a row has padding (rows are then padded to the
+        longest)."""
+        if self.attends_to_padding:
+            return False
         return self.fixed_shape or min(self.lengths, default=0) != max(self.lengths, default=0)
 
 

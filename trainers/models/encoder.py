@@ -27,19 +27,14 @@ from torch import Tensor, nn
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from trainers.common_knobs import COMMON_KNOBS, FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
+from trainers.common_knobs import FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
 from trainers.data.sources import pair_sentences
 from trainers.data.tokens import TokenCache, pad
 from trainers.models.batches import TokenBatch, transformer_inputs
+from trainers.models.pooling import WK_DEFAULTS, model_pooler, pool
 from trainers.models.pretrained import ModelFamily, model_family, resolve_model_path
-from trainers.models.wk_pooling import wk_pool
 from trainers.references import resolve
 from trainers.registry import get_method
-
-SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
-WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
-"""(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
-
 
 ENCODE_BLOCK = 2**14
 """Sentences whose vectors :meth:`SentenceEncoder.encode` keeps on the device before copying them back at once."""
@@ -62,47 +57,6 @@ def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-def masked_mean(hidden: Tensor, attention_mask: Tensor) -> Tensor:
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-
-
-def masked_max(hidden: Tensor, attention_mask: Tensor) -> Tensor:
-    mask = attention_mask.unsqueeze(-1).bool()
-    return hidden.masked_fill(~mask, torch.finfo(hidden.dtype).min).amax(1)
-
-
-def pool_layer(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
-    """Pool one layer's token vectors ``[batch, tokens, dim]`` into ``[batch, dim]``."""
-    if pooling == "cls":
-        return hidden[:, 0]
-    if pooling == "mean":
-        return masked_mean(hidden, attention_mask)
-    if pooling == "max":
-        return masked_max(hidden, attention_mask)
-    raise ValueError(f"pooling {pooling!r} is not a single-layer pooling; expected one of {SINGLE_LAYER_POOLINGS}")
-
-
-def pool(hidden_states: Sequence[Tensor], attention_mask: Tensor, pooling: str, layer: int = -1,
-         wk: tuple[int, int] = WK_DEFAULTS) -> Tensor:
-    """Sentence vectors from all hidden states (index 0 = embeddings, L = last layer).
-
-    ``first_last_avg`` averages the first transformer layer and the last one
-    before mean pooling, ``last2avg`` the last two (SimCSE's and ConSERT's
-    evaluation poolings); both ignore ``layer``. ``cls``/``mean``/``max`` pool
-    the single layer ``layer`` (Python indexing, so -1 is the last). ``wk`` is
-    SBERT-WK's fusion of hidden states ``wk[1]``.. with window ``wk[0]``
-    (:mod:`trainers.models.wk_pooling`).
-    """
-    if pooling == "wk":
-        return wk_pool(hidden_states, attention_mask, *wk)
-    if pooling == "first_last_avg":
-        return masked_mean((hidden_states[1] + hidden_states[-1]) / 2, attention_mask)
-    if pooling == "last2avg":
-        return masked_mean((hidden_states[-2] + hidden_states[-1]) / 2, attention_mask)
-    return pool_layer(hidden_states[layer], attention_mask, pooling)
 
 
 def _folder_state(path: str) -> tuple[tuple[str, int, int], ...]:
@@ -182,6 +136,14 @@ def _compiled_call(mode: str) -> Any:
     return torch.compile(_call_transformer, dynamic=True, options=options)
 
 
+def check_pooling(model: PreTrainedModel, pooling: str) -> None:
+    """Refuse a pooling that is not one of :data:`~trainers.common_knobs.POOLINGS`, or that ``model`` lacks."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    if pooling == "pooler":
+        model_pooler(model)
+
+
 class SentenceEncoder(nn.Module):
     """A transformer plus a pooling rule.
 
@@ -199,8 +161,7 @@ class SentenceEncoder(nn.Module):
         wk: tuple[int, int] = WK_DEFAULTS,
     ):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        check_pooling(model, pooling)
         n_states = model.config.num_hidden_layers + 1
         if not -n_states <= layer < n_states:
             raise ValueError(f"layer {layer} does not exist: the model has hidden states 0..{n_states - 1}")
@@ -322,8 +283,7 @@ class SentenceEncoder(nn.Module):
     @contextlib.contextmanager
     def pooling_as(self, pooling: str) -> Iterator["SentenceEncoder"]:
         """This encoder pooling with ``pooling`` inside the block (``selection_pooling``'s dev evaluations)."""
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        check_pooling(self.model, pooling)
         kept, self.pooling = self.pooling, pooling
         try:
             yield self
@@ -341,6 +301,8 @@ class SentenceEncoder(nn.Module):
     def pooled(self, features: TokenBatch, **model_kwargs) -> Tensor:
         """The pooling's vectors, before any map after pooling."""
         states = self.hidden_states(features, **model_kwargs)
+        if self.pooling == "pooler":
+            return model_pooler(self.model)(states[self.layer])
         return pool(states, self.pooled_tokens(features), self.pooling, self.layer, self.wk)
 
     def forward(self, features: TokenBatch, **model_kwargs) -> Tensor:

@@ -22,10 +22,12 @@ class DCLRObjective(SimCSEObjective):
                                                              config["complementary_pooling"])
         self.complementary.eval().requires_grad_(False)
         self.config = dict(config)
+        self.train_pooling = encoder.pooling if config["train_pooling"] == "same" else config["train_pooling"]
 
     def train(self, mode: bool = True) -> "DCLRObjective":
         super().train(mode)
-        self.complementary.eval()  # frozen, and without dropout: its cosines depend on the sentences alone
+        # frozen; with complementary_dropout its training views are dropout views, as in the authors' module
+        self.complementary.train(mode and self.config["complementary_dropout"])
         return self
 
     def rebuilt_modules(self) -> tuple[str, ...]:
@@ -33,18 +35,27 @@ class DCLRObjective(SimCSEObjective):
 
     def inputs(self, batch: Sequence[Any]) -> tuple[TokenBatch, TokenBatch]:
         """The step's host work: SimCSE's tokens of both views, and the sentences tokenised for the
-        complementary model, sent."""
-        sentences = self.complementary.tokenize(self.texts(batch)[0], self.max_length, self.to_max_length)
-        return super().inputs(batch), sentences
+        complementary model (both views' texts with ``complementary_dropout``), sent; with ``attend_to_padding``,
+        both go to their transformer without a mask."""
+        views = super().inputs(batch)
+        sentences, positives = self.texts(batch)
+        read = sentences + positives if self.config["complementary_dropout"] else sentences
+        sentences = self.complementary.tokenize(read, self.max_length, self.to_max_length)
+        if self.config["attend_to_padding"]:
+            return views.attending_to_padding(), sentences.attending_to_padding()
+        return views, sentences
 
     def device_loss(self, features: tuple[TokenBatch, TokenBatch]) -> Tensor:
         """The debiased objective of a batch :meth:`inputs` made, from the device's tensors alone (the noise drawn
         on the device): what a CUDA graph of the step records (:mod:`trainers.training.graphs`)."""
         config = self.config
         views, sentences = features
-        anchors, positives = self.head(self.encoder(views)).chunk(2)
+        with self.encoder.pooling_as(self.train_pooling):
+            anchors, positives = self.head(self.encoder(views)).chunk(2)
         with torch.no_grad():
-            weights = false_negative_weights(self.complementary(sentences).float(), config["phi"])
+            weighing = self.complementary(sentences).float()
+            first, second = weighing.chunk(2) if config["complementary_dropout"] else (weighing, weighing)
+            weights = false_negative_weights(first, second, config["phi"])
         count = int(len(anchors) * config["noise_times"])
         noise = torch.randn(count, anchors.shape[1], device=anchors.device) * config["noise_std"]
         noise = refine_noise(anchors, positives, noise, self.temperature, config["noise_steps"],

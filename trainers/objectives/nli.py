@@ -12,7 +12,8 @@ from trainers.data.nli_examples import NLIPair
 from trainers.losses.nli import NLI_CLASSES, nli_classification_loss, nli_feature_count
 from trainers.method import Config
 from trainers.models.batches import TokenBatch
-from trainers.models.encoder import SentenceEncoder, masked_mean
+from trainers.models.encoder import SentenceEncoder
+from trainers.models.pooling import masked_mean
 from trainers.objectives.base import Objective
 
 

@@ -21,8 +21,9 @@ from trainers.method import Config
 from trainers.methods.sg import views_table
 from trainers.metrics import Metric
 from trainers.models.batches import TokenBatch, transformer_inputs
-from trainers.models.encoder import SentenceEncoder, pool_layer
+from trainers.models.encoder import SentenceEncoder
 from trainers.models.frozen_outputs import FrozenOutputs, model_key
+from trainers.models.pooling import pool_layer
 from trainers.objectives.base import Objective
 
 SINGLE_VIEW_LOSSES = {"sg": sg_base_loss, "opt1": sg_opt1_loss, "opt2": sg_opt2_loss}
