@@ -186,6 +186,18 @@ def test_the_generator_and_the_simcse_head_are_knobs(tiny_bert, tiny_masked_lm, 
                           mlp_during_training=False) != pytest.approx(simcse_head, rel=1e-6)
 
 
+def test_the_batchnorm_heads_linear_layers_start_as_berts(tiny_bert, tiny_masked_lm):
+    """The authors' ProjectionMLP is built inside their Hugging Face model, whose init_weights draws its linear
+    layers' weights from N(0, initializer_range^2) (no biases), not torch's uniform default (std 0.10 at width 32)."""
+    objective = build(tiny_bert, tiny_masked_lm)
+    linears = [layer for layer in objective.head if isinstance(layer, torch.nn.Linear)]
+    assert [tuple(layer.weight.shape) for layer in linears] == [(64, 32), (32, 64)]
+    std = objective.encoder.model.config.initializer_range
+    for layer in linears:
+        assert layer.bias is None and abs(float(layer.weight.mean())) < std / 5
+        assert float(layer.weight.std()) == pytest.approx(std, rel=0.1)
+
+
 def test_defaults_are_the_authors_bert_base_script():
     config = get_method("diffcse").resolve({})
     assert (config["generator"], config["mask_ratio"], config["rtd_weight"], config["batch_size"],

@@ -237,13 +237,14 @@ class SentenceEncoder(nn.Module):
     def num_layers(self) -> int:
         return self.model.config.num_hidden_layers
 
-    def new_linear(self, in_features: int, out_features: int) -> nn.Linear:
+    def new_linear(self, in_features: int, out_features: int, bias: bool = True) -> nn.Linear:
         """A linear layer as the model initialises its own (BERT's ``init_weights``): weights drawn from
         N(0, ``initializer_range``^2) with torch's generator, biases zero. The heads that the authors' code builds
-        inside a Hugging Face model get their weights so (SimCSE's MLP, a GLUE classifier)."""
-        layer = nn.Linear(in_features, out_features)
+        inside a Hugging Face model get their weights so (SimCSE's MLP, DiffCSE's projector, a GLUE classifier)."""
+        layer = nn.Linear(in_features, out_features, bias=bias)
         nn.init.normal_(layer.weight, std=getattr(self.model.config, "initializer_range", 0.02))
-        nn.init.zeros_(layer.bias)
+        if bias:
+            nn.init.zeros_(layer.bias)
         return layer
 
     def tokenize(self, sentences: Sequence[str], max_length: int, to_max_length: bool = False) -> TokenBatch:

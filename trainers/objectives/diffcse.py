@@ -18,10 +18,13 @@ from trainers.objectives.simcse import SimCSEObjective
 from trainers.views.text import MaskedLMRewriter
 
 
-def batchnorm_head(width: int) -> nn.Sequential:
-    """The authors' ProjectionMLP: Linear(u, 2u) - BN - ReLU - Linear(2u, u) - BN without affine parameters."""
-    return nn.Sequential(nn.Linear(width, 2 * width, bias=False), nn.BatchNorm1d(2 * width), nn.ReLU(),
-                         nn.Linear(2 * width, width, bias=False), nn.BatchNorm1d(width, affine=False))
+def batchnorm_head(encoder: SentenceEncoder) -> nn.Sequential:
+    """The authors' ProjectionMLP: Linear(u, 2u) - BN - ReLU - Linear(2u, u) - BN without affine parameters, its
+    linear layers initialised as BERT's (the authors build it inside their Hugging Face model before its
+    ``init_weights``; voidism/DiffCSE ``models.py`` ``cl_init``)."""
+    width = encoder.model.config.hidden_size
+    return nn.Sequential(encoder.new_linear(width, 2 * width, bias=False), nn.BatchNorm1d(2 * width), nn.ReLU(),
+                         encoder.new_linear(2 * width, width, bias=False), nn.BatchNorm1d(width, affine=False))
 
 
 def mask_for_generator(input_ids: Tensor, maskable: Tensor, ratio: float, mask_id: int, vocabulary: int) -> Tensor:
@@ -45,7 +48,7 @@ class DiffCSEObjective(SimCSEObjective):
 
     def training_head(self, config: Config, encoder: SentenceEncoder) -> nn.Module:
         if config["batchnorm_head"]:
-            return batchnorm_head(encoder.model.config.hidden_size)
+            return batchnorm_head(encoder)
         return super().training_head(config, encoder)
 
     def rebuilt_modules(self) -> tuple[str, ...]:
