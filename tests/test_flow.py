@@ -123,6 +123,32 @@ def test_actnorm_starts_from_the_first_batch():
     assert all(not m.initializing for m in flow.modules() if isinstance(m, ActNorm))
 
 
+@pytest.mark.parametrize("setting", ["released", "data"])
+def test_the_actnorms_start_as_flow_actnorm_init_says(tiny_bert, setting):
+    """'released': the authors' code never runs Glow's data-dependent initialisation, so each actnorm keeps
+    TensorFlow's Glorot-uniform draw for its (1, 1, 1, C) variables, U(+-sqrt(6 / (1 + C))), and the first batch
+    changes nothing; 'data': the first batch sets them."""
+    from tests.conftest import build_objective
+
+    torch.manual_seed(0)
+    objective = build_objective("flow", tiny_bert, 0, flow_actnorm_init=setting)
+    actnorms = [module for module in objective.flow.modules() if isinstance(module, ActNorm)]
+    assert {a.bias.numel() for a in actnorms} == {32, 16, 8}  # levels of 32, 16 and 8 channels; couplings of width 32
+    before = [(a.bias.clone(), a.logs.clone()) for a in actnorms]
+    objective.loss(["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell.", "It rains."])
+    if setting == "data":
+        assert not bool(before[0][0].any()) and bool(actnorms[0].bias.any())
+        return
+    assert bool(objective.flow.initialized)
+    for actnorm, (bias, logs) in zip(actnorms, before):
+        limit = math.sqrt(6 / (1 + bias.numel()))
+        assert torch.equal(actnorm.bias, bias) and torch.equal(actnorm.logs, logs)  # no initialisation from data
+        for drawn in (bias, logs):
+            assert bool((drawn.abs() <= limit).all()) and float(drawn.abs().max()) > limit / 2
+    everything = torch.cat([torch.cat([b, s]) / math.sqrt(6 / (1 + b.numel())) for b, s in before])
+    assert float(everything.std()) == pytest.approx(1 / math.sqrt(3), rel=0.1)  # a uniform's spread
+
+
 @pytest.fixture
 def finished_trial(tiny_bert, use_tiny_sts, tmp_path):
     """A short flow trial with its checkpoints kept: (its final report, its final checkpoint folder)."""

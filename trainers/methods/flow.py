@@ -70,6 +70,11 @@ METHOD = Method(
                  "((x2 + shift) * sigmoid(scale + 2), Glow's).", choices=("additive", "affine")),
             Knob("flow_permutation", bool, True, "The 1x1 convolution is the fixed reversal of the dimensions "
                  "(the authors' configs: permutation true); false: Glow's learned LU-parametrised matrix."),
+            Knob("flow_actnorm_init", str, "released", "How the actnorms start: 'released' as the authors' "
+                 "released code runs (run_siamese.py never passes the GlowInitHook that would run Glow's "
+                 "data-dependent initialisation, so they keep TensorFlow's Glorot-uniform draw); 'data': Glow's "
+                 "initialisation from the first batch (zero mean, unit variance per channel).",
+                 choices=("released", "data")),
             Knob("nli_supervision", bool, False, "Li et al.'s NLI-supervised setting (BERT-NLI-flow; ConSERT Table "
                  "3's BERT-flow rows): first fine-tune the encoder on labelled SNLI + MultiNLI with SBERT's "
                  "classification objective (the authors' script: one epoch, batch 16, nli_learning_rate, mean of "

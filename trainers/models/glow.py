@@ -8,7 +8,8 @@ Glow (Kingma & Dhariwal 2018) on a 1 x 1 "image" whose channels are the vector's
   latents in order (the first level's first) followed by the top's: ``tf.concat(eps + [z])``.
 - a step is actnorm, an invertible 1 x 1 convolution, a coupling;
 - actnorm: ``(x + b) * exp(3 s)``, both initialised from the first batch so that its output has zero mean and
-  unit variance per channel (data-dependent initialisation, :meth:`Glow.initialize`);
+  unit variance per channel (Glow's data-dependent initialisation, :meth:`Glow.initialize`), or, as the authors'
+  released code runs, from TensorFlow's default draw (:meth:`Glow.initialize_as_released`);
 - the 1 x 1 convolution is, with ``permutation`` (the authors' configs), the fixed reversal of the channels
   (log-det 0); without, Glow's LU-parametrised matrix ``P L (U + diag(sign(s) exp(log s)))`` started from a
   random rotation;
@@ -182,4 +183,16 @@ class Glow(nn.Module):
         finally:
             for actnorm in actnorms:
                 actnorm.initializing = False
+        self.initialized.fill_(True)
+
+    @torch.no_grad()
+    def initialize_as_released(self) -> None:
+        """The actnorms as the authors' released code leaves them: its data-dependent initialisation is built but
+        never run (``run_siamese.py`` passes no ``GlowInitHook`` to ``estimator.train``), so each actnorm's bias
+        and log-scale keep TensorFlow's default Glorot-uniform draw for their ``(1, 1, 1, C)`` variables,
+        U(-sqrt(6 / (1 + C)), sqrt(6 / (1 + C))), here from torch's generator."""
+        for actnorm in (module for module in self.modules() if isinstance(module, ActNorm)):
+            limit = (6.0 / (1 + actnorm.bias.numel())) ** 0.5
+            actnorm.bias.uniform_(-limit, limit)
+            actnorm.logs.uniform_(-limit, limit)
         self.initialized.fill_(True)

@@ -15,9 +15,14 @@ from trainers.objectives.base import Objective
 
 
 def flow_from_config(config: Config, width: int) -> Glow:
-    """The flow a config asks for, on sentence vectors of ``width`` dimensions (the method's ``after_pooling``)."""
-    return Glow(width, config["flow_levels"], config["flow_depth"], config["flow_width"], config["flow_coupling"],
+    """The flow a config asks for, on sentence vectors of ``width`` dimensions (the method's ``after_pooling``),
+    its actnorms drawn now where ``flow_actnorm_init`` is 'released' (a record written before the knob existed
+    initialised them from data)."""
+    flow = Glow(width, config["flow_levels"], config["flow_depth"], config["flow_width"], config["flow_coupling"],
                 config["flow_permutation"])
+    if config.get("flow_actnorm_init", "data") == "released":
+        flow.initialize_as_released()
+    return flow
 
 
 class FlowObjective(Objective):
