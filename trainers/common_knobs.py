@@ -102,9 +102,15 @@ def pooling_problems(config: Mapping[str, Any]) -> list[Problem]:
     return []
 
 
+def pooling_named(config: Mapping[str, Any], knob: str) -> str:
+    """The pooling a pooling knob of ``config`` names, its 'same' being ``pooling``'s (``selection_pooling``,
+    DCLR's ``train_pooling``)."""
+    return config["pooling"] if config[knob] == "same" else config[knob]
+
+
 def selection_pooling(config: Mapping[str, Any]) -> str:
     """The pooling of a trained config's dev evaluations (``selection_pooling``, 'same' = ``pooling``)."""
-    return config["pooling"] if config["selection_pooling"] == "same" else config["selection_pooling"]
+    return pooling_named(config, "selection_pooling")
 
 
 def eval_batch_size(setting: int, device_type: str) -> int:

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import torch
 from torch import Tensor
 
+from trainers.common_knobs import pooling_named
 from trainers.losses.dclr import dclr_loss, false_negative_weights, refine_noise
 from trainers.method import Config
 from trainers.models.batches import TokenBatch
@@ -22,7 +23,7 @@ class DCLRObjective(SimCSEObjective):
                                                              config["complementary_pooling"])
         self.complementary.eval().requires_grad_(False)
         self.config = dict(config)
-        self.train_pooling = encoder.pooling if config["train_pooling"] == "same" else config["train_pooling"]
+        self.train_pooling = pooling_named(config, "train_pooling")
 
     def train(self, mode: bool = True) -> "DCLRObjective":
         super().train(mode)
