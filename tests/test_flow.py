@@ -97,7 +97,7 @@ def test_the_knobs_default_to_the_authors_config():
     knobs: KnobSet = get_method("flow").all_knobs
     expected = {
         "flow_levels": 3, "flow_depth": 3, "flow_width": 32, "flow_coupling": "additive", "flow_permutation": True,
-        "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 32, "max_seq_length": 64,
+        "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 64, "max_seq_length": 64,
         "lr_schedule": "constant", "weight_decay": 0.01, "adam_epsilon": 1e-6, "max_grad_norm": 1.0,
         "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5}
     assert {name: knobs[name].default for name in expected} == expected

@@ -83,7 +83,7 @@ METHOD = Method(
     )
     + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
-              "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
+              "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 64,
               "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_bias_correction": False},
     stages=stages,
     check=flow_problems,
@@ -95,7 +95,8 @@ METHOD = Method(
         "learning_rate": "flow optimiser AdamW at lr 1e-3", "lr_schedule": "a constant learning rate",
         "weight_decay": "weight decay 0.01", "adam_epsilon": "epsilon 1e-6", "adam_beta2": "beta2 0.999",
         "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
-        "batch_size": "batch 32", "max_seq_length": "max length 64",
+        "batch_size": "batch 32 of sentence pairs, both sides of each a step (run_siamese.py: a pass a side, "
+                      "the two losses summed): 64 sentences", "max_seq_length": "max length 64",
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
         "eval_grid": "no dev evaluations; ours only report, as the last state is kept",
