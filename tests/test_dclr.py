@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+import yaml
 from torch import Tensor
 from transformers import AutoModel, AutoTokenizer
 
@@ -245,6 +246,32 @@ def test_defaults_are_the_authors_bert_base_script_and_offline_hub_ids_are_refus
     monkeypatch.setattr(trainers.data.sources, "hub_reachable", lambda: False)
     problems = [str(p) for p in method.check(method.resolve({"complementary_model": "someone/not-cached"}))]
     assert any(p.startswith("complementary_model: 'someone/not-cached' is not a local folder") for p in problems)
+
+
+def test_a_pooler_of_a_checkpoint_without_one_is_refused_at_plan_time(tiny_bert, tiny_masked_lm, tmp_path, capsys):
+    """The defaults pool with the models' own poolers; a model whose weights hold none (a masked-LM checkpoint)
+    is refused before a sweep starts, naming each knob that asks for it, with exit code 2."""
+    from sweep.commands.cli import main as sweep_main
+
+    method = get_method("dclr")
+
+    def pooler_knobs(**overrides: Any) -> set[str]:
+        config = method.resolve(overrides)
+        return {p.key for p in method.environment_problems(config) if "hold none" in p.message}
+
+    assert pooler_knobs(model=tiny_masked_lm, complementary_model=tiny_masked_lm) == {
+        "selection_pooling", "train_pooling", "complementary_pooling"}
+    assert pooler_knobs(model=tiny_bert, complementary_model=tiny_masked_lm) == {"complementary_pooling"}
+    assert pooler_knobs(model=tiny_masked_lm, complementary_model=tiny_bert, train_pooling="same",
+                        selection_pooling="same", pooling="pooler") == {"pooling", "selection_pooling", "train_pooling"}
+    assert pooler_knobs(model=tiny_masked_lm, complementary_model=tiny_masked_lm, train_pooling="same",
+                        selection_pooling="same", complementary_pooling="cls") == set()
+    spec = tmp_path / "dclr.yaml"
+    spec.write_text(yaml.safe_dump({"name": "dclr_pooler", "method": "dclr", "rows": [{"name": "DCLR", "set": {
+        "model": tiny_masked_lm, "complementary_model": tiny_bert}}]}))
+    assert sweep_main(["plan", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "train_pooling: 'pooler' is the model's own trained pooler" in err and "selection_pooling" in err
 
 
 @pytest.mark.slow

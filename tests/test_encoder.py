@@ -133,6 +133,21 @@ def test_pooler_pooling_is_refused_for_a_model_without_a_pooler(tiny_bert):
         pass
 
 
+def test_pooler_pooling_refuses_a_checkpoint_without_pooler_weights(tiny_bert, tiny_masked_lm):
+    """A masked-LM checkpoint holds no pooler: Hugging Face's AutoModel draws one at random, which pooling
+    'pooler' must not read. The plan sees it in the weights' names; the trial, in what loading had to draw."""
+    from trainers.models.pretrained import BUNDLED_MODEL, pooler_problem
+
+    assert "the weights of" in pooler_problem(tiny_masked_lm) and "hold none" in pooler_problem(tiny_masked_lm)
+    assert pooler_problem(tiny_bert) is None and pooler_problem(BUNDLED_MODEL) is None
+    with pytest.raises(ValueError, match="Hugging Face drew its pooler at random"):
+        SentenceEncoder.from_pretrained(tiny_masked_lm, pooling="pooler")
+    encoder = SentenceEncoder.from_pretrained(tiny_masked_lm, pooling="cls")
+    with pytest.raises(ValueError, match="drew its pooler at random"), encoder.pooling_as("pooler"):
+        pass
+    assert SentenceEncoder.from_pretrained(tiny_bert, pooling="pooler").pooling == "pooler"
+
+
 def test_bad_pooling_and_layer_rejected(tiny_bert):
     with pytest.raises(ValueError, match="pooling must be one of"):
         SentenceEncoder.from_pretrained(tiny_bert, pooling="median")

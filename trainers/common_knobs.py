@@ -12,10 +12,10 @@ or validating it imports no torch.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from trainers.knobs import Knob, KnobSet, Problem
-from trainers.models.pretrained import BUNDLED_MODEL
+from trainers.models.pretrained import BUNDLED_MODEL, model_problem, pooler_problem
 
 POOLINGS = ("cls", "mean", "max", "first_last_avg", "last2avg", "wk", "pooler")
 """Sentence vectors from token vectors (:mod:`trainers.models.pooling`); ``pooler`` is the model's own pooler over
@@ -106,6 +106,16 @@ def pooling_named(config: Mapping[str, Any], knob: str) -> str:
     """The pooling a pooling knob of ``config`` names, its 'same' being ``pooling``'s (``selection_pooling``,
     DCLR's ``train_pooling``)."""
     return config["pooling"] if config[knob] == "same" else config[knob]
+
+
+def pooler_problems(config: Mapping[str, Any], knobs: Sequence[str], model_knob: str = "model") -> list[Problem]:
+    """Each of the pooling ``knobs`` (those ``config`` has) that names 'pooler' of the model ``model_knob`` names,
+    where that model's weights hold no trained pooler. A model that cannot be read here is another check's."""
+    naming = [knob for knob in knobs if knob in config and pooling_named(config, knob) == "pooler"]
+    if not naming or model_problem(config[model_knob]):
+        return []
+    problem = pooler_problem(config[model_knob])
+    return [Problem(knob, problem) for knob in naming] if problem else []
 
 
 def selection_pooling(config: Mapping[str, Any]) -> str:

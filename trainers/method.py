@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooling_problems, training_problems
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, pooler_problems, pooling_problems, training_problems
 from trainers.data.sources import (
     BT_COLUMNS,
     corpus_problem,
@@ -202,6 +202,7 @@ class Method:
                 problem := wk_layers_problem(config["model"], config["model_layers"], config["wk_layer_start"],
                                              config["wk_window"])):
             found.append(Problem("wk_layer_start", problem))
+        found += pooler_problems(config, ("pooling", "selection_pooling"))
         if config["sts_source"] == "hub" and not hub_reachable():
             found.append(Problem("sts_source", "'hub' needs the Hugging Face hub, which cannot be reached"))
         elif config["sts_source"] == "local":

@@ -12,7 +12,7 @@ a likely false negative. Defaults are the authors' BERT-base script (batch 128, 
 
 from __future__ import annotations
 
-from trainers.common_knobs import POOLINGS, STEP_GRAPH_KNOBS
+from trainers.common_knobs import POOLINGS, STEP_GRAPH_KNOBS, pooler_problems
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.library_defaults import TRAINER_DEFAULTS
 from trainers.method import Config, Method, single_stage
@@ -30,9 +30,12 @@ COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
 
 
 def dclr_problems(config: Config) -> list[Problem]:
-    """SimCSE's (the positive and its file), and a complementary model that cannot be loaded here."""
+    """SimCSE's (the positive and its file), a complementary model that cannot be loaded here, and a pooling
+    'pooler' of a model whose weights hold no trained pooler."""
     problem = model_problem(config["complementary_model"])
-    return simcse_problems(config) + ([Problem("complementary_model", problem)] if problem else [])
+    return (simcse_problems(config) + ([Problem("complementary_model", problem)] if problem else [])
+            + pooler_problems(config, ("train_pooling",))
+            + pooler_problems(config, ("complementary_pooling",), "complementary_model"))
 
 
 METHOD = Method(

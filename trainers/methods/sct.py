@@ -54,6 +54,7 @@ from trainers.common_knobs import (
     POOLINGS,
     RATE_KNOBS,
     STEP_GRAPH_KNOBS,
+    pooler_problems,
 )
 from trainers.data.sources import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
 from trainers.data.wordnet import wordnet_problem
@@ -94,8 +95,8 @@ DISTILLATION_KNOBS = KnobSet(
 
 
 def distillation_problems(config: Config) -> list[Problem]:
-    """What a config's distillation knobs lack or contradict: a teacher that cannot be loaded here,
-    a teacher without distillation, or no loss at all."""
+    """What a config's distillation knobs lack or contradict: a teacher that cannot be loaded here (or lacks the
+    pooler its pooling names), a teacher without distillation, or no loss at all."""
     if config["distillation"] == "none":
         problems = [Problem("teacher", "given, but distillation is 'none'")] if config["teacher"] else []
         if not config["self_supervised"]:
@@ -104,7 +105,7 @@ def distillation_problems(config: Config) -> list[Problem]:
     if not config["teacher"]:
         return [Problem("teacher", f"distillation {config['distillation']!r} needs a teacher model (id or folder)")]
     problem = model_problem(config["teacher"])
-    return [Problem("teacher", problem)] if problem else []
+    return [Problem("teacher", problem)] if problem else pooler_problems(config, ("teacher_pooling",), "teacher")
 
 
 def view_texts(example: Any, view: str) -> str:

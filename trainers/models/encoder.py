@@ -31,7 +31,7 @@ from trainers.common_knobs import FREQUENCY_SET, MEAN_POOLINGS, POOLINGS
 from trainers.data.sources import pair_sentences
 from trainers.data.tokens import TokenCache, pad
 from trainers.models.batches import TokenBatch, transformer_inputs
-from trainers.models.pooling import WK_DEFAULTS, model_pooler, pool
+from trainers.models.pooling import WK_DEFAULTS, mark_random_pooler, model_pooler, pool
 from trainers.models.pretrained import ModelFamily, model_family, resolve_model_path
 from trainers.references import resolve
 from trainers.registry import get_method
@@ -74,7 +74,9 @@ def _pristine(path: str, folder_state: tuple) -> tuple[PreTrainedModel, PreTrain
     or copied it from this cache."""
     hf_logging.disable_progress_bar()  # one bar per trial and per copy floods sweep logs
     with torch.random.fork_rng(devices=[]):
-        return AutoModel.from_pretrained(path).requires_grad_(False), AutoTokenizer.from_pretrained(path)
+        model, loading = AutoModel.from_pretrained(path, output_loading_info=True)
+    mark_random_pooler(model, loading["missing_keys"])
+    return model.requires_grad_(False), AutoTokenizer.from_pretrained(path)
 
 
 def load_pretrained(model: str) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:

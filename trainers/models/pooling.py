@@ -7,17 +7,20 @@ which has weights.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import torch
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
 from trainers.common_knobs import COMMON_KNOBS
+from trainers.models.pretrained import names_a_pooler
 from trainers.models.wk_pooling import wk_pool
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
 WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
+RANDOM_POOLER = "random_pooler"
+"""The attribute :func:`mark_random_pooler` sets on a loaded model (copies keep it)."""
 """(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
 
 
@@ -70,4 +73,13 @@ def model_pooler(model: PreTrainedModel) -> nn.Module:
     if pooler is None:
         raise ValueError(f"pooling 'pooler' is the model's own pooler output, and this {model.config.model_type} "
                          "model has none: choose another pooling")
+    if getattr(model, RANDOM_POOLER, False):
+        raise ValueError("pooling 'pooler' is the model's own trained pooler, and this model's checkpoint holds "
+                         "none: Hugging Face drew its pooler at random. Choose another pooling")
     return pooler
+
+
+def mark_random_pooler(model: PreTrainedModel, missing_weights: Iterable[str]) -> None:
+    """Mark a model whose pooler ``from_pretrained`` drew at random, its weights missing from the checkpoint: the
+    pooler still trains in a GLUE head (as Hugging Face's classifiers train it), but pooling 'pooler' refuses it."""
+    setattr(model, RANDOM_POOLER, any(names_a_pooler(name) for name in missing_weights))

@@ -105,17 +105,55 @@ def model_config(model: str) -> ModelShape:
 
 
 def _config_json(model: str) -> dict | None:
+    path = _model_file(model, "config.json")
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def _model_file(model: str, name: str) -> str | None:
+    """The path of ``model``'s file ``name`` where it is here to read: in a local folder, or in the hub cache."""
     folder = Path(resolve_model_path(model))
     if folder.is_dir():
-        path = folder / "config.json"
-        return json.loads(path.read_text()) if path.is_file() else None
+        path = folder / name
+        return str(path) if path.is_file() else None
     from huggingface_hub import try_to_load_from_cache
 
     try:
-        cached = try_to_load_from_cache(model, "config.json")
+        cached = try_to_load_from_cache(model, name)
     except ValueError:  # not a hub id
         return None
-    return json.loads(Path(cached).read_text()) if isinstance(cached, str) else None
+    return cached if isinstance(cached, str) else None
+
+
+def weight_names(model: str) -> frozenset[str] | None:
+    """The names of the tensors in ``model``'s safetensors weights, read from the header or the shards' index (no
+    tensor is loaded), or None where no such file is here (a ``.bin`` checkpoint, a hub model not cached)."""
+    index = _model_file(model, "model.safetensors.index.json")
+    if index:
+        return frozenset(json.loads(Path(index).read_text())["weight_map"])
+    weights = _model_file(model, "model.safetensors")
+    if not weights:
+        return None
+    from safetensors import safe_open
+
+    with safe_open(weights, framework="numpy") as tensors:
+        return frozenset(tensors.keys())
+
+
+def names_a_pooler(weight: str) -> bool:
+    """Whether a weight's name is one of the model's own pooler's (``pooler.dense.weight``, with or without the
+    ``bert.``/``roberta.`` prefix of a pre-training checkpoint)."""
+    return "pooler" in weight.split(".")
+
+
+def pooler_problem(model: str) -> str | None:
+    """Why pooling ``pooler`` cannot read ``model``'s own trained pooler: its weights hold none, so Hugging Face
+    would give it one at random. None when they hold one, or cannot be read here (the loaded model is checked
+    again: :func:`~trainers.models.pooling.model_pooler`)."""
+    names = weight_names(model)
+    if names is None or any(names_a_pooler(name) for name in names):
+        return None
+    return (f"'pooler' is the model's own trained pooler, and the weights of {model!r} hold none (Hugging Face would "
+            "draw one at random): choose another pooling")
 
 
 def model_problem(model: str) -> str | None:
