@@ -290,3 +290,18 @@ def test_a_reference_of_another_spec_says_what_that_spec_says_it_stands_in_for()
     assert augmentations.reference.spec == ablation.path and augmentations.reference.row == ablation.reference.row
     assert (augmentations.reference.stands_in_for == ablation.reference.stands_in_for
             and ablation.reference.stands_in_for)
+
+
+def test_dclr_variants_last_row_is_simcses_path_the_others_one_knob_each():
+    """Each row but the reference and the last moves one knob of the authors' encoding path to SimCSE's; the
+    last moves all of them, and to the same values."""
+    spec = load_spec(ROOT / "search_spaces/dclr_variants.yaml", check_environment=False)
+    single_rows = spec.rows[1:-1]
+    moved = {knob: value for row in single_rows for knob, value in row.overrides.items()}
+    assert all(len(row.overrides) == 1 for row in single_rows) and len(moved) == len(single_rows)
+    assert dict(spec.rows[-1].overrides) == moved
+    simcse = load_spec(ROOT / "search_spaces/smoke.yaml", check_environment=False).row_config("SimCSE")
+    last = spec.row_config(spec.rows[-1].name)
+    assert last["train_pooling"] == "same" and last["selection_pooling"] == "same"
+    assert last["attend_to_padding"] is False and last["complementary_dropout"] is False
+    assert last["pooling"] == simcse["pooling"] == "cls"
