@@ -86,6 +86,7 @@ METHOD = Method(
     reads_bt_file=reads_bt_file,
     sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1", batch_size="batch 128",
                                     learning_rate="lr 3e-5", epochs="3 epochs", max_seq_length="max length 32",
+                                    eval_every="--eval_steps 125",
                                     selection_metric="--metric_for_best_model avg_sts, the mean of STS-B dev's and "
                                     "SICK-R dev's Spearman (the paper was not read here)",
                                     selection_pooling="--pooler_type cls, whose dev evaluations score the pooler "

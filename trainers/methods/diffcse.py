@@ -80,6 +80,7 @@ METHOD = Method(
     reads_bt_file=reads_bt_file,
     sources=built_on_simcse_sources("DiffCSE (Chuang et al. 2022)", "Section 4", batch_size="batch 64",
                                     learning_rate="lr 7e-6 (its Appendix: BERT-base STS)", epochs="2 epochs",
-                                    max_seq_length="max length 32", generator_dropout="its Trainer puts the "
+                                    max_seq_length="max length 32", eval_every="--eval_steps 125",
+                                    generator_dropout="its Trainer puts the "
                                     "whole model, the generator in it, in train mode each step: dropout on"),
 )

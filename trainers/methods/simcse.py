@@ -45,15 +45,17 @@ SIMCSE_PAPER = "SimCSE (Gao et al. 2021)"
 SIMCSE_SOURCES = {
     "batch_size": f"{SIMCSE_PAPER}, Appendix A: unsupervised BERT-base, batch 64",
     "learning_rate": f"{SIMCSE_PAPER}, Appendix A: unsupervised BERT-base, lr 3e-5",
-    "max_seq_length": f"{SIMCSE_PAPER}, Section 3 and the authors' run_unsup_example.sh: max length 32",
+    "max_seq_length": f"{SIMCSE_PAPER}: silent; the authors' run_unsup_example.sh: max length 32",
+    "eval_every": f"{SIMCSE_PAPER}, Appendix A: 'evaluate the model every 250 training steps on the development "
+    "set of STS-B' (the authors' run_unsup_example.sh: --eval_steps 125)",
     "epochs": f"{SIMCSE_PAPER}, Section 3: one epoch over 10^6 Wikipedia sentences",
     "pooling": f"{SIMCSE_PAPER}, Appendix A: [CLS] (with an MLP in training only)",
     "temperature": f"{SIMCSE_PAPER}, Table D.1: tau 0.05",
     "warmup_ratio": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh sets no warm-up (HF Trainer's 0)",
     "patience": f"{SIMCSE_PAPER}: the authors' code selects the best STS-B dev checkpoint and never stops early",
     "early_stopping_rule": f"{SIMCSE_PAPER}: no early stop (patience 0), so the rule counts nothing",
-    "eval_grid": f"{SIMCSE_PAPER}: the authors' Trainer evaluates every eval_steps 125 of the whole run, and not "
-    "after the last step",
+    "eval_grid": f"{SIMCSE_PAPER}: the authors' Trainer evaluates every eval_steps of the whole run, and not after "
+    "the last step",
     "final_state": f"{SIMCSE_PAPER}: the authors' run_unsup_example.sh: --load_best_model_at_end, the best STS-B dev "
     "checkpoint",
     "adam_beta2": f"{SIMCSE_PAPER}: HF Trainer's AdamW, beta2 0.999",
@@ -99,7 +101,7 @@ METHOD = Method(
     name="simcse",
     summary="Unsupervised SimCSE: two dropout views of each sentence (or its back-translation), in-batch InfoNCE.",
     knobs=SIMCSE_KNOBS + STEP_GRAPH_KNOBS,
-    defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 125,
+    defaults={"batch_size": 64, "learning_rate": 3e-5, "max_seq_length": 32, "pooling": "cls", "eval_every": 250,
               **TRAINER_DEFAULTS},
     stages=single_stage("trainers.objectives.simcse:SimCSEObjective", simcse_examples),
     check=simcse_problems,
