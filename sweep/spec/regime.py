@@ -64,7 +64,7 @@ def planned_dev_evaluations(method: Method, config: Mapping[str, Any], counted: 
 
 def evaluation_warnings(config: Mapping[str, Any], evaluations: int) -> list[Problem]:
     if evaluations <= 1:
-        return [Problem("eval_every", f"STS-B dev is evaluated once, at the end (eval_every {config['eval_every']}, "
+        return [Problem("eval_every", f"STS-B dev is evaluated once (eval_every {config['eval_every']}, "
                         f"eval_grid {config['eval_grid']!r}), so no better earlier state can be selected")]
     return []
 
