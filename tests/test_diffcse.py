@@ -77,30 +77,35 @@ def test_masking_chooses_the_ratio_of_maskable_tokens_bert_style():
     ids = torch.randint(1000, 2000, (200, 100))
     maskable = torch.ones_like(ids, dtype=torch.bool)
     maskable[:, 0] = maskable[:, -1] = False
-    masked = mask_for_generator(ids, maskable, 0.3, 4000, 500)
-    assert torch.equal(masked[~maskable], ids[~maskable])
+    masked, chosen = mask_for_generator(ids, maskable, 0.3, 4000, 500)
+    assert torch.equal(masked[~chosen], ids[~chosen]) and not (chosen & ~maskable).any()
+    assert chosen[maskable].float().mean().item() == pytest.approx(0.3, abs=0.01)
     assert (masked[maskable] == 4000).float().mean().item() == pytest.approx(0.3 * 0.8, abs=0.01)
     assert (masked[maskable] < 500).float().mean().item() == pytest.approx(0.3 * 0.1, abs=0.01)  # random tokens
-    assert torch.equal(mask_for_generator(ids, maskable, 0.0, 4000, 500), ids)
+    assert torch.equal(mask_for_generator(ids, maskable, 0.0, 4000, 500)[0], ids)
 
 
 def build(tiny_bert: str, tiny_masked_lm: str, **overrides: Any):
     return build_objective("diffcse", tiny_bert, 0, **{"generator": tiny_masked_lm, **overrides})
 
 
-@pytest.mark.parametrize("dropout", [False, True])
-def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tiny_bert, tiny_masked_lm, dropout):
+@pytest.mark.parametrize("dropout, positions", [(False, "all"), (True, "all"), (True, "masked")])
+def test_edits_are_the_generators_prediction_where_edited_positions_says(tiny_bert, tiny_masked_lm, dropout,
+                                                                         positions):
     """With generator_dropout the generator predicts in train mode (its dropout on, as the authors' Trainer leaves
-    it), its masks drawn after the masking's draws; without, in eval mode."""
-    objective = build(tiny_bert, tiny_masked_lm, generator_decoding="argmax", generator_dropout=dropout)
+    it), its masks drawn after the masking's draws; without, in eval mode. Its prediction goes in at the tokens
+    chosen for masking ('masked', the paper's), or at every token but the first and the padding ('all', the
+    authors' code's)."""
+    objective = build(tiny_bert, tiny_masked_lm, generator_decoding="argmax", generator_dropout=dropout,
+                      edited_positions=positions)
     features = objective.encoder.tokenize(BATCH, 32)
     torch.manual_seed(0)
     edited = objective.edit(features)
     torch.manual_seed(0)
     ids, attention = features["input_ids"], features["attention_mask"].bool()
     special = torch.isin(ids, torch.tensor(objective.encoder.tokenizer.all_special_ids))
-    masked = mask_for_generator(ids, attention & ~special, 0.3, objective.encoder.tokenizer.mask_token_id,
-                                len(objective.encoder.tokenizer))
+    masked, chosen = mask_for_generator(ids, attention & ~special, 0.3, objective.encoder.tokenizer.mask_token_id,
+                                        len(objective.encoder.tokenizer))
     generator = objective.generator.model.train(dropout)
     with torch.no_grad():
         predicted = generator(input_ids=masked, attention_mask=attention.long()).logits.argmax(-1)
@@ -113,8 +118,11 @@ def test_edits_are_the_generators_prediction_but_the_first_token_and_padding(tin
     assert torch.equal(edited[:, 0], ids[:, 0]) and torch.equal(edited[~attention], ids[~attention])
     inner = attention.clone()
     inner[:, 0] = False
-    assert torch.equal(edited[inner], predicted[inner])
-    assert (edited != ids).any()  # the random generator edits
+    edited_at = inner if positions == "all" else chosen
+    assert chosen.any() and (inner & ~chosen).any()  # the two choices differ here
+    assert torch.equal(edited[edited_at], predicted[edited_at]) and torch.equal(edited[~edited_at], ids[~edited_at])
+    assert (edited[edited_at] != ids[edited_at]).any()  # the random generator edits
+    assert (predicted[inner & ~chosen] != ids[inner & ~chosen]).any()  # and 'masked' leaves some of its edits out
 
 
 def test_the_discriminator_reads_the_sentence_vector_in_place_of_the_first_token(tiny_bert, tiny_masked_lm):
@@ -170,6 +178,7 @@ def objective_loss(tiny_bert: str, tiny_masked_lm: str, **overrides: Any) -> flo
     ("rtd_weight", 1.0),  # control: the test's setting on both sides
     ("rtd_weight", 0.005), ("rtd_weight", 0.0), ("mask_ratio", 0.6), ("mask_ratio", 0.0),
     ("generator_decoding", "sample"), ("batchnorm_head", False), ("temperature", 0.5), ("generator_dropout", False),
+    ("edited_positions", "all"),
 ])
 def test_each_knob_changes_the_loss(tiny_bert, tiny_masked_lm, knob, value):
     default = KNOB_SETTING.get(knob, get_method("diffcse").all_knobs[knob].default)

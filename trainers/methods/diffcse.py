@@ -4,7 +4,8 @@ Each batch is SimCSE's (two dropout views, the same knobs), with SimCSE's InfoNC
 tokenised copies is also edited: ``mask_ratio`` of its tokens are chosen (BERT's masking: 80% [MASK],
 10% a random token, 10% kept), a frozen masked-LM ``generator`` reads the masked copy and its
 prediction (``generator_decoding``: sampled, as the paper says, or its argmax, as the authors' code does)
-replaces every token but the first (as their code does), and a discriminator (a second
+replaces the chosen tokens (``edited_positions``: the paper's x'' = G(x'); or every token but the first, as
+their code does), and a discriminator (a second
 copy of the pretrained encoder, trained) reads the edited copy with the copy's sentence vector in place
 of its first token's embedding, and tells for every token whether it was replaced. The loss is InfoNCE
 + ``rtd_weight`` x L_RTD (:mod:`trainers.losses.diffcse`). Only the encoder is kept.
@@ -62,6 +63,11 @@ METHOD = Method(
             Knob("generator_decoding", str, "sample", "Which token the generator puts in: a sample of its "
                  "distribution ('sample', the paper: \"sampling from a masked language model\") or its most likely "
                  "one ('argmax', what the authors' code does).", choices=("sample", "argmax")),
+            Knob("edited_positions", str, "masked", "Where the generator's prediction replaces the sentence's "
+                 "token: 'masked', the positions chosen for masking (the paper, Section 3: the generator "
+                 "\"recover[s] randomly masked tokens in x'\", x'' = G(x')), or 'all', every position but the "
+                 "first and the padding, as the authors' code does (models.py: g_pred of every position).",
+                 choices=("masked", "all")),
             Knob("mask_ratio", float, 0.30, "Share of each sentence's tokens masked for the generator.",
                  low=0.0, high=1.0),
             Knob("rtd_weight", float, 0.005, "lambda: weight of the replaced-token detection loss.", low=0.0),

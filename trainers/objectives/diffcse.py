@@ -27,14 +27,16 @@ def batchnorm_head(encoder: SentenceEncoder) -> nn.Sequential:
                          encoder.new_linear(2 * width, width, bias=False), nn.BatchNorm1d(width, affine=False))
 
 
-def mask_for_generator(input_ids: Tensor, maskable: Tensor, ratio: float, mask_id: int, vocabulary: int) -> Tensor:
+def mask_for_generator(input_ids: Tensor, maskable: Tensor, ratio: float, mask_id: int,
+                       vocabulary: int) -> tuple[Tensor, Tensor]:
     """BERT's masking, as the authors' collator applies it: each maskable token is chosen with probability
-    ``ratio``; a chosen one becomes [MASK] 80% of the time, a random token 10%, and stays 10%."""
+    ``ratio``; a chosen one becomes [MASK] 80% of the time, a random token 10%, and stays 10%. Returns the masked
+    ids and where the chosen tokens are."""
     chosen = torch.bernoulli(torch.full(input_ids.shape, ratio, device=input_ids.device)).bool() & maskable
     masked = torch.bernoulli(torch.full(input_ids.shape, 0.8, device=input_ids.device)).bool() & chosen
     randomised = torch.bernoulli(torch.full(input_ids.shape, 0.5, device=input_ids.device)).bool() & chosen & ~masked
     random_ids = torch.randint(vocabulary, input_ids.shape, device=input_ids.device)
-    return torch.where(masked, mask_id, torch.where(randomised, random_ids, input_ids))
+    return torch.where(masked, mask_id, torch.where(randomised, random_ids, input_ids)), chosen
 
 
 class DiffCSEObjective(SimCSEObjective):
@@ -56,12 +58,13 @@ class DiffCSEObjective(SimCSEObjective):
 
     @torch.no_grad()
     def edit(self, features: TokenBatch) -> Tensor:
-        """x'': the generator's prediction for a masked copy of each sentence, in every position but the first
-        (the sentence token) and the padding, as the authors' code takes it."""
+        """x'': the generator's prediction for a masked copy of each sentence, put in where ``edited_positions``
+        says: the positions chosen for masking (the paper's x'' = G(x')), or every position but the first (the
+        sentence token) and the padding (the authors' code)."""
         input_ids, attention = features["input_ids"], features["attention_mask"].bool()
         tokenizer = self.encoder.tokenizer
         special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=input_ids.device))
-        masked = mask_for_generator(input_ids, attention & ~special, self.config["mask_ratio"],
+        masked, chosen = mask_for_generator(input_ids, attention & ~special, self.config["mask_ratio"],
                                     tokenizer.mask_token_id, len(tokenizer))
         generator = self.generator.model.train(self.config["generator_dropout"])  # its dropout draws: torch's RNG
         inputs = transformer_inputs(generator, features.with_ids(masked))
@@ -73,7 +76,7 @@ class DiffCSEObjective(SimCSEObjective):
         else:
             predicted = logits.argmax(-1)
         predicted[:, 0] = input_ids[:, 0]
-        return torch.where(attention, predicted, input_ids)
+        return torch.where(chosen if self.config["edited_positions"] == "masked" else attention, predicted, input_ids)
 
     def discriminate(self, edited: Tensor, features: TokenBatch, sentence_vectors: Tensor) -> Tensor:
         """``[n, T, 2]`` logits of kept/replaced for every token of ``edited``, with each copy's sentence vector
