@@ -24,7 +24,7 @@ BATCH = ["A man plays a guitar.", "Two dogs run in a field.", "The stock market 
 
 def slow_rtd_loss(logits, replaced, attention_mask) -> float:
     """The paper's sum over tokens of -log D (kept) or -log(1 - D) (replaced), D the softmax's 'kept' class,
-    over the real tokens, divided by their number."""
+    over the positions attention_mask marks, divided by their number."""
     total, count = 0.0, 0
     for i in range(logits.shape[0]):
         for t in range(logits.shape[1]):
@@ -47,6 +47,16 @@ def test_rtd_loss_matches_the_slow_version_and_ignores_padding():
     spoilt = logits.clone()
     spoilt[attention == 0] = 100.0  # what the discriminator says of padding counts for nothing
     assert rtd_loss(spoilt, replaced, real).item() == pytest.approx(rtd_loss(logits, replaced, real).item())
+
+
+def test_rtd_loss_over_the_padded_batch_is_the_authors_mean_with_padding_labelled_kept():
+    torch.manual_seed(0)
+    logits, attention = torch.randn(3, 6, 2), torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 2 + [0] * 4])
+    replaced = (torch.rand(3, 6) < 0.3) & attention.bool()
+    everywhere = torch.ones_like(attention)
+    assert rtd_loss(logits, replaced).item() == pytest.approx(slow_rtd_loss(logits, replaced, everywhere), rel=1e-6)
+    real = attention.flatten().nonzero().squeeze(1)
+    assert rtd_loss(logits, replaced).item() != pytest.approx(rtd_loss(logits, replaced, real).item(), rel=1e-3)
 
 
 def test_rtd_loss_over_the_hosts_positions_is_the_boolean_index_bit_for_bit(tiny_bert):
@@ -146,7 +156,8 @@ def test_the_loss_is_infonce_plus_lambda_rtd_and_trains_encoder_discriminator_an
     features, views = objective.encode_views(BATCH)
     edited = objective.edit(features)
     replaced = (edited != features["input_ids"]) & features["attention_mask"].bool()
-    detection = rtd_loss(objective.discriminate(edited, features, views), replaced, features.real_positions())
+    detection = rtd_loss(objective.discriminate(edited, features, views), replaced)  # rtd_positions 'padded'
+    assert features["attention_mask"].min() == 0  # the batch is padded: the two averages differ
     first, second = views.chunk(2)
     assert loss.item() == pytest.approx((info_nce(first, second, 0.05) + 0.5 * detection).item(), rel=1e-6)
 
@@ -178,7 +189,7 @@ def objective_loss(tiny_bert: str, tiny_masked_lm: str, **overrides: Any) -> flo
     ("rtd_weight", 1.0),  # control: the test's setting on both sides
     ("rtd_weight", 0.005), ("rtd_weight", 0.0), ("mask_ratio", 0.6), ("mask_ratio", 0.0),
     ("generator_decoding", "sample"), ("batchnorm_head", False), ("temperature", 0.5), ("generator_dropout", False),
-    ("edited_positions", "all"),
+    ("edited_positions", "all"), ("rtd_positions", "real"),
 ])
 def test_each_knob_changes_the_loss(tiny_bert, tiny_masked_lm, knob, value):
     default = KNOB_SETTING.get(knob, get_method("diffcse").all_knobs[knob].default)

@@ -9,13 +9,16 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def rtd_loss(logits: Tensor, replaced: Tensor, real_positions: Tensor) -> Tensor:
+def rtd_loss(logits: Tensor, replaced: Tensor, positions: Tensor | None = None) -> Tensor:
     """L_RTD (Section 3): the cross-entropy of the discriminator's two-way prediction (kept, replaced) for
     every token of the edited sentence x'', -1(x''_t = x_t) log D(x'', h, t) - 1(x''_t != x_t)
-    log(1 - D(x'', h, t)), averaged over the real (not padding) tokens of the batch.
+    log(1 - D(x'', h, t)), averaged over ``positions``, or over all the batch's positions when None (the
+    authors' code: padding included, labelled kept).
 
-    ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` ``[n, T]``; ``real_positions`` are the real
-    tokens' indices into the ``n * T`` positions, row by row (:meth:`TokenBatch.real_positions`, found in the
-    host's mask: a boolean index by the device's mask would read it back to count them)."""
-    return F.cross_entropy(logits.flatten(0, 1).index_select(0, real_positions).float(),
-                           replaced.flatten().index_select(0, real_positions).long())
+    ``logits`` is ``[n, T, 2]`` (class 1: replaced), ``replaced`` ``[n, T]``; ``positions`` are indices into the
+    ``n * T`` positions, row by row: the real tokens' (:meth:`TokenBatch.real_positions`, found in the host's
+    mask: a boolean index by the device's mask would read it back to count them)."""
+    logits, replaced = logits.flatten(0, 1), replaced.flatten()
+    if positions is not None:
+        logits, replaced = logits.index_select(0, positions), replaced.index_select(0, positions)
+    return F.cross_entropy(logits.float(), replaced.long())

@@ -68,6 +68,11 @@ METHOD = Method(
                  "\"recover[s] randomly masked tokens in x'\", x'' = G(x')), or 'all', every position but the "
                  "first and the padding, as the authors' code does (models.py: g_pred of every position).",
                  choices=("masked", "all")),
+            Knob("rtd_positions", str, "padded", "The positions L_RTD averages over: 'padded', every position "
+                 "of the padded batch, padding labelled kept, as the authors' code does (models.py: "
+                 "CrossEntropyLoss's mean over the batch; the paper's L_RTD sums over a sentence's tokens, with no "
+                 "normalisation said, and its lambda is the code's), or 'real', the real tokens alone (each then "
+                 "weighs 1 / (share of real positions) times as much).", choices=("padded", "real")),
             Knob("mask_ratio", float, 0.30, "Share of each sentence's tokens masked for the generator.",
                  low=0.0, high=1.0),
             Knob("rtd_weight", float, 0.005, "lambda: weight of the replaced-token detection loss.", low=0.0),

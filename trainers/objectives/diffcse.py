@@ -97,5 +97,6 @@ class DiffCSEObjective(SimCSEObjective):
         first, second = views.chunk(2)
         edited = self.edit(features)
         replaced = (edited != features["input_ids"]) & features["attention_mask"].bool()
-        detection = rtd_loss(self.discriminate(edited, features, views), replaced, features.real_positions())
+        positions = features.real_positions() if self.config["rtd_positions"] == "real" else None
+        detection = rtd_loss(self.discriminate(edited, features, views), replaced, positions)
         return info_nce(first, second, self.temperature) + self.config["rtd_weight"] * detection
