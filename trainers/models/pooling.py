@@ -19,9 +19,9 @@ from trainers.models.wk_pooling import wk_pool
 
 SINGLE_LAYER_POOLINGS = ("cls", "mean", "max")
 WK_DEFAULTS = (COMMON_KNOBS["wk_window"].default, COMMON_KNOBS["wk_layer_start"].default)
+"""(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
 RANDOM_POOLER = "random_pooler"
 """The attribute :func:`mark_random_pooler` sets on a loaded model (copies keep it)."""
-"""(window, first layer) of WK pooling where no config gives them (an SCT teacher, an analysis): the knobs'."""
 
 
 def masked_mean(hidden: Tensor, attention_mask: Tensor) -> Tensor:

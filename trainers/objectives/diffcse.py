@@ -65,7 +65,7 @@ class DiffCSEObjective(SimCSEObjective):
         tokenizer = self.encoder.tokenizer
         special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=input_ids.device))
         masked, chosen = mask_for_generator(input_ids, attention & ~special, self.config["mask_ratio"],
-                                    tokenizer.mask_token_id, len(tokenizer))
+                                            tokenizer.mask_token_id, len(tokenizer))
         generator = self.generator.model.train(self.config["generator_dropout"])  # its dropout draws: torch's RNG
         inputs = transformer_inputs(generator, features.with_ids(masked))
         # The ids and the mask only, as the authors give them: the generator may take no token types (DistilBERT).
