@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -41,9 +41,10 @@ def wait_listening(port: int, timeout: float = 60.0) -> None:
             time.sleep(0.1)
 
 
-def _pipe(source: socket.socket, sink: socket.socket, watch=None) -> None:
+def _pipe(source: socket.socket, sink: socket.socket, watch: Callable[[bytes], bool] | None = None) -> None:
     """Forward ``source`` to ``sink``; ``watch(chunk)`` (the client's side only) may stop the chunk and all
-    that follows, by returning True."""
+    that follows, by returning True. Either way, both sockets are shut down as it ends, which ends the other
+    direction's ``_pipe`` too (its ``recv`` returns); closing them is left to ``Relay._forward``."""
     try:
         while chunk := source.recv(65536):
             if watch is not None and watch(chunk):
@@ -62,12 +63,15 @@ def _pipe(source: socket.socket, sink: socket.socket, watch=None) -> None:
 @dataclass
 class Relay:
     """Forwards 127.0.0.1:``port`` to the server's port. ``down()`` closes the listening port and every open
-    connection (a client is refused, as by a dead endpoint); ``up()`` listens again on the same port."""
+    connection (a client is refused, as by a dead endpoint); ``up()`` listens again on the same port. A
+    connection's sockets are closed as soon as either side ends it: the sweep's driver opens dozens of
+    connections a second, and sockets kept until ``down()`` ran this process out of file descriptors."""
 
     target: int
     port: int = field(default_factory=free_port)
     _listener: socket.socket | None = None
-    _open: list[socket.socket] = field(default_factory=list)
+    _open: set[socket.socket] = field(default_factory=set)
+    """The sockets of the connections being forwarded (both ends of each), for ``down()`` to cut."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _cut_on: bytes | None = None
     cut: threading.Event = field(default_factory=threading.Event)
@@ -111,15 +115,24 @@ class Relay:
     def down(self) -> None:
         with self._lock:
             listener, self._listener = self._listener, None
-            connections, self._open = self._open, []
+            connections, self._open = self._open, set()
         if listener is not None:
+            # shutdown first: a close() alone leaves the port listening while _accept's thread is blocked in
+            # accept() on it (the kernel keeps the socket for the call), so the next client would be accepted.
+            try:
+                listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             listener.close()
+        # Shut down, not closed here: each connection's thread is still in recv() on its sockets. Shutting
+        # them down ends the connection for the client at once and wakes those threads, and the connection's
+        # _forward closes both sockets once neither thread uses them (closing under a thread blocked on the
+        # descriptor could let it act on a new socket that reused the number).
         for connection in connections:
             try:
                 connection.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
-            connection.close()
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -137,9 +150,20 @@ class Relay:
                     client.close()
                     server.close()
                     return
-                self._open += [client, server]
-            threading.Thread(target=_pipe, args=(client, server, self._watch), daemon=True).start()
-            threading.Thread(target=_pipe, args=(server, client), daemon=True).start()
+                self._open |= {client, server}
+            threading.Thread(target=self._forward, args=(client, server), daemon=True).start()
+
+    def _forward(self, client: socket.socket, server: socket.socket) -> None:
+        """Forward one connection both ways until either side (or ``down()``) ends it, then close both sockets:
+        a socket only shut down keeps its descriptor for as long as anything holds it."""
+        back = threading.Thread(target=_pipe, args=(server, client), daemon=True)
+        back.start()
+        _pipe(client, server, self._watch)
+        back.join()  # ends promptly: _pipe shut both sockets down as it returned
+        with self._lock:
+            self._open -= {client, server}
+        client.close()
+        server.close()
 
 
 @dataclass
