@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import benchmarks
+from benchmarks.optimizer_update import SIDES
 from benchmarks.results_file import write_section
 from tests.conftest import build_objective
 from trainers.training import precision
@@ -60,6 +61,9 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     assert {(row["method"], row["precision"]) for row in results["legacy"]} == {
         (method, "fp32") for method in gpu.legacy.LEGACY_METHODS}  # the tiny version's precision: a CPU has no TF32
     assert all(row["ms"] > 0 for row in results["legacy"])
+    optimizer = {row["implementation"]: row for row in results["optimizer"]}  # the rate a float: a CPU has no graphs
+    assert list(optimizer) == list(SIDES) and optimizer["torch"]["ratio"] == 1.0
+    assert all(row["ms"] > 0 and not row["rate_tensor"] for row in optimizer.values())
     scores = {(row["what"], row["precision"]): row["test_avg"] for row in results["evaluation"]}
     assert scores[("ours", "fp32")] == scores[("ours, tokenised afresh", "fp32")]  # kept ids are the tokenizer's
     assert scores[("ours", "tf32")] == scores[("ours", "fp32")]  # a CPU has no TF32: the same fp32
@@ -100,6 +104,7 @@ def test_the_device_check_runs_its_tiny_version_and_renders_its_section(tmp_path
     text = page.read_text()
     assert "## GPU: training steps" in text and "Machine: CPU;" in text and "### Targets (issue 39)" in text
     assert "| simcse | tiny BERT |" in text and "### Before and after" in text
+    assert f"| transformers | a float | {optimizer['transformers']['ms']:.1f} |" in text
     assert "### The SimCSE step compiled" in text and "| simcse tiny BERT | fp32 | default |" in text
     assert "| tiny BERT, compiled | 2 |" in text
     assert "| tiny BERT, cuda_graph fp32 | 2 |" in text

@@ -80,8 +80,12 @@ def glue_spec_file(tmp_path: Path, rows: dict[str, str], glue=None, name: str = 
     return write_spec(tmp_path, raw)
 
 
-FAST = {"learning_rate": 1e-3, "batch_size": 16, "epochs": 10, "max_seq_length": 16, "eval_every": 2}
-"""Knobs with which the tiny random BERT learns the cue in a few dozen steps."""
+FAST = {"learning_rate": 1e-3, "batch_size": 16, "epochs": 10, "max_seq_length": 16, "eval_every": 2,
+        "adam_implementation": "torch"}
+"""Knobs with which the tiny random BERT learns the cue in a few dozen steps. torch's Adam: transformers' epsilon,
+on the uncorrected root (GLUE's default), damps this model's small gradients at this rate, and the cue is learnt
+in fewer of the seeds (measured, seeds 1 to 3: 92, 100 and 70, where torch's update, or transformers' at epsilon
+1e-12, reaches 100 in each)."""
 
 
 # ---------------------------------------------------------------- the split and the metrics

@@ -1,4 +1,4 @@
-"""The optimiser: which weights decay, and Adam without bias correction (the ConSERT and SCT authors')."""
+"""The optimiser: which weights decay, and transformers' AdamW (every author's), bias corrected or not."""
 
 import math
 
@@ -8,7 +8,9 @@ from transformers import BertConfig, BertModel
 
 from trainers.registry import get_method
 from trainers.training.optimization import make_optimizer, parameter_groups
-from trainers.training.uncorrected_adam import UncorrectedAdam
+from trainers.data.glue_tasks import parse_glue
+from trainers.knobs import ConfigError
+from trainers.training.transformers_adamw import TransformersAdamW, bias_corrections
 
 SENTENCE_TRANSFORMERS_NO_DECAY = ["bias", "LayerNorm.bias", "LayerNorm.weight"]
 """sentence-transformers' fit() (the version every SG-BERT, ConSERT and SCT run used): the names it exempts."""
@@ -45,33 +47,72 @@ def gradients(count: int, shapes, seed: int = 1):
     return [[torch.randn(shape, generator=generator) for shape in shapes] for _ in range(count)]
 
 
+@pytest.mark.parametrize("correct_bias", [False, True])
 @pytest.mark.parametrize("lr_in_tensor", [False, True])
-def test_uncorrected_adam_is_transformers_adamw_without_bias_correction(lr_in_tensor):
+def test_transformers_adamw_is_the_written_out_update(correct_bias, lr_in_tensor):
     start = [torch.randn(5, 3), torch.randn(3)]
     by_step = gradients(12, [(5, 3), (3,)])
     lr, betas, eps = 1e-2, (0.9, 0.999), 1e-6
     weights = [torch.nn.Parameter(w.clone()) for w in start]
     rate = torch.tensor(lr) if lr_in_tensor else lr
-    optimizer = UncorrectedAdam([{"params": [weights[0]], "weight_decay": 0.1},
-                                 {"params": [weights[1]], "weight_decay": 0.0}], lr=rate, betas=betas, eps=eps,
-                                weight_decay=0.1)
+    optimizer = TransformersAdamW([{"params": [weights[0]], "weight_decay": 0.1},
+                                   {"params": [weights[1]], "weight_decay": 0.0}], lr=rate, betas=betas, eps=eps,
+                                  weight_decay=0.1, correct_bias=correct_bias)
     for step_gradients in by_step:
         for weight, gradient in zip(weights, step_gradients):
             weight.grad = gradient.clone()
         optimizer.step()
-    expected = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.1, 0.0], correct_bias=False)
+    expected = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.1, 0.0], correct_bias)
     for weight, reference in zip(weights, expected):
         torch.testing.assert_close(weight.detach().double(), reference, rtol=1e-6, atol=1e-7)
-    corrected = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.1, 0.0], correct_bias=True)
-    assert not torch.allclose(weights[0].detach().double(), corrected[0], rtol=1e-3, atol=1e-4)
+    other = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.1, 0.0], not correct_bias)
+    assert not torch.allclose(weights[0].detach().double(), other[0], rtol=1e-3, atol=1e-4)
 
 
-def test_uncorrected_adam_with_coupled_decay_adds_the_penalty_to_the_gradient():
+def test_transformers_epsilon_sits_on_the_uncorrected_root_where_torchs_sits_on_the_corrected_one():
+    """One step from zero moments: transformers' update lr (1 - beta2)^(1/2) / (1 - beta1) m / (sqrt(v) + eps) is
+    torch's lr / (1 - beta1) m / (sqrt(v / (1 - beta2)) + eps') with eps' = eps / (1 - beta2)^(1/2), not eps."""
+    start, gradient = torch.zeros(64), torch.logspace(-9, 0, 64)  # gradients around eps and far above it
+    betas, eps = (0.9, 0.999), 1e-6
+
+    def one_step(kind, **options):
+        weight = torch.nn.Parameter(start.clone())
+        optimizer = kind([weight], lr=1e-3, betas=betas, weight_decay=0.0, **options)
+        weight.grad = gradient.clone()
+        optimizer.step()
+        return weight.detach()
+
+    ours = one_step(TransformersAdamW, eps=eps)
+    torch.testing.assert_close(ours, one_step(torch.optim.AdamW, eps=eps / math.sqrt(1 - betas[1])))
+    torch_at_eps = one_step(torch.optim.AdamW, eps=eps)
+    assert not torch.allclose(ours[:16], torch_at_eps[:16], rtol=0.1)  # small gradients: eps weighs 31.6x more
+    torch.testing.assert_close(ours[-8:], torch_at_eps[-8:], rtol=1e-3, atol=0)  # large ones: alike
+
+
+def test_a_weight_without_gradient_keeps_its_own_step_count_as_transformers_counts_it():
+    """transformers counts steps per weight: one that gets its first gradient at step 3 is corrected as at step 1."""
+    late_start, by_step = torch.randn(4), gradients(5, [(4,)])
+    early, late = torch.nn.Parameter(torch.randn(4)), torch.nn.Parameter(late_start.clone())
+    together = TransformersAdamW([early, late], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0)
+    for step, (gradient,) in enumerate(by_step):
+        early.grad = gradient.clone()
+        late.grad = gradient.clone() if step >= 2 else None
+        together.step()
+    alone_weight = torch.nn.Parameter(late_start.clone())
+    alone = TransformersAdamW([alone_weight], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0)
+    for (gradient,) in by_step[2:]:
+        alone_weight.grad = gradient.clone()
+        alone.step()
+    assert torch.equal(late.detach(), alone_weight.detach())
+
+
+def test_transformers_adamw_with_coupled_decay_adds_the_penalty_to_the_gradient():
     """optimizer 'adam': the L2 penalty's gradient weight_decay * w joins g before the moments (torch Adam's)."""
     start = [torch.randn(4, 2)]
     by_step = gradients(6, [(4, 2)])
     weight = torch.nn.Parameter(start[0].clone())
-    optimizer = UncorrectedAdam([weight], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.5, decoupled=False)
+    optimizer = TransformersAdamW([weight], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.5,
+                                  decoupled=False, correct_bias=False)
     reference, m, v = start[0].double().clone(), torch.zeros(4, 2, dtype=torch.float64), torch.zeros(4, 2,
                                                                                                   dtype=torch.float64)
     for (gradient,) in by_step:
@@ -84,13 +125,15 @@ def test_uncorrected_adam_with_coupled_decay_adds_the_penalty_to_the_gradient():
     torch.testing.assert_close(weight.detach().double(), reference, rtol=1e-6, atol=1e-7)
 
 
-def test_an_uncorrected_adam_restored_from_its_state_continues_bitwise():
+@pytest.mark.parametrize("correct_bias", [False, True])
+def test_a_transformers_adamw_restored_from_its_state_continues_bitwise(correct_bias):
     start = torch.randn(6)
     by_step = gradients(8, [(6,)])
 
     def run(steps, optimizer_state=None, weight_start=start):
         weight = torch.nn.Parameter(weight_start.clone())
-        optimizer = UncorrectedAdam([weight], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01)
+        optimizer = TransformersAdamW([weight], lr=1e-2, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.01,
+                                      correct_bias=correct_bias)
         if optimizer_state is not None:
             optimizer.load_state_dict(optimizer_state)
         for (gradient,) in steps:
@@ -117,16 +160,18 @@ def test_biases_and_layernorm_weights_are_not_decayed_as_sentence_transformers_f
     assert any("LayerNorm.weight" in name for name in fit_exempt) and any("bias" in name for name in fit_exempt)
 
 
-@pytest.mark.parametrize("bias_correction", [True, False])
-def test_the_loops_optimizer_decays_only_the_weights_fit_decays(bias_correction):
+@pytest.mark.parametrize("implementation, bias_correction", [("torch", True), ("transformers", True),
+                                                              ("transformers", False)])
+def test_the_loops_optimizer_decays_only_the_weights_fit_decays(implementation, bias_correction):
     """With zero gradients Adam's update is zero: what moves is the decay, (1 - lr * decay) for the decayed
     weights, nothing for biases and LayerNorm weights."""
     model = tiny_bert_model()
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     config = get_method("simcse").resolve({"learning_rate": 0.1, "weight_decay": 0.5,
+                                           "adam_implementation": implementation,
                                            "adam_bias_correction": bias_correction})
     optimizer = make_optimizer(config, model)
-    assert isinstance(optimizer, UncorrectedAdam) is not bias_correction
+    assert isinstance(optimizer, TransformersAdamW) is (implementation == "transformers")
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
     optimizer.step()
@@ -136,8 +181,31 @@ def test_the_loops_optimizer_decays_only_the_weights_fit_decays(bias_correction)
         torch.testing.assert_close(p.detach(), expected, rtol=1e-6, atol=1e-7)
 
 
-def test_the_consert_and_sct_authors_optimizer_is_their_default_and_sg_keeps_the_corrected_one():
-    for method, corrected in (("consert", False), ("sct", False), ("flow", False), ("sg", True), ("simcse", True)):
+def test_every_authors_optimizer_is_their_default():
+    """Every author's code here trained with transformers.AdamW; ConSERT's, SCT's and BERT-flow's uncorrected."""
+    for method, corrected in (("consert", False), ("sct", False), ("flow", False), ("sg", True), ("simcse", True),
+                              ("dclr", True), ("diffcse", True)):
         config = get_method(method).resolve({})
-        assert config["adam_bias_correction"] is corrected, method
-        assert isinstance(make_optimizer(config, tiny_bert_model()), UncorrectedAdam) is not corrected
+        assert (config["adam_implementation"], config["adam_bias_correction"]) == ("transformers", corrected), method
+        optimizer = make_optimizer(config, tiny_bert_model())
+        assert isinstance(optimizer, TransformersAdamW), method
+        assert all(group["correct_bias"] is corrected for group in optimizer.param_groups), method
+
+
+def test_torchs_adam_without_bias_correction_is_refused_in_the_loop_and_in_glue():
+    with pytest.raises(ConfigError) as refused:
+        get_method("simcse").resolve({"adam_implementation": "torch", "adam_bias_correction": False})
+    assert [problem.key for problem in refused.value.problems] == ["adam_bias_correction"]
+    assert get_method("simcse").resolve({"adam_implementation": "transformers", "adam_bias_correction": False})
+    refused = parse_glue({"adam_bias_correction": False, "adam_implementation": "torch"})[1]
+    assert [key for key, _ in refused] == [".adam_bias_correction"]
+    assert parse_glue({"adam_bias_correction": False})[1] == []  # GLUE's default: transformers' (run_glue's then)
+
+
+@pytest.mark.parametrize("beta1, beta2", [(0.9, 0.999), (0.0, 0.98)])
+def test_the_bias_corrections_on_the_device_are_pythons_float64_ones(beta1, beta2):
+    """transformers computes the step size in Python floats; ours in float32 tensors keeps it to 1e-6."""
+    counts = [1, 2, 10, 100, 1_000, 100_000]
+    ours = bias_corrections([torch.tensor(float(t)) for t in counts], beta1, beta2)
+    for t, correction in zip(counts, ours):
+        assert correction.item() == pytest.approx(math.sqrt(1 - beta2**t) / (1 - beta1**t), rel=1e-6), t

@@ -89,11 +89,13 @@ def another_value(knob):
 
 COMPANIONS = [{}, {"patience": 0}, {"final_state": "best_dev"}, {"pooling": "mean"}, {"torch_compile": True},
               {"pad_to_max_length": True}, {"pooling": "cls"}, {"early_stopping_rule": "no_gain"},
-              {"selection_metric": "stsb"}, {"pooling": "mean", "selection_pooling": "same"}]
+              {"selection_metric": "stsb"}, {"pooling": "mean", "selection_pooling": "same"},
+              {"adam_bias_correction": True}]
 """Settings that let one knob's other value resolve: final_state 'last' refuses patience, eval_grid 'stage' the
 rule 'epoch_ends', sts_source 'hub' the selection_metric 'avg_sts', pooling_skip_frequent a
 non-averaging pooling (DCLR's selection_pooling 'pooler' too), torch_compile_mode an uncompiled transformer,
-cuda_graph batches of many shapes, a flow's selection_pooling any but its pooling."""
+cuda_graph batches of many shapes, a flow's selection_pooling any but its pooling, adam_implementation 'torch'
+Adam's bias correction."""
 KNOBS_OF_EVERY_METHOD = [(name, knob.name) for name, method in METHODS.items() for knob in method.all_knobs]
 
 

@@ -39,6 +39,8 @@ SELECTION_METRICS = ("stsb", "avg_sts")
 """The dev scores that can select a trial's state (``selection_metric``, :class:`trainers.suites.sts.STSEvaluator`)."""
 EVAL_GRIDS = ("stage", "trainer", "epoch")
 """Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.steps.evaluations_after`)."""
+ADAM_IMPLEMENTATIONS = ("torch", "transformers")
+"""Whose Adam update trains (``adam_implementation``, :func:`trainers.training.optimization.make_optimizer`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
 
@@ -130,9 +132,17 @@ def eval_batch_size(setting: int, device_type: str) -> int:
     return setting or (512 if device_type == "cuda" else 128)
 
 
+def optimizer_problems(config: Mapping[str, Any]) -> list[Problem]:
+    """What the optimiser's knobs ask for together that torch's Adam cannot do (the loop's and GLUE's)."""
+    if config["adam_bias_correction"] or config["adam_implementation"] == "transformers":
+        return []
+    return [Problem("adam_bias_correction", "false is transformers' AdamW(correct_bias=False), and torch's Adam "
+                    "always corrects: set adam_implementation: transformers")]
+
+
 def training_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the training knobs of a resolved config ask for that no one knob shows."""
-    problems = []
+    problems = optimizer_problems(config)
     if config["final_state"] == "last" and config["patience"] and config["early_stopping_rule"] == "no_gain":
         problems.append(Problem("patience", "stops a stage after evaluations without a better dev score, but "
                                 "final_state 'last' keeps no best score to beat: set patience 0, final_state "
@@ -189,10 +199,16 @@ TRAINING_KNOBS = KnobSet(
         Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam), of every weight but "
              "biases and LayerNorm weights (sentence-transformers' fit() and Hugging Face's Trainer exempt them).",
              low=0.0),
+        Knob("adam_implementation", str, "torch", "Whose Adam update: 'torch' (torch.optim.AdamW, or Adam: epsilon "
+             "added to the bias-corrected sqrt(v), the decoupled decay before the update; one fused kernel on a "
+             "GPU) or 'transformers' (transformers.AdamW, which every author's code here trained with: epsilon "
+             "added to sqrt(v) before the correction scales the step, so it weighs 31.6x more at step 1, 3.2x at "
+             "step 100 with beta2 0.999; the decay after the update; "
+             "trainers/training/transformers_adamw.py).", choices=ADAM_IMPLEMENTATIONS),
         Knob("adam_bias_correction", bool, True, "Adam's bias correction of its moment estimates (Kingma and Ba, "
              "Algorithm 1). false: transformers' AdamW(correct_bias=False), the ConSERT and SCT authors' "
-             "optimiser, whose early updates are larger (3.2x at step 100, 1.3x at step 1,000 with beta2 0.999; "
-             "trainers/training/uncorrected_adam.py). On a GPU torch's fused update runs only with it."),
+             "optimiser, whose early updates are larger (3.2x at step 100, 1.3x at step 1,000 with beta2 0.999); "
+             "it needs adam_implementation 'transformers' (torch's Adam always corrects)."),
         Knob("max_grad_norm", float, 0.0, "Clip the gradients of each step to this global L2 norm (0 = no "
              "clipping).", low=0.0),
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),

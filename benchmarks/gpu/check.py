@@ -32,7 +32,7 @@ COMPILED_PRECISIONS = ("tf32", "bf16")
 COMPILED_MODES = ("default", "reduce-overhead")
 """The ``torch_compile_mode`` values the compiled part measures on a GPU (``--compile-modes``); 'default' in the
 tiny version (a CPU records no CUDA graphs, so its 'reduce-overhead' is 'default')."""
-PARTS = ("rates", "steps", "compiled", "bare", "graphed", "loop_graphed", "agreement", "trials", "legacy",
+PARTS = ("rates", "steps", "optimizer", "compiled", "bare", "graphed", "loop_graphed", "agreement", "trials", "legacy",
          "profile", "evaluation", "sharing", "sharing_mps", "sharing_graphed", "sharing_compiled")
 """The parts of the device check, in the order it measures them (``--skip`` leaves some out)."""
 
@@ -82,6 +82,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                   for precision in precisions])
         if args.steps_only:
             return results
+        section("optimizer", lambda: optimizer_rows(device, tiny))
         compiled = [p for p in (COMPILED_PRECISIONS if not tiny else ("fp32",)) if p in precisions]
         modes = args.compile_modes or (COMPILED_MODES if not tiny else ("default",))
         section("compiled", lambda: [{"model": name, **loop_steps("simcse", path, precision, steps, device,
@@ -128,6 +129,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                              for row in sharing(bert, (1, 2) if tiny else (1, 4),
                                                                 steps if tiny else 60, "auto", torch_compile=True)])
     return results
+
+
+def optimizer_rows(device: torch.device, tiny: bool) -> list[dict[str, Any]]:
+    """One Adam update of BERT-base by ``adam_implementation`` (:mod:`benchmarks.optimizer_update`), with the rate a
+    float and, on a GPU, in a device tensor (what a CUDA graph records)."""
+    from benchmarks.optimizer_update import update_times  # at run time: a --legacy child imports older trainers/
+
+    layers, hidden = (2, 64) if tiny else (12, 768)
+    return [{**row, "rate_tensor": rate_tensor}
+            for rate_tensor in ((False, True) if device.type == "cuda" else (False,))
+            for row in update_times(layers, hidden, device, 3 if tiny else 20, 2 if tiny else 5, rate_tensor)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -182,6 +182,13 @@ def body(results: dict[str, Any]) -> str:
         lines += ["", "### Training steps through `trainers.training.loop.train` (ms per step)", "",
                   *_table(("method", "model", "fp32", "TF32", "bf16", "peak GiB", "TFLOP/step",
                            "TFLOP/s (fastest)", "share of the card's rate"), rows)]
+    optimizer = results.get("optimizer", [])
+    if optimizer:
+        rows = [(row["implementation"], "a device tensor" if row["rate_tensor"] else "a float", _ms(row["ms"]),
+                 f"{row['ratio']:.2f}x") for row in optimizer]
+        lines += ["", f"### One Adam update of {optimizer[0]['parameters'] / 1e6:.1f}M weights "
+                  "(`python -m benchmarks.optimizer_update`)", "",
+                  *_table(("adam_implementation", "learning rate in", "ms per update", "against torch's"), rows)]
     compiled = results.get("compiled", [])
     if compiled:
         rows = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS
+from trainers.common_knobs import COMMON_KNOBS, TRAINING_KNOBS, optimizer_problems
 from trainers.data.sources import DataError, DataSource
 from trainers.knobs import ConfigError, Knob, KnobSet
 from trainers.metrics import Glue
@@ -58,15 +58,17 @@ GLUE = DataSource(
 )
 """Where GLUE's data is read (``GLUE.load(tasks)``, ``GLUE.data_problem(tasks)``): ``$GLUE_DATA_DIR``, else the
 hub. GLUE is no evaluation suite (:mod:`trainers.suites`): it fine-tunes the encoder."""
-GLUE_DEFAULTS = {"max_seq_length": 128, "batch_size": 32, "epochs": 3, "learning_rate": 2e-5}
+GLUE_DEFAULTS = {"max_seq_length": 128, "batch_size": 32, "epochs": 3, "learning_rate": 2e-5,
+                 "adam_implementation": "transformers"}
 """SG-BERT's appendix (A.4) states no fine-tuning hyperparameters: these are Hugging Face's run_glue
-example's (max length 128, batch 32, 3 epochs, AdamW at 2e-5, linear decay, no warm-up or decay)."""
+example's of its time (max length 128, batch 32, 3 epochs, its Trainer's transformers.AdamW at 2e-5, linear decay,
+no warm-up or decay)."""
 GLUE_KNOBS = KnobSet(
     tuple(dataclasses.replace(knob, default=GLUE_DEFAULTS.get(knob.name, knob.default))
           for knob in (*TRAINING_KNOBS, *COMMON_KNOBS)
           if knob.name in ("train_limit", "max_seq_length", "batch_size", "epochs", "max_steps", "optimizer",
-                           "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "adam_bias_correction",
-                           "weight_decay",
+                           "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "adam_implementation",
+                           "adam_bias_correction", "weight_decay",
                            "max_grad_norm", "warmup_ratio", "lr_schedule", "eval_batch_size"))
     + (Knob("eval_every", int, 0, "Score the first 10% of each validation set (the selection part) every N "
             "training steps, and after the last; 0 = at the end of each epoch.", low=0),)
@@ -93,6 +95,8 @@ def parse_glue(value: Any) -> tuple[dict[str, Any], list[tuple[str, str]]]:
     except ConfigError as error:
         resolved = {}
         problems += [(f".{problem.key}", problem.message) for problem in error.problems]
+    else:
+        problems += [(f".{problem.key}", problem.message) for problem in optimizer_problems(resolved)]
     return {**resolved, Glue.TASKS_KEY: tasks}, problems
 
 

@@ -84,7 +84,8 @@ METHOD = Method(
     + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 64,
-              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_bias_correction": False},
+              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "transformers",
+              "adam_bias_correction": False},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
@@ -102,6 +103,9 @@ METHOD = Method(
         "eval_grid": "no dev evaluations; ours only report, as the last state is kept",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
         "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
+        "adam_implementation": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, transformers.AdamW's "
+                               "update without the correction but for the decay, of the weights before the update "
+                               "(not after: lr^2 weight_decay apart)",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
         "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
     }.items()},

@@ -64,7 +64,8 @@ SIMCSE_SOURCES = {
     "max_grad_norm": f"{SIMCSE_PAPER}: silent; the authors' run_unsup_example.sh keeps HF Trainer's max_grad_norm 1",
     "adam_epsilon": f"{SIMCSE_PAPER}: silent; HF Trainer's adam_epsilon 1e-8 (run_unsup_example.sh)",
     "weight_decay": f"{SIMCSE_PAPER}: silent; HF Trainer's weight_decay 0 (run_unsup_example.sh)",
-    "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's AdamW (torch's), bias corrected",
+    "adam_implementation": f"{SIMCSE_PAPER}: silent; HF Trainer (transformers 4.2.1) creates transformers.AdamW",
+    "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's transformers.AdamW, bias corrected",
     "fp16_schedule": f"{SIMCSE_PAPER}: silent; the authors' Trainer (transformers 4.2.1) steps the scheduler every "
     "step, a skipped fp16 update too",
 }

@@ -16,7 +16,7 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from trainers.method import Config
 from trainers.training.checkpoint import SelectionState
-from trainers.training.uncorrected_adam import UncorrectedAdam
+from trainers.training.transformers_adamw import TransformersAdamW
 
 
 def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
@@ -29,10 +29,10 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> lis
 
 def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = False) -> torch.optim.Optimizer:
     """Adam or AdamW over ``module``'s trainable parameters, ``weight_decay`` on all but biases and LayerNorm
-    weights (:func:`parameter_groups`). With ``adam_bias_correction`` torch's, on a GPU its fused kernel, one
+    weights (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a GPU its fused kernel, one
     launch for all parameters' update instead of a few per tensor group (the same update, up to float rounding;
-    the CPU keeps the plain one its tests pin bitwise); without it the ConSERT and SCT authors' update
-    (:class:`~trainers.training.uncorrected_adam.UncorrectedAdam`).
+    the CPU keeps the plain one its tests pin bitwise); 'transformers': the authors' update, bias corrected or not
+    (:class:`~trainers.training.transformers_adamw.TransformersAdamW`).
 
     ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
     place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
@@ -43,14 +43,15 @@ def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = 
     lr = torch.tensor(rate, device=parameters[0].device) if rate_tensor else rate
     betas = (config["adam_beta1"], config["adam_beta2"])
     decoupled = config["optimizer"] == "adamw"
-    if config["adam_bias_correction"]:
+    if config["adam_implementation"] == "torch":
         fused = fused_update(parameters)
         kind = torch.optim.AdamW if decoupled else torch.optim.Adam
         optimizer = kind(groups, lr=lr, betas=betas, eps=config["adam_epsilon"], fused=fused,
                          capturable=bool(rate_tensor and fused))
     else:
-        optimizer = UncorrectedAdam(groups, lr=lr, betas=betas, eps=config["adam_epsilon"],
-                                    weight_decay=config["weight_decay"], decoupled=decoupled)
+        optimizer = TransformersAdamW(groups, lr=lr, betas=betas, eps=config["adam_epsilon"],
+                                      weight_decay=config["weight_decay"], decoupled=decoupled,
+                                      correct_bias=config["adam_bias_correction"])
     for group in optimizer.param_groups:  # the schedule's base rate, a float: each step's rate is filled in
         group["initial_lr"] = rate        # without reading the device
     return optimizer
