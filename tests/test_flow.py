@@ -19,6 +19,7 @@ from trainers.objectives.flow import flow_from_config
 from trainers.registry import get_method
 from trainers.training.checkpoint import LocalSession
 from trainers.training.loop import run_trial
+from trainers.training.optimization import make_optimizer
 
 TRIAL = {"method": "flow", "batch_size": 8, "train_limit": 40, "max_steps": 4, "eval_every": 2,
          "eval_precision": "fp32"}
@@ -99,8 +100,25 @@ def test_the_knobs_default_to_the_authors_config():
         "flow_levels": 3, "flow_depth": 3, "flow_width": 32, "flow_coupling": "additive", "flow_permutation": True,
         "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 64, "max_seq_length": 64,
         "lr_schedule": "constant", "weight_decay": 0.01, "adam_epsilon": 1e-6, "max_grad_norm": 1.0,
-        "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5}
+        "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5, "weight_decay_exempt": "none",
+        "adam_implementation": "transformers", "adam_bias_correction": False}
     assert {name: knobs[name].default for name in expected} == expected
+
+
+@pytest.mark.parametrize("exempt", ["none", "biases_and_norms"])
+def test_the_flows_biases_are_decayed_as_the_authors_code_decays_them(exempt):
+    """BERT-flow's exempt names (LayerNorm, layer_norm, bias) match none of its flow's TensorFlow variables (b,
+    logs, W, ...): every one decays. 'biases_and_norms' spares ours named 'bias' (the actnorms' and the zero
+    dense layers'), as fit() would."""
+    flow = Glow(8, levels=1, depth=1)
+    config = get_method("flow").resolve({"weight_decay_exempt": exempt} if exempt != "none" else {})
+    optimizer = make_optimizer(config, flow)
+    decay = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
+    names = {name: decay[id(p)] for name, p in flow.named_parameters()}
+    biases = [name for name in names if "bias" in name]
+    assert biases and len(names) > len(biases)
+    assert all(names[name] == (0.01 if exempt == "none" else 0.0) for name in biases)
+    assert all(rate == 0.01 for name, rate in names.items() if name not in biases)
 
 
 def test_a_width_the_levels_cannot_halve_is_refused(tiny_bert):

@@ -39,6 +39,8 @@ SELECTION_METRICS = ("stsb", "avg_sts")
 """The dev scores that can select a trial's state (``selection_metric``, :class:`trainers.suites.sts.STSEvaluator`)."""
 EVAL_GRIDS = ("stage", "trainer", "epoch")
 """Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.steps.evaluations_after`)."""
+DECAY_EXEMPTIONS = ("biases_and_norms", "none")
+"""Which weights ``weight_decay`` spares (:func:`trainers.training.optimization.parameter_groups`)."""
 ADAM_IMPLEMENTATIONS = ("torch", "transformers")
 """Whose Adam update trains (``adam_implementation``, :func:`trainers.training.optimization.make_optimizer`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
@@ -197,8 +199,11 @@ TRAINING_KNOBS = KnobSet(
         Knob("adam_epsilon", float, 1e-8, "Adam's epsilon (torch's default; BERT's TensorFlow optimiser, which "
              "the authors' code of BERT-flow uses: 1e-6).", low=0.0, high=1.0),
         Knob("weight_decay", float, 0.0, "Decoupled weight decay (adamw) or L2 penalty (adam), of every weight but "
-             "biases and LayerNorm weights (sentence-transformers' fit() and Hugging Face's Trainer exempt them).",
-             low=0.0),
+             "those weight_decay_exempt spares.", low=0.0),
+        Knob("weight_decay_exempt", str, "biases_and_norms", "Which weights weight_decay spares: "
+             "'biases_and_norms', every weight whose name holds 'bias' and LayerNorm weights (sentence-transformers' "
+             "fit() and Hugging Face's Trainer); 'none', every weight decayed (BERT-flow's code, whose exempt names "
+             "match none of its flow's variables).", choices=DECAY_EXEMPTIONS),
         Knob("adam_implementation", str, "torch", "Whose Adam update: 'torch' (torch.optim.AdamW, or Adam: epsilon "
              "added to the bias-corrected sqrt(v), the decoupled decay before the update; one fused kernel on a "
              "GPU) or 'transformers' (transformers.AdamW, which every author's code here trained with: epsilon "

@@ -83,6 +83,7 @@ METHOD = Method(
     )
     + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
+              "weight_decay_exempt": "none",
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 64,
               "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "transformers",
               "adam_bias_correction": False},
@@ -94,7 +95,10 @@ METHOD = Method(
              for knob, what in {
         "pooling": "README's avg-last-2, computed as the first and last layers' mean",
         "learning_rate": "flow optimiser AdamW at lr 1e-3", "lr_schedule": "a constant learning rate",
-        "weight_decay": "weight decay 0.01", "adam_epsilon": "epsilon 1e-6", "adam_beta2": "beta2 0.999",
+        "weight_decay": "weight decay 0.01",
+        "weight_decay_exempt": "optimization_bert_flow.py's exclude_from_weight_decay (LayerNorm, layer_norm, bias) "
+                               "matches none of the flow's variables (flow/glow_ops_1x1.py: b, logs, W, L, U, "
+                               "log_S): every one decayed", "adam_epsilon": "epsilon 1e-6", "adam_beta2": "beta2 0.999",
         "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
         "batch_size": "batch 32 of sentence pairs, both sides of each a step (run_siamese.py: a pass a side, "
                       "the two losses summed): 64 sentences", "max_seq_length": "max length 64",

@@ -28,8 +28,8 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> lis
 
 
 def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = False) -> torch.optim.Optimizer:
-    """Adam or AdamW over ``module``'s trainable parameters, ``weight_decay`` on all but biases and LayerNorm
-    weights (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a GPU its fused kernel, one
+    """Adam or AdamW over ``module``'s trainable parameters, ``weight_decay`` on all but those
+    ``weight_decay_exempt`` spares (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a GPU its fused kernel, one
     launch for all parameters' update instead of a few per tensor group (the same update, up to float rounding;
     the CPU keeps the plain one its tests pin bitwise); 'transformers': the authors' update, bias corrected or not
     (:class:`~trainers.training.transformers_adamw.TransformersAdamW`).
@@ -37,7 +37,7 @@ def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = 
     ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
     place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
     On a GPU torch's update is then capturable too (its step counts stay on the device)."""
-    groups = parameter_groups(module, config["weight_decay"])
+    groups = parameter_groups(module, config["weight_decay"], config["weight_decay_exempt"] == "biases_and_norms")
     parameters = [p for group in groups for p in group["params"]]
     rate = config["learning_rate"]
     lr = torch.tensor(rate, device=parameters[0].device) if rate_tensor else rate
@@ -57,17 +57,17 @@ def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = 
     return optimizer
 
 
-def parameter_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """``module``'s trainable parameters in two groups: decayed by ``weight_decay``, and not: every parameter
-    whose name holds 'bias' and the weights of LayerNorm layers, as sentence-transformers' ``fit()`` (whose
-    ``no_decay`` list every SG-BERT, ConSERT and SCT run used) and Hugging Face's Trainer leave them. Empty
-    groups are left out."""
+def parameter_groups(module: torch.nn.Module, weight_decay: float, exempt_biases_and_norms: bool = True) -> list[dict]:
+    """``module``'s trainable parameters in two groups: decayed by ``weight_decay``, and not. With
+    ``exempt_biases_and_norms`` every parameter whose name holds 'bias' and the weights of LayerNorm layers are
+    not, as sentence-transformers' ``fit()`` (whose ``no_decay`` list every SG-BERT, ConSERT and SCT run used)
+    and Hugging Face's Trainer leave them; without it every parameter is decayed. Empty groups are left out."""
     norms = {id(p) for layer in module.modules() if isinstance(layer, torch.nn.LayerNorm)
              for p in layer.parameters(recurse=False)}
     groups: list[dict] = [{"params": [], "weight_decay": weight_decay}, {"params": [], "weight_decay": 0.0}]
     for name, p in module.named_parameters():
         if p.requires_grad:
-            exempt = "bias" in name or id(p) in norms
+            exempt = exempt_biases_and_norms and ("bias" in name or id(p) in norms)
             groups[int(exempt)]["params"].append(p)
     return [group for group in groups if group["params"]]
 
