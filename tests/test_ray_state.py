@@ -16,15 +16,34 @@ def test_a_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
     WholeRayState(str(tmp_path)).get_state()  # as Ray calls it, right after it wrote its state
     state.write_text(whole[: len(whole) // 2])  # the driver killed during Ray's next write
 
-    assert mend(str(tmp_path)) == state
+    assert mend(str(tmp_path)) == [state]
     assert state.read_text() == whole
-    assert mend(str(tmp_path)) is None  # a whole state is left alone
+    assert mend(str(tmp_path)) == []  # a whole state is left alone
+
+
+def test_a_searcher_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
+    """The driver killed while Ray copied its searcher's state left it empty: Ray's restore would fail on it
+    (EOFError) and start the experiment again."""
+    import pickle
+
+    experiment = tmp_path / "experiment_state-2026-11-29_05-24-53.json"
+    experiment.write_text(json.dumps({"trial_data": []}))
+    searcher = tmp_path / "basic-variant-state-2026-11-29_05-24-53.json"
+    whole = pickle.dumps({"_uuid_prefix": "34e36_", "_total_samples": 6})
+    searcher.write_bytes(whole)
+    WholeRayState(str(tmp_path)).get_state()
+    searcher.write_bytes(b"")
+
+    assert mend(str(tmp_path)) == [searcher] and searcher.read_bytes() == whole
+    searcher.write_bytes(whole[:10])  # cut in the middle
+    assert mend(str(tmp_path)) == [searcher] and searcher.read_bytes() == whole
+    assert mend(str(tmp_path)) == []
 
 
 def test_nothing_is_mended_without_a_whole_copy_or_on_a_uri(tmp_path):
     (tmp_path / "experiment_state-x.json").write_text("")
-    assert mend(str(tmp_path)) is None and (tmp_path / "experiment_state-x.json").read_text() == ""
-    assert mend("s3://bucket/sweeps/x") is None and mend(str(tmp_path / "none")) is None
+    assert mend(str(tmp_path)) == [] and (tmp_path / "experiment_state-x.json").read_text() == ""
+    assert mend("s3://bucket/sweeps/x") == [] and mend(str(tmp_path / "none")) == []
     WholeRayState("s3://bucket/sweeps/x").get_state()  # a URI's state is uploaded whole: nothing to copy
 
 

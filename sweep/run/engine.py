@@ -298,8 +298,7 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
     """Run Tune on a new or restored experiment; keep or delete the encoders (sweep.run.retention) when it
     ended by itself, not when a signal stopped it (its trials' resume states are still needed). Also
     returns how many trials had finished in it before (kept by a restore)."""
-    mended = mend(experiment_dir)
-    if mended:
+    for mended in mend(experiment_dir):
         progress.note(f"Ray's state {mended.name} was cut short (its driver was killed while writing it): "
                       "resuming from its last whole copy")
     restoring = tune.Tuner.can_restore(experiment_dir)

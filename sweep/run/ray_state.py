@@ -1,4 +1,4 @@
-"""Ray's experiment state kept whole when the driver is killed while Ray writes it.
+"""Ray's experiment and searcher states kept whole when the driver is killed while Ray writes them.
 
 On local storage Ray writes ``experiment_state-*.json`` in place (``TuneController.save_to_dir`` opens
 it with ``"w"``), so a driver killed during that write leaves it cut short, and ``Tuner.restore`` then
@@ -13,53 +13,74 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 from pathlib import Path
 
 from ray.tune import Callback
+from ray.tune.search.basic_variant import BasicVariantGenerator
+from ray.tune.search.search_generator import SearchGenerator
 
 STATE_FILES = "experiment_state-*.json"
+SEARCHER_STATE_FILES = (BasicVariantGenerator.CKPT_FILE_TMPL.format("*"), SearchGenerator.CKPT_FILE_TMPL.format("*"))
+"""The search algorithm's state, which Ray saves beside the experiment's (cloudpickle) and restores first: one
+cut short (EOFError) makes Ray start the experiment again."""
 WHOLE_SUFFIX = ".whole"
 
 
-def newest_state(folder: Path) -> Path | None:
-    """Ray's newest experiment state in ``folder`` (Ray names each by its session's start, and restores the
-    newest)."""
-    states = sorted(folder.glob(STATE_FILES))
+def newest_state(folder: Path, pattern: str = STATE_FILES) -> Path | None:
+    """Ray's newest state file of ``pattern`` in ``folder`` (Ray names each by its session's start, and restores
+    the newest)."""
+    states = sorted(folder.glob(pattern))
     return states[-1] if states else None
 
 
+def is_whole(state: Path) -> bool:
+    """Whether Ray can read ``state`` back: JSON for the experiment's, a pickle for the searcher's."""
+    try:
+        if state.name.startswith(STATE_FILES.split("*")[0]):
+            json.loads(state.read_text(encoding="utf-8"))
+        else:
+            with state.open("rb") as file:
+                pickle.load(file)
+        return True
+    except (ValueError, EOFError, pickle.UnpicklingError):
+        return False
+    except Exception:  # noqa: BLE001 - whole but not readable here (a class this process lacks): Ray's to read
+        return True
+
+
 class WholeRayState(Callback):
-    """Copies Ray's experiment state once Ray has written it: Ray asks its callbacks for their own state
-    (``get_state``) right after it wrote the experiment's, so the file is whole at that moment."""
+    """Copies Ray's experiment and searcher states once Ray has written them: Ray asks its callbacks for their
+    own state (``get_state``) right after it wrote those, so the files are whole at that moment (a file that
+    is not, the sync of an earlier save still copying it, is left for the next save)."""
 
     def __init__(self, experiment_dir: str):
         self.folder = None if "://" in experiment_dir else Path(experiment_dir)
 
     def get_state(self) -> None:
-        state = newest_state(self.folder) if self.folder else None
-        if state is not None:
-            copy = state.with_name(state.name + WHOLE_SUFFIX)
-            partial = copy.with_name(copy.name + ".tmp")
-            shutil.copyfile(state, partial)
-            os.replace(partial, copy)
+        for pattern in (STATE_FILES, *SEARCHER_STATE_FILES) if self.folder else ():
+            state = newest_state(self.folder, pattern)
+            if state is not None and is_whole(state):
+                copy = state.with_name(state.name + WHOLE_SUFFIX)
+                partial = copy.with_name(copy.name + ".tmp")
+                shutil.copyfile(state, partial)
+                os.replace(partial, copy)
         return None  # nothing of its own for Ray to keep
 
 
-def mend(experiment_dir: str) -> Path | None:
-    """Put back the last whole copy of Ray's newest experiment state if that state was cut short; returns
-    the state mended (None when there was nothing to mend)."""
+def mend(experiment_dir: str) -> list[Path]:
+    """Put back the last whole copy of each of Ray's newest states (the experiment's, the searcher's) that was
+    cut short; returns the states mended."""
     if "://" in experiment_dir:
-        return None
-    state = newest_state(Path(experiment_dir))
-    if state is None:
-        return None
-    try:
-        json.loads(state.read_text(encoding="utf-8"))
-        return None
-    except ValueError:
+        return []
+    mended = []
+    for pattern in (STATE_FILES, *SEARCHER_STATE_FILES):
+        state = newest_state(Path(experiment_dir), pattern)
+        if state is None or is_whole(state):
+            continue
         copy = state.with_name(state.name + WHOLE_SUFFIX)
-        if not copy.is_file():
-            return None
-        shutil.copyfile(copy, state)
-        return state
+        if copy.is_file():
+            shutil.copyfile(copy, state)
+            mended.append(state)
+    return mended
