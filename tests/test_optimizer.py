@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from trainers.registry import get_method
-from trainers.training.optimization import make_optimizer, parameter_groups
 from trainers.data.glue_tasks import parse_glue
 from trainers.knobs import ConfigError
+from trainers.registry import get_method
+from trainers.training.optimization import make_optimizer, parameter_groups
 from trainers.training.transformers_adamw import TransformersAdamW, bias_corrections
 
 SENTENCE_TRANSFORMERS_NO_DECAY = ["bias", "LayerNorm.bias", "LayerNorm.weight"]

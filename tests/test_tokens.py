@@ -98,8 +98,8 @@ def test_encoding_in_blocks_gives_the_same_vectors(tiny_bert, monkeypatch, block
 
 
 def test_the_fused_update_is_the_plain_update(monkeypatch):
-    """torch's fused kernel (adam_implementation 'torch' on a GPU) against its plain loop, on the CPU where both exist: ten AdamW steps
-    with weight decay from the same start."""
+    """torch's fused kernel (adam_implementation 'torch' on a GPU) against its plain loop, on the CPU where both
+    exist: ten AdamW steps with weight decay from the same start."""
     torch.manual_seed(0)
     start = [torch.randn(64, 32), torch.randn(32)]
     config = get_method("simcse").resolve({"weight_decay": 0.01, "learning_rate": 1e-3, "adam_implementation": "torch"})

@@ -29,10 +29,10 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> lis
 
 def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = False) -> torch.optim.Optimizer:
     """Adam or AdamW over ``module``'s trainable parameters, ``weight_decay`` on all but those
-    ``weight_decay_exempt`` spares (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a GPU its fused kernel, one
-    launch for all parameters' update instead of a few per tensor group (the same update, up to float rounding;
-    the CPU keeps the plain one its tests pin bitwise); 'transformers': the authors' update, bias corrected or not
-    (:class:`~trainers.training.transformers_adamw.TransformersAdamW`).
+    ``weight_decay_exempt`` spares (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a
+    GPU its fused kernel, one launch for all parameters' update instead of a few per tensor group (the same
+    update, up to float rounding; the CPU keeps the plain one its tests pin bitwise); 'transformers': the
+    authors' update, bias corrected or not (:class:`~trainers.training.transformers_adamw.TransformersAdamW`).
 
     ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
     place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
