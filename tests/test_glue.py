@@ -6,6 +6,7 @@ refused with exit 2. The fixture files are written here in GLUE's download layou
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,6 +21,7 @@ from results.reader import recorded_identity
 from results.render import to_markdown
 from sweep.commands.cli import main as sweep_main
 from sweep.spec.sweep_spec import POINT, load_spec
+from sweep.spec.trial_key import trial_key
 from sweep.tracking.tracker import MLflowTracker
 from tests.conftest import write_spec
 from trainers.data.glue_tasks import GLUE_KNOBS, Examples, load_local, parse_glue, split_validation
@@ -211,6 +213,7 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     for column in (Glue.test("sst2", Glue.ACCURACY), Glue.test("cola", Glue.MATTHEWS), Glue.curve("sst2")):
         assert frame[column].notna().all(), column
     assert set(frame[Glue.param("learning_rate")]) == {0.001} and frame[Glue.param("epochs")].dtype == "Int64"
+    assert_older_settings_refuse_the_command(path, tracking_uri, capsys)
 
     # A GLUE run carries every tag a sweep's trial run has when the tracker creates it (same spec, no glue key).
     sts_spec = load_spec(glue_spec_file(tmp_path, {"BERT-base": tiny_bert, "SG-OPT": str(exported)}, name="sg_glue"),
@@ -232,6 +235,22 @@ def test_sweep_glue_fine_tunes_each_row_into_mlflow_the_parquet_and_table10(tmp_
     assert cells["SG-OPT"]["GLUE SST2"].values == (float(sst2["SG-OPT"]),)
     assert cells["BERT-base"]["GLUE QNLI"].n == 0
     assert "GLUE QNLI" in to_markdown(table) and "90.97" in to_markdown(table)  # the paper's BERT row
+
+
+def assert_older_settings_refuse_the_command(path: Path, tracking_uri: str, capsys) -> None:
+    """A finished row whose run says it was fine-tuned with another learning rate (older code's default) refuses
+    the command, naming the row and the knob; its record is left as it was."""
+    client = MlflowClient(tracking_uri)
+    run = next(run for run in client.search_runs([client.get_experiment_by_name("sg_glue").experiment_id])
+               if run.data.tags.get("sweep.row") == "SG-OPT")
+    identity = recorded_identity(run.data.tags, {})
+    older = replace(identity, knobs={**identity.knobs, Glue.param("learning_rate"): 2e-5})
+    for key, value in {**older.tags(), **trial_key(older.knobs).tags()}.items():
+        client.set_tag(run.info.run_id, key, value)
+    assert sweep_main(["glue", str(path), "--tracking-uri", tracking_uri]) == 2
+    error = capsys.readouterr().err
+    assert f"SG-OPT seed 1: {Glue.param('learning_rate')} 2e-05 -> 0.001" in error and "BERT-base" not in error
+    assert client.get_run(run.info.run_id).info.status == "FINISHED"
 
 
 def test_without_glue_data_offline_the_spec_is_refused_naming_glue_and_its_variable(tmp_path, tiny_bert,

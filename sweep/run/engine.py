@@ -9,9 +9,9 @@ the tracker logs it and the worker runs it as it is with :func:`trainers.trainin
 :class:`sweep.run.trial.RaySession`: metrics and checkpoints go to ``tune.report``, and a trial restarted by
 Ray (a lost worker, a resumed sweep, a PBT exploit) continues from ``tune.get_checkpoint()``. A finished
 trial's last checkpoint holds its best encoder. A sweep's Ray state lives in ``STORAGE/NAME-HASH`` (one
-folder per variant, :mod:`sweep.spec.variants`); a second ``run`` of the same spec
-with the same options, or ``resume NAME``, restores it: finished trials are
-kept, unfinished ones continue from their checkpoints.
+folder per variant, :mod:`sweep.spec.variants`); a second ``run`` of the same spec with the same options, or
+``resume NAME``, restores it unless this code would change its trials' settings (:mod:`sweep.run.settings_drift`):
+finished trials are kept, unfinished ones continue from their checkpoints.
 
 The driver's console shows :mod:`sweep.run.progress`; Ray's own output goes to the
 variant's ``sweep.log`` (:mod:`sweep.run.console`), all of it with ``--verbose``.
@@ -62,6 +62,7 @@ from sweep.run.progress import SweepProgress  # noqa: E402
 from sweep.run.ray_state import WholeRayState, mend  # noqa: E402
 from sweep.run.retention import finish_models  # noqa: E402
 from sweep.run.reuse import Reuse, plan_reuse  # noqa: E402
+from sweep.run.settings_drift import check_resume  # noqa: E402
 from sweep.run.trial import STORAGE_OUTAGE_ENV, run_sweep_trial  # noqa: E402
 from sweep.spec.options import SweepOptions, storage_root  # noqa: E402
 from sweep.spec.sweep_spec import POINT, SweepSpec  # noqa: E402
@@ -134,10 +135,9 @@ def search_algorithm(spec: SweepSpec) -> SearchAlgorithm | Searcher:
 
 def _trainable(spec: SweepSpec, finished: Mapping[str, Mapping[str, float]], reused: Reuse,
                awaited: Mapping[int, Awaited], tracking_uri: str):
-    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-    return tune.with_resources(tune.with_parameters(run_sweep_trial, spec=spec, finished=finished,
-                                                    reused=reused.metrics(), awaited=awaited,
-                                                    tracking_uri=tracking_uri), resources)
+    trainable = tune.with_parameters(run_sweep_trial, spec=spec, finished=finished, reused=reused.metrics(),
+                                     awaited=awaited, tracking_uri=tracking_uri)
+    return tune.with_resources(trainable, {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu})
 
 
 def tune_samples(spec: SweepSpec) -> int:
@@ -302,6 +302,8 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
         progress.note(f"Ray's state {mended.name} was cut short (its driver was killed while writing it): "
                       "resuming from its last whole copy")
     restoring = tune.Tuner.can_restore(experiment_dir)
+    for line in check_resume(spec, tracker.child_runs()) if restoring else ():
+        progress.note(line)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     # Where the trials' checkpoints and the sweep's record are (a bucket on a cluster): what a person needs,
     # beside the options, to resume the sweep or find its checkpoints from the run alone.

@@ -9,7 +9,8 @@ the variant's parent run, with the tags every sweep trial has: ``reports.collect
 ``test_glue_*`` metrics into ``results.parquet`` and ``reports.tables`` into SG-BERT Table 10. Every
 seed runs, also for an untuned encoder: the head and the batches depend on it. A row and seed already
 FINISHED under the same variant is not run again, so running the command again finishes what an
-interrupted run left.
+interrupted run left; it is refused when this code would give a finished row other settings than it ran
+(:mod:`sweep.run.settings_drift`), as a sweep's resume is.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def run_glue(options: SweepOptions) -> int:
     that the same command writes)."""
     from results.reader import trial_tags
     from sweep.run.engine import local_folder
+    from sweep.run.settings_drift import check_resume
     from sweep.spec.options import storage_root
     from sweep.spec.variants import variant_folder
     from sweep.tracking.journal import JOURNAL
@@ -76,7 +78,12 @@ def run_glue(options: SweepOptions) -> int:
     journal = local_folder(variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)) / JOURNAL
     runs = open_trial_runs(spec, options.tracking_uri, journal)
     again = f"  python -m sweep glue {options.spec_path}"
-    done = {trial_tags(run).trial_id for run in runs.child_runs() if run.info.status == FINISHED}
+    finished = [run for run in runs.child_runs() if run.info.status == FINISHED]
+    tuning = {Glue.param(k): v for k, v in spec.glue.items()}  # knobs of the run as its encoder's are
+    # Rows run again start afresh: only the finished ones count. Every seed runs, so no seed-free trial stands in.
+    for line in check_resume(spec, finished, lambda ran: {**trial_config(spec, ran.row, ran.seed, {}), **tuning}):
+        print(line, flush=True)
+    done = {trial_tags(run).trial_id for run in finished}
     points = [(index, row.name, seed) for index, row in enumerate(spec.rows) for seed in spec.seeds]
     print(f"{spec.name}: {len(spec.rows)} rows x {len(spec.seeds)} seeds, each fine-tuned on {', '.join(tasks)} "
           f"({len(points) - len(done & {trial_id(i, s) for i, _, s in points})} of {len(points)} to run)", flush=True)
@@ -86,8 +93,7 @@ def run_glue(options: SweepOptions) -> int:
         if trial in done:
             continue
         config = trial_config(spec, row, seed, {})
-        # Every seed runs (the module's docstring); the fine-tuning knobs are knobs of the run as its encoder's are.
-        ran = {**config, **{Glue.param(k): v for k, v in spec.glue.items()}}
+        ran = {**config, **tuning}  # every seed runs (the module's docstring)
         # A row fine-tuned again starts a run of its own: the run of an interrupted one stays KILLED.
         runs.open(trial, trial_identity(spec, row, seed, {}, ran, seeds=()), f"{row} | seed {seed} | GLUE",
                   again=False)

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from results.reader import all_pages, run_identity, trial_tags
-from results.record import TRIAL_FILTER, Tag, TrialIdentity, plain
+from results.record import TRIAL_FILTER, Tag, TrialIdentity
 from sweep.spec.sweep_spec import SweepSpec
-from sweep.spec.trial_key import TrialKey, trial_key
+from sweep.spec.trial_key import TrialKey, changed_knobs, trial_key
 from trainers.metrics import Metric
-from trainers.registry import get_method
 
 COPIED_TAGS = (Tag.CHECKPOINT, Tag.CHECKPOINT_STEP, Tag.MODEL, Tag.MODEL_URI)
 """What a reused trial's run takes from its source's tags: where its encoder is."""
@@ -147,10 +146,7 @@ def _nearest_miss(key: TrialKey, trial, near: list[tuple[Any, TrialIdentity]]) -
     (run, identity), parts = near[nearest], differing[nearest]
     said = [f"{part} differ{'s' if part not in ('knobs', 'models', 'libraries') else ''}" for part in parts]
     if "knobs" in parts:
-        knobs, ours = plain(dict(identity.knobs)), plain(dict(trial.config))
-        bookkeeping = get_method(trial.config["method"]).all_knobs.bookkeeping
-        changed = sorted(k for k in (set(knobs) | set(ours)) - bookkeeping if knobs.get(k) != ours.get(k))
-        said[parts.index("knobs")] = f"knobs differ ({', '.join(changed)})"
+        said[parts.index("knobs")] = f"knobs differ ({', '.join(changed_knobs(identity.knobs, trial.config))})"
     return f"{', '.join(said)} from run {run.info.run_id} of sweep {trial_tags(run).sweep_name or '?'}"
 
 

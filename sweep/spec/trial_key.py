@@ -176,6 +176,15 @@ class TrialKey:
         return [name for name in PARTS if self.parts.get(name) != parts.get(name)]
 
 
+def changed_knobs(ran: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The counted knobs (bookkeeping left out, as in the key's ``knobs`` part) whose values differ between two
+    resolved configs of one method, each as (value in ``ran``, value in ``now``), None where a config lacks it."""
+    ran, now = plain(dict(ran)), plain(dict(now))
+    bookkeeping = get_method(now["method"]).all_knobs.bookkeeping
+    counted = sorted((set(ran) | set(now)) - bookkeeping)
+    return {k: (ran.get(k), now.get(k)) for k in counted if ran.get(k) != now.get(k)}
+
+
 def trial_key(config: Mapping[str, Any]) -> TrialKey:
     """The key of a trial that runs ``config`` (a resolved config, GLUE's fine-tuning knobs included)."""
     method = get_method(config["method"])
