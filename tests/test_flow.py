@@ -101,7 +101,7 @@ def test_the_knobs_default_to_the_authors_config():
         "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 64, "max_seq_length": 64,
         "lr_schedule": "constant", "weight_decay": 0.01, "adam_epsilon": 1e-6, "max_grad_norm": 1.0,
         "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5, "weight_decay_exempt": "none",
-        "adam_implementation": "transformers", "adam_bias_correction": False}
+        "adam_implementation": "bert_tf", "adam_bias_correction": False, "nli_classifier": "bert"}
     assert {name: knobs[name].default for name in expected} == expected
 
 
@@ -239,7 +239,43 @@ def test_nli_supervision_adds_sberts_nli_stage_at_the_authors_settings(tiny_bert
     assert after == flow and flow.objective == "trainers.objectives.flow:FlowObjective"
     assert nli.objective == "trainers.objectives.nli:SBERTNLIObjective"
     assert dict(nli.overrides) == {"learning_rate": 3e-5, "batch_size": 16, "epochs": 1, "patience": 0,
-                                   "warmup_ratio": 0.1, "lr_schedule": "linear", "final_state": "last"}
+                                   "warmup_ratio": 0.1, "lr_schedule": "linear", "final_state": "last",
+                                   "weight_decay_exempt": "biases_and_norms"}
+
+
+def test_the_nli_stage_spares_berts_biases_and_norms_where_the_flow_decays_every_weight(tiny_bert):
+    """BERT-flow's optimisers exempt names holding LayerNorm, layer_norm or bias: BERT's biases and norms in its
+    NLI fine-tuning (optimization.py), none of the flow's variables (optimization_bert_flow.py)."""
+    from tests.test_optimizer import SENTENCE_TRANSFORMERS_NO_DECAY, tiny_bert_model
+
+    method = get_method("flow")
+    config = method.resolve({"model": tiny_bert, "nli_supervision": True})
+    nli, flow = method.stages(config)
+    model = tiny_bert_model()
+    for stage, spared in ((nli, True), (flow, False)):
+        optimizer = make_optimizer(method.resolve({**config, **stage.overrides}), model)
+        decay = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
+        for name, p in model.named_parameters():
+            exempt = spared and any(part in name for part in SENTENCE_TRANSFORMERS_NO_DECAY)
+            assert decay[id(p)] == (0.0 if exempt else 0.01), (stage.name, name)
+
+
+def test_the_nli_classifier_is_the_authors_bias_free_truncated_normal_for_the_flow():
+    """BERT-flow's run_siamese.py: output_weights from truncated_normal_initializer(stddev=0.02), no bias; ConSERT's
+    (sentence-transformers' SoftmaxLoss) an nn.Linear with a bias."""
+    from trainers.objectives.nli import nli_classifier
+
+    assert get_method("flow").resolve({})["nli_classifier"] == "bert"
+    assert get_method("consert").resolve({})["nli_classifier"] == "linear"
+    torch.manual_seed(0)
+    bert = nli_classifier("bert", 3 * 768)
+    weights = bert.weight.detach()
+    assert bert.bias is None and weights.shape == (3, 3 * 768)
+    assert weights.abs().max() <= 0.04 and weights.abs().max() > 0.039  # cut at two standard deviations
+    # A normal truncated at +-2 sigma has std 0.02 x 0.8796; 6,912 draws put it within 2% of that.
+    assert weights.std().item() == pytest.approx(0.02 * 0.8796, rel=0.02)
+    linear = nli_classifier("linear", 3 * 768)
+    assert linear.bias is not None and linear.weight.abs().max() <= 1 / math.sqrt(3 * 768)
 
 
 def test_nli_supervision_is_refused_offline_naming_the_knob(tiny_bert, monkeypatch):
@@ -267,11 +303,12 @@ def test_the_sbert_nli_loss_is_ce_over_mean_pooled_pairs(tiny_bert):
     batch = NLI[:6]
     sides = [objective.encoder.tokenize([pair[i] for pair in batch], 64) for i in (0, 1)]
     pooled = [masked_mean(objective.encoder.hidden_states(f)[-1], f["attention_mask"]).double() for f in sides]
-    weight, bias = objective.classifier.weight.double(), objective.classifier.bias.double()
+    assert objective.classifier.bias is None  # BERT-flow's classifier: no bias
+    weight, bias = objective.classifier.weight.double(), torch.zeros(3, dtype=torch.float64)
     expected = slow_nli_classification_loss(pooled[0], pooled[1], torch.tensor([p[2] for p in batch]), weight, bias)
     assert objective.loss(batch).item() == pytest.approx(expected.item(), rel=1e-5)
     consert_sup = build_objective("consert", tiny_bert, 0, supervision="sup", remove_bert_dropout=False).eval()
-    consert_sup.classifier.load_state_dict(objective.classifier.state_dict())
+    consert_sup.classifier.load_state_dict({**objective.classifier.state_dict(), "bias": torch.zeros(3)})
     assert consert_sup.loss(batch).item() == pytest.approx(objective.loss(batch).item(), rel=1e-6)
 
 

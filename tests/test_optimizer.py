@@ -42,6 +42,23 @@ def written_out_transformers_adamw(weights, gradients_by_step, lr, betas, eps, w
     return weights
 
 
+def written_out_bert_adam_weight_decay(weights, gradients_by_step, lr, betas, eps, weight_decays):
+    """BERT's TensorFlow AdamWeightDecayOptimizer._apply (google-research/bert optimization.py; bohanli/BERT-flow
+    optimization_bert_flow.py), element by element in float64: update = m / (sqrt(v) + eps) + weight_decay w, no
+    bias correction, then w - lr update."""
+    beta1, beta2 = betas
+    weights = [w.double().clone() for w in weights]
+    moments = [(torch.zeros_like(w), torch.zeros_like(w)) for w in weights]
+    for gradients in gradients_by_step:
+        for index, (gradient, (m, v), decay) in enumerate(zip(gradients, moments, weight_decays)):
+            gradient = gradient.double()
+            m.mul_(beta1).add_(gradient, alpha=1 - beta1)
+            v.mul_(beta2).addcmul_(gradient, gradient, value=1 - beta2)
+            update = m / (v.sqrt() + eps) + decay * weights[index]
+            weights[index] = weights[index] - lr * update
+    return weights
+
+
 def gradients(count: int, shapes, seed: int = 1):
     generator = torch.Generator().manual_seed(seed)
     return [[torch.randn(shape, generator=generator) for shape in shapes] for _ in range(count)]
@@ -67,6 +84,32 @@ def test_transformers_adamw_is_the_written_out_update(correct_bias, lr_in_tensor
         torch.testing.assert_close(weight.detach().double(), reference, rtol=1e-6, atol=1e-7)
     other = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.1, 0.0], not correct_bias)
     assert not torch.allclose(weights[0].detach().double(), other[0], rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("lr_in_tensor", [False, True])
+def test_decay_first_is_berts_tensorflow_update(lr_in_tensor):
+    """adam_implementation 'bert_tf': the weights decayed as they were before the update; transformers' order is
+    lr^2 weight_decay apart, visible at a large rate and decay (float32's rounding over 12 steps at lr 0.1 stays
+    under 2e-6 here, and transformers' order lies 0.07 or more away, over 300 draws)."""
+    generator = torch.Generator().manual_seed(0)
+    start = [torch.randn(5, 3, generator=generator), torch.randn(3, generator=generator)]
+    by_step = gradients(12, [(5, 3), (3,)])
+    lr, betas, eps = 0.1, (0.9, 0.999), 1e-6
+    weights = [torch.nn.Parameter(w.clone()) for w in start]
+    optimizer = TransformersAdamW([{"params": [weights[0]], "weight_decay": 0.5},
+                                   {"params": [weights[1]], "weight_decay": 0.0}],
+                                  lr=torch.tensor(lr) if lr_in_tensor else lr, betas=betas, eps=eps, weight_decay=0.5,
+                                  correct_bias=False, decay_first=True)
+    for step_gradients in by_step:
+        for weight, gradient in zip(weights, step_gradients):
+            weight.grad = gradient.clone()
+        optimizer.step()
+    expected = written_out_bert_adam_weight_decay(start, by_step, lr, betas, eps, [0.5, 0.0])
+    for weight, reference in zip(weights, expected):
+        torch.testing.assert_close(weight.detach().double(), reference, rtol=1e-5, atol=1e-6)
+    after = written_out_transformers_adamw(start, by_step, lr, betas, eps, [0.5, 0.0], correct_bias=False)
+    assert not torch.allclose(weights[0].detach().double(), after[0], rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(weights[1].detach().double(), after[1], rtol=1e-5, atol=1e-6)  # no decay: the same
 
 
 def test_transformers_epsilon_sits_on_the_uncorrected_root_where_torchs_sits_on_the_corrected_one():
@@ -182,14 +225,18 @@ def test_the_loops_optimizer_decays_only_the_weights_fit_decays(implementation, 
 
 
 def test_every_authors_optimizer_is_their_default():
-    """Every author's code here trained with transformers.AdamW; ConSERT's, SCT's and BERT-flow's uncorrected."""
-    for method, corrected in (("consert", False), ("sct", False), ("flow", False), ("sg", True), ("simcse", True),
-                              ("dclr", True), ("diffcse", True)):
+    """Every author's code here trained with transformers.AdamW, ConSERT's and SCT's uncorrected, but BERT-flow's,
+    which trained with BERT's TensorFlow optimiser (uncorrected, the decay first)."""
+    for method, implementation, corrected in (
+            ("consert", "transformers", False), ("sct", "transformers", False), ("flow", "bert_tf", False),
+            ("sg", "transformers", True), ("simcse", "transformers", True), ("dclr", "transformers", True),
+            ("diffcse", "transformers", True)):
         config = get_method(method).resolve({})
-        assert (config["adam_implementation"], config["adam_bias_correction"]) == ("transformers", corrected), method
+        assert (config["adam_implementation"], config["adam_bias_correction"]) == (implementation, corrected), method
         optimizer = make_optimizer(config, tiny_bert_model())
         assert isinstance(optimizer, TransformersAdamW), method
         assert all(group["correct_bias"] is corrected for group in optimizer.param_groups), method
+        assert all(group["decay_first"] is (method == "flow") for group in optimizer.param_groups), method
 
 
 def test_torchs_adam_without_bias_correction_is_refused_in_the_loop_and_in_glue():
@@ -200,6 +247,14 @@ def test_torchs_adam_without_bias_correction_is_refused_in_the_loop_and_in_glue(
     refused = parse_glue({"adam_bias_correction": False, "adam_implementation": "torch"})[1]
     assert [key for key, _ in refused] == [".adam_bias_correction"]
     assert parse_glue({"adam_bias_correction": False})[1] == []  # GLUE's default: transformers' (run_glue's then)
+
+
+def test_berts_tensorflow_update_with_bias_correction_is_refused():
+    with pytest.raises(ConfigError) as refused:
+        get_method("flow").resolve({"adam_bias_correction": True})
+    assert [problem.key for problem in refused.value.problems] == ["adam_bias_correction"]
+    assert "never makes" in refused.value.problems[0].message
+    assert get_method("flow").resolve({"adam_bias_correction": True, "adam_implementation": "transformers"})
 
 
 @pytest.mark.parametrize("beta1, beta2", [(0.9, 0.999), (0.0, 0.98)])

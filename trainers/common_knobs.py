@@ -41,10 +41,12 @@ EVAL_GRIDS = ("stage", "trainer", "epoch")
 """Where a stage's STS-B dev evaluations fall (``eval_grid``, :func:`trainers.training.steps.evaluations_after`)."""
 DECAY_EXEMPTIONS = ("biases_and_norms", "none")
 """Which weights ``weight_decay`` spares (:func:`trainers.training.optimization.parameter_groups`)."""
-ADAM_IMPLEMENTATIONS = ("torch", "transformers")
+ADAM_IMPLEMENTATIONS = ("torch", "transformers", "bert_tf")
 """Whose Adam update trains (``adam_implementation``, :func:`trainers.training.optimization.make_optimizer`)."""
 AUGMENTATIONS = ("none", "shuffle", "token_cutoff", "feature_cutoff", "dropout", "span_cutoff")
 """ConSERT's embedding-layer augmentations (:mod:`trainers.views.embedding`)."""
+NLI_CLASSIFIERS = ("linear", "bert")
+"""The weights of SBERT's NLI classifier (``nli_classifier``, :func:`trainers.objectives.nli.nli_classifier`)."""
 
 COMMON_KNOBS = KnobSet(
     (
@@ -136,10 +138,15 @@ def eval_batch_size(setting: int, device_type: str) -> int:
 
 def optimizer_problems(config: Mapping[str, Any]) -> list[Problem]:
     """What the optimiser's knobs ask for together that torch's Adam cannot do (the loop's and GLUE's)."""
-    if config["adam_bias_correction"] or config["adam_implementation"] == "transformers":
-        return []
-    return [Problem("adam_bias_correction", "false is transformers' AdamW(correct_bias=False), and torch's Adam "
-                    "always corrects: set adam_implementation: transformers")]
+    implementation, corrected = config["adam_implementation"], config["adam_bias_correction"]
+    if implementation == "torch" and not corrected:
+        return [Problem("adam_bias_correction", "false is transformers' AdamW(correct_bias=False), and torch's Adam "
+                        "always corrects: set adam_implementation: transformers")]
+    if implementation == "bert_tf" and corrected:
+        return [Problem("adam_bias_correction", "true asks for Adam's bias correction, which BERT's TensorFlow "
+                        "optimiser (adam_implementation 'bert_tf') never makes: set it false, or adam_implementation "
+                        "'transformers'")]
+    return []
 
 
 def training_problems(config: Mapping[str, Any]) -> list[Problem]:
@@ -206,14 +213,17 @@ TRAINING_KNOBS = KnobSet(
              "match none of its flow's variables).", choices=DECAY_EXEMPTIONS),
         Knob("adam_implementation", str, "torch", "Whose Adam update: 'torch' (torch.optim.AdamW, or Adam: epsilon "
              "added to the bias-corrected sqrt(v), the decoupled decay before the update; one fused kernel on a "
-             "GPU) or 'transformers' (transformers.AdamW, which every author's code here trained with: epsilon "
+             "GPU), 'transformers' (transformers.AdamW, which every author's code here trained with: epsilon "
              "added to sqrt(v) before the correction scales the step, so it weighs 31.6x more at step 1, 3.2x at "
              "step 100 with beta2 0.999; the decay after the update; "
-             "trainers/training/transformers_adamw.py).", choices=ADAM_IMPLEMENTATIONS),
+             "trainers/training/transformers_adamw.py) or 'bert_tf' (BERT's TensorFlow AdamWeightDecayOptimizer, "
+             "BERT-flow's: transformers' uncorrected update, its decay with the weights before the update, "
+             "lr^2 weight_decay apart; it never corrects).", choices=ADAM_IMPLEMENTATIONS),
         Knob("adam_bias_correction", bool, True, "Adam's bias correction of its moment estimates (Kingma and Ba, "
              "Algorithm 1). false: transformers' AdamW(correct_bias=False), the ConSERT and SCT authors' "
              "optimiser, whose early updates are larger (3.2x at step 100, 1.3x at step 1,000 with beta2 0.999); "
-             "it needs adam_implementation 'transformers' (torch's Adam always corrects)."),
+             "it needs adam_implementation 'transformers' or 'bert_tf' (torch's Adam always corrects, BERT's "
+             "TensorFlow optimiser never)."),
         Knob("max_grad_norm", float, 0.0, "Clip the gradients of each step to this global L2 norm (0 = no "
              "clipping).", low=0.0),
         Knob("warmup_ratio", float, 0.0, "Fraction of the steps with linear warm-up.", low=0.0, high=1.0),
@@ -346,6 +356,10 @@ NLI_STAGE_KNOBS = KnobSet(
         Knob("nli_max_square", bool, False, "Append max(u, v)^2 to the NLI classifier's features (u, v, |u - v|), "
              "ConSERT Eq. 2 and SBERT's: the ConSERT authors' sup-sbert and sup-consert-joint scripts do "
              "(--concatenation_sent_max_square); their sup-unsup and joint-unsup scripts do not."),
+        Knob("nli_classifier", str, "linear", "The NLI classifier's weights: 'linear', torch's nn.Linear with a bias "
+             "and its default initialisation (sentence-transformers' SoftmaxLoss: SBERT's, the ConSERT authors'); "
+             "'bert', no bias and BERT's initialiser, a normal of std 0.02 truncated at two standard deviations "
+             "(BERT-flow's run_siamese.py).", choices=NLI_CLASSIFIERS),
     )
 )
 """The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.data.nli_examples`)."""

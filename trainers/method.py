@@ -166,15 +166,14 @@ class Method:
 
     @property
     def all_knobs(self) -> KnobSet:
-        shared = COMMON_KNOBS + (TRAINING_KNOBS if self.trains else KnobSet())
-        replaced = tuple(
-            dataclasses.replace(knob, default=self.defaults[knob.name]) if knob.name in self.defaults else knob
-            for knob in shared
-        )
-        unknown = set(self.defaults) - set(shared.names)
+        every = COMMON_KNOBS + (TRAINING_KNOBS if self.trains else KnobSet()) + self.knobs
+        unknown = set(self.defaults) - set(every.names)
         if unknown:
             raise ValueError(f"method {self.name!r} changes defaults of unknown knobs {sorted(unknown)}")
-        return KnobSet(replaced) + self.knobs
+        return KnobSet(tuple(
+            dataclasses.replace(knob, default=self.defaults[knob.name]) if knob.name in self.defaults else knob
+            for knob in every
+        ))
 
     def resolve(self, overrides: Config) -> dict[str, Any]:
         """The full config: defaults updated by ``overrides``, validated (each knob, then what only the

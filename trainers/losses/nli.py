@@ -15,10 +15,11 @@ def nli_feature_count(max_square: bool) -> int:
     return 4 if max_square else 3
 
 
-def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weight: Tensor, bias: Tensor,
+def nli_classification_loss(first: Tensor, second: Tensor, labels: Tensor, weight: Tensor, bias: Tensor | None,
                             max_square: bool = False) -> Tensor:
     """ConSERT Eq. (2), SBERT's classification objective (Reimers and Gurevych 2019, Section 3):
-    f = Concat(r1, r2, |r1 - r2|), L_ce = CrossEntropy(W f + b, y), averaged over the pairs. ``max_square``
+    f = Concat(r1, r2, |r1 - r2|), L_ce = CrossEntropy(W f + b, y), averaged over the pairs (b None: no bias,
+    BERT-flow's classifier). ``max_square``
     appends max(r1, r2)^2 (elementwise) to f, as the ConSERT authors' sup-sbert and sup-consert-joint scripts
     do (``--concatenation_sent_max_square``, AdvCLSoftmaxLoss._reps_to_output)."""
     parts = [first, second, (first - second).abs()] + ([torch.maximum(first, second).pow(2)] if max_square else [])

@@ -20,11 +20,12 @@ from trainers.models.pretrained import model_config, model_problem
 
 FLOW = Stage("flow", "trainers.objectives.flow:FlowObjective")
 NLI_STAGE_SETTINGS = {"batch_size": 16, "epochs": 1, "patience": 0, "warmup_ratio": 0.1, "lr_schedule": "linear",
-                      "final_state": "last"}
+                      "final_state": "last", "weight_decay_exempt": "biases_and_norms"}
 """The NLI fine-tuning of the authors' README (``run_siamese.py`` on ALLNLI: one epoch, batch 16, BERT's 10%
 warm-up then linear decay, the last state), beside ``nli_learning_rate``; their optimiser settings (weight
-decay 0.01, epsilon 1e-6, clipping at 1.0) are the flow's defaults too. ``max_steps`` (a budget's cap) still
-applies."""
+decay 0.01, epsilon 1e-6, clipping at 1.0, BERT's TensorFlow update) are the flow's defaults too, but for the
+decay's exemptions: ``optimization.py``'s exclude_from_weight_decay (LayerNorm, layer_norm, bias) matches BERT's
+variables, where it matches none of the flow's. ``max_steps`` (a budget's cap) still applies."""
 
 
 def stages(config: Config) -> tuple[Stage, ...]:
@@ -85,8 +86,8 @@ METHOD = Method(
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "weight_decay_exempt": "none",
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 64,
-              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "transformers",
-              "adam_bias_correction": False},
+              "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "bert_tf",
+              "adam_bias_correction": False, "nli_classifier": "bert"},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
@@ -110,6 +111,8 @@ METHOD = Method(
         "adam_implementation": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, transformers.AdamW's "
                                "update without the correction but for the decay, of the weights before the update "
                                "(not after: lr^2 weight_decay apart)",
+        "nli_classifier": "run_siamese.py: the NLI classifier's output_weights, no bias, "
+                          "truncated_normal_initializer(stddev=0.02)",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
         "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
     }.items()},

@@ -16,10 +16,26 @@ from trainers.models.encoder import SentenceEncoder
 from trainers.models.pooling import masked_mean
 from trainers.objectives.base import Objective
 
+BERT_INITIALIZER_RANGE = 0.02
+"""BERT's ``initializer_range``: the std of its truncated-normal initialiser."""
+
 
 def mean_last_layer(states: Sequence[Tensor], features: dict[str, Tensor]) -> Tensor:
     """SBERT's (and ConSERT's, Section 3.1) training pooling: the mean of the last layer's token vectors."""
     return masked_mean(states[-1], features["attention_mask"])
+
+
+def nli_classifier(kind: str, features: int) -> nn.Linear:
+    """SBERT's classifier over ``features`` pair features (``nli_classifier``): 'linear' is torch's ``nn.Linear``
+    as sentence-transformers' SoftmaxLoss builds it; 'bert' has no bias and draws its weights as TensorFlow's
+    ``truncated_normal_initializer(stddev=0.02)`` does, a normal redrawn beyond two standard deviations (BERT-flow's
+    ``run_siamese.py``, ``output_weights``)."""
+    if kind == "linear":
+        return nn.Linear(features, NLI_CLASSES)
+    layer = nn.Linear(features, NLI_CLASSES, bias=False)
+    nn.init.trunc_normal_(layer.weight, std=BERT_INITIALIZER_RANGE, a=-2 * BERT_INITIALIZER_RANGE,
+                          b=2 * BERT_INITIALIZER_RANGE)
+    return layer
 
 
 class SBERTNLIObjective(Objective):
@@ -29,7 +45,8 @@ class SBERTNLIObjective(Objective):
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
         self.max_square = config["nli_max_square"]
-        self.classifier = nn.Linear(nli_feature_count(self.max_square) * encoder.model.config.hidden_size, NLI_CLASSES)
+        features = nli_feature_count(self.max_square) * encoder.model.config.hidden_size
+        self.classifier = nli_classifier(config["nli_classifier"], features)
         self.max_length = config["max_seq_length"]
 
     def pair_vectors(

@@ -32,7 +32,8 @@ def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = 
     ``weight_decay_exempt`` spares (:func:`parameter_groups`). ``adam_implementation`` 'torch': torch's, on a
     GPU its fused kernel, one launch for all parameters' update instead of a few per tensor group (the same
     update, up to float rounding; the CPU keeps the plain one its tests pin bitwise); 'transformers': the
-    authors' update, bias corrected or not (:class:`~trainers.training.transformers_adamw.TransformersAdamW`).
+    authors' update, bias corrected or not (:class:`~trainers.training.transformers_adamw.TransformersAdamW`);
+    'bert_tf': BERT's TensorFlow update, the same with the decay before it.
 
     ``rate_tensor`` keeps the learning rate in a tensor on the parameters' device, which the schedule fills in
     place each step: what an update recorded in a CUDA graph reads (a float would be recorded as a constant).
@@ -51,7 +52,8 @@ def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = 
     else:
         optimizer = TransformersAdamW(groups, lr=lr, betas=betas, eps=config["adam_epsilon"],
                                       weight_decay=config["weight_decay"], decoupled=decoupled,
-                                      correct_bias=config["adam_bias_correction"])
+                                      correct_bias=config["adam_bias_correction"],
+                                      decay_first=config["adam_implementation"] == "bert_tf")
     for group in optimizer.param_groups:  # the schedule's base rate, a float: each step's rate is filled in
         group["initial_lr"] = rate        # without reading the device
     return optimizer

@@ -19,6 +19,11 @@ m / (sqrt(v) + eps) itself: early updates larger than Adam's by (1 - beta1^t) / 
 step 100, 1.3x at step 1,000. With ``decoupled=False`` (``optimizer: adam``, which transformers' AdamW never
 was) the decay is torch Adam's L2 penalty instead: weight_decay p is added to g before the moments.
 
+``decay_first`` (``adam_implementation: bert_tf``) is BERT's TensorFlow ``AdamWeightDecayOptimizer``
+(google-research/bert ``optimization.py``, which BERT-flow's code copies): it adds weight_decay p to the uncorrected
+update, so the weights decay as they were before it, p <- p - lr (m / (sqrt(v) + eps) + weight_decay p), which is
+lr^2 weight_decay m / (sqrt(v) + eps) apart from transformers' order.
+
 The learning rate may be a tensor (``make_optimizer``'s ``rate_tensor``), and each weight's step count is a
 tensor on its device, as torch's capturable Adam keeps it: the update then reads nothing back to the host, so
 a CUDA graph can record it.
@@ -35,10 +40,10 @@ from torch import Tensor
 
 class TransformersAdamW(torch.optim.Optimizer):
     def __init__(self, params: Iterable, lr: float | Tensor, betas: tuple[float, float], eps: float,
-                 weight_decay: float, decoupled: bool = True, correct_bias: bool = True):
+                 weight_decay: float, decoupled: bool = True, correct_bias: bool = True, decay_first: bool = False):
         # capturable: torch's load_state_dict puts a restored step count on its weight's device, as this keeps it.
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
-                                      correct_bias=correct_bias, capturable=True))
+                                      correct_bias=correct_bias, decay_first=decay_first, capturable=True))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -77,8 +82,11 @@ class TransformersAdamW(torch.optim.Optimizer):
                 torch._foreach_div_(denominators, step_sizes)
             else:
                 torch._foreach_div_(denominators, -lr)
+            decays = decay and group["decoupled"]
+            if decays and group["decay_first"]:
+                torch._foreach_mul_(params, 1.0 - lr * decay)
             torch._foreach_addcdiv_(params, exp_avgs, denominators)
-            if decay and group["decoupled"]:
+            if decays and not group["decay_first"]:
                 torch._foreach_mul_(params, 1.0 - lr * decay)
         return loss
 
