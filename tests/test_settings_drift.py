@@ -146,7 +146,7 @@ def test_each_run_is_compared_with_its_own_grid_point(tmp_path, tiny_bert, use_t
 @pytest.mark.slow
 def test_sweep_resume_with_another_default_exits_2_and_runs_nothing(tmp_path, tiny_bert, local_ray, capsys):
     """The engine's check, end to end: a finished sweep whose run says its trial ran another pooling (older
-    code's default) is not resumed; Tune is not started again, and the run is left as it was."""
+    code's default) is not resumed, nor planned; Tune is not started again, and the run is left as it was."""
     from dataclasses import replace
 
     from results.reader import run_identity
@@ -158,6 +158,9 @@ def test_sweep_resume_with_another_default_exits_2_and_runs_nothing(tmp_path, ti
                                  "rows": [{"name": "untuned", "set": {}}], "seeds": [1]})
     uri, storage = f"sqlite:///{tmp_path}/store.db", str(tmp_path / "ray")
     assert main(["run", str(path), "--tracking-uri", uri, "--storage", storage]) == 0
+    capsys.readouterr()
+    assert main(["plan", str(path), "--tracking-uri", uri]) == 0
+    assert "resume: the store holds 1 trial runs of this variant (1 finished)" in capsys.readouterr().out
     (run,) = child_runs(uri, "drift")
     identity = run_identity(run)
     older = replace(identity, knobs={**identity.knobs, "pooling": "cls"})
@@ -169,5 +172,7 @@ def test_sweep_resume_with_another_default_exits_2_and_runs_nothing(tmp_path, ti
     error = capsys.readouterr().err
     assert "cannot be resumed with this code" in error and "untuned seed 1: pooling 'cls' -> 'mean'" in error
     assert "Traceback" not in error
+    assert main(["plan", str(path), "--tracking-uri", uri]) == 2  # the plan refuses what the run would
+    assert "untuned seed 1: pooling 'cls' -> 'mean'" in capsys.readouterr().err
     (after,) = child_runs(uri, "drift")
     assert after.info.status == "FINISHED" and after.info.end_time == run.info.end_time

@@ -251,6 +251,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 for line in reuse_lines(spec, options.tracking_uri, options.reuse_other_code):
                     print(line)
+            from sweep.run.settings_drift import resume_lines
+
+            for line in resume_lines(spec, options.tracking_uri):  # raises what a resume would refuse
+                print(line)
             if args.estimate:
                 from sweep.commands.estimate import estimate
                 from sweep.spec.environment import local_gpus
