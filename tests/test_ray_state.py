@@ -5,8 +5,12 @@ storage, and a restore from the cut file starts the trials again without their c
 from __future__ import annotations
 
 import json
+import pickle
 
-from sweep.run.ray_state import WHOLE_SUFFIX, WholeRayState, mend, newest_state
+import pytest
+
+import sweep.run.ray_state as ray_state
+from sweep.run.ray_state import CHECK_SHARE, WHOLE_SUFFIX, WholeRayState, mend, newest_state
 
 
 def test_a_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
@@ -21,14 +25,14 @@ def test_a_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
     assert mend(str(tmp_path)) == []  # a whole state is left alone
 
 
-def test_a_searcher_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path):
-    """The driver killed while Ray copied its searcher's state left it empty: Ray's restore would fail on it
-    (EOFError) and start the experiment again."""
-    import pickle
-
+@pytest.mark.parametrize("name", ["basic-variant-state-2026-11-29_05-24-53.json",
+                                  "searcher-state-2026-11-29_05-24-53.pkl"])
+def test_a_searcher_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path, name):
+    """The driver killed while Ray copied its searcher's state (the search algorithm's, or a searcher's own:
+    Optuna's study) left it empty: Ray's restore would fail on it (EOFError) and start the experiment again."""
     experiment = tmp_path / "experiment_state-2026-11-29_05-24-53.json"
     experiment.write_text(json.dumps({"trial_data": []}))
-    searcher = tmp_path / "basic-variant-state-2026-11-29_05-24-53.json"
+    searcher = tmp_path / name
     whole = pickle.dumps({"_uuid_prefix": "34e36_", "_total_samples": 6})
     searcher.write_bytes(whole)
     WholeRayState(str(tmp_path)).get_state()
@@ -38,6 +42,32 @@ def test_a_searcher_state_cut_short_is_mended_from_its_last_whole_copy(tmp_path)
     searcher.write_bytes(whole[:10])  # cut in the middle
     assert mend(str(tmp_path)) == [searcher] and searcher.read_bytes() == whole
     assert mend(str(tmp_path)) == []
+
+
+def test_a_state_slow_to_read_back_is_checked_within_its_share_of_the_drivers_time(tmp_path, monkeypatch):
+    """A searcher's state whose check takes 0.1 s is copied again 0.1 / CHECK_SHARE s later, not at every save
+    (an Optuna study of thousands of trials takes that long to unpickle); the experiment's JSON at every save."""
+    now = [1000.0]
+    read_back = ray_state.is_whole
+
+    def slow_is_whole(state):
+        now[0] += 0.1 if state.suffix == ".pkl" else 0.0
+        return read_back(state)
+
+    monkeypatch.setattr(ray_state.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(ray_state, "is_whole", slow_is_whole)
+    experiment, searcher = tmp_path / "experiment_state-x.json", tmp_path / "searcher-state-x.pkl"
+    copies = [path.with_name(path.name + WHOLE_SUFFIX) for path in (experiment, searcher)]
+    callback = WholeRayState(str(tmp_path))
+    for save in range(3):
+        experiment.write_text(json.dumps({"save": save}))
+        searcher.write_bytes(pickle.dumps({"save": save}))
+        callback.get_state()
+        now[0] += 1.0
+    assert json.loads(copies[0].read_text()) == {"save": 2} and pickle.loads(copies[1].read_bytes()) == {"save": 0}
+    now[0] += 0.1 / CHECK_SHARE
+    callback.get_state()
+    assert pickle.loads(copies[1].read_bytes()) == {"save": 2}
 
 
 def test_nothing_is_mended_without_a_whole_copy_or_on_a_uri(tmp_path):
