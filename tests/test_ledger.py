@@ -86,6 +86,24 @@ def test_a_knob_set_beside_the_rows_own_fails(tmp_path):
     assert any("row 'SCT (default)', knob weight_decay: ours 0.5, the paper's 0.01" in p for p in problems)
 
 
+def test_the_every_spec_section_is_every_rows_and_declares_auto_evaluation_once():
+    """eval_precision: the authors encode in fp32, ours in 'auto'; the ledger says both once (every_spec), and every
+    row of every record has them, a row that names its own method too (SimCSE in SG-BERT Table 11). A spec run at
+    fp32 needs no declaration, and the unneeded one is no problem; one at bf16 is undeclared."""
+    path = ROOT / "search_spaces/sg_roberta.yaml"
+    record = LEDGER_RECORDS[path.name]
+    assert {row: settings["eval_precision"].value for row, settings in record.settings.items()} == \
+        dict.fromkeys(record.settings, "fp32")
+    spec = load_spec(path, check_environment=False)
+    found, problems = ledger_mismatches(spec, record)
+    precision = [mismatch for mismatch in found if mismatch.knob == "eval_precision"]
+    assert not problems and {m.row for m in precision} == {row.name for row in spec.rows}
+    assert all(m.ours == "auto" and m.deviation is not None and m.deviation.everywhere for m in precision)
+    assert ledger_problems(load_spec(path, {"eval_precision": "fp32"}, check_environment=False), record) == []
+    undeclared = ledger_problems(load_spec(path, {"eval_precision": "bf16"}, check_environment=False), record)
+    assert any("row 'SimCSE', knob eval_precision: ours 'bf16', the paper's 'fp32'" in line for line in undeclared)
+
+
 def write_ledger(tmp_path: Path, edit) -> Path:
     raw = yaml.safe_load(LEDGER.read_text())
     edit(raw)

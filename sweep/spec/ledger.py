@@ -38,6 +38,11 @@ KINDS = {
 }
 """The kinds of deviation a ledger may declare (captions and plans name the kind) and what each means."""
 RECORD_KEYS = {"paper", "settings", "rows", "deviations"}
+EVERY_SPEC = "every_spec"
+"""The ledger's section of ``settings`` and ``deviations`` that hold for every spec's record (the authors' fp32
+evaluation, say): written once, part of each record as if written there, every row's (a row that names its own
+method too); such a deviation is printed wherever a row comes to it and is no problem where none does."""
+EVERY_SPEC_KEYS = {"settings", "deviations"}
 ROW_KEYS = {"settings", "not_in_paper"}
 TABLE_KNOBS = ("model", "model_layers")
 """What a row that names its own ``method`` (a competitor at its own paper's settings) takes from the spec's
@@ -60,6 +65,8 @@ class Deviation:
     reason: str
     rows: tuple[str, ...] | None = None
     """The rows it is declared for (None: every row of the spec)."""
+    everywhere: bool = False
+    """Declared in :data:`EVERY_SPEC`, for every spec: a spec none of whose rows needs it is no problem."""
 
     def covers(self, row: Any, ours: Any) -> bool:
         return (self.rows is None or row in self.rows) and ours == self.ours
@@ -101,38 +108,50 @@ def _settings(where: str, raw: Any) -> dict[str, Setting]:
     return {knob: _setting(f"{where}.{knob}", value) for knob, value in raw.items()}
 
 
-def _record(spec: str, raw: Any) -> SpecLedger:
+def _deviations(where: str, raw: Any, everywhere: bool = False) -> list[Deviation]:
+    deviations = []
+    for index, item in enumerate(raw or []):
+        if (not isinstance(item, Mapping) or set(item) - DEVIATION_KEYS
+                or not {"knob", "ours", "kind", "reason"} <= set(item) or item["kind"] not in KINDS
+                or not str(item["reason"]).strip()):
+            raise SpecError([f"{LEDGER}: {where}[{index}]: expected {{knob, ours, kind: {'|'.join(KINDS)}, reason, "
+                             f"rows?}}, got {item!r}"])
+        rows = item.get("rows")
+        deviations.append(Deviation(item["knob"], item["ours"], item["kind"], str(item["reason"]),
+                                    tuple(rows) if rows is not None else None, everywhere))
+    return deviations
+
+
+def _record(spec: str, raw: Any, shared: Mapping[str, Setting], everywhere: list[Deviation]) -> SpecLedger:
+    """A spec's record, with the ledger's :data:`EVERY_SPEC` settings (``shared``) and deviations in it."""
     if not isinstance(raw, Mapping) or set(raw) - RECORD_KEYS or "rows" not in raw:
         raise SpecError([f"{LEDGER}: {spec}: expected {{{', '.join(sorted(RECORD_KEYS))}}}, got {raw!r}"])
-    common = _settings(f"{spec}.settings", raw.get("settings") or {})
+    own_settings = _settings(f"{spec}.settings", raw.get("settings") or {})
+    common = {**own_settings, **{k: v for k, v in shared.items() if k not in own_settings}}  # shared last
     settings, not_in_paper = {}, {}
     for row, record in (raw["rows"] or {}).items():
         record = record or {}
         if not isinstance(record, Mapping) or set(record) - ROW_KEYS:
             raise SpecError([f"{LEDGER}: {spec}.rows.{row}: expected {{settings, not_in_paper}}, got {record!r}"])
         own = _settings(f"{spec}.rows.{row}.settings", record.get("settings") or {})
-        inherited = ({k: v for k, v in common.items() if k in TABLE_KNOBS} if "method" in own else common)
+        inherited = ({**{k: v for k, v in common.items() if k in TABLE_KNOBS}, **shared} if "method" in own
+                     else common)
         settings[row] = {**inherited, **own}
         if "not_in_paper" in record:
             not_in_paper[row] = str(record["not_in_paper"])
-    deviations = []
-    for index, item in enumerate(raw.get("deviations") or []):
-        where = f"{LEDGER}: {spec}.deviations[{index}]"
-        if (not isinstance(item, Mapping) or set(item) - DEVIATION_KEYS
-                or not {"knob", "ours", "kind", "reason"} <= set(item) or item["kind"] not in KINDS
-                or not str(item["reason"]).strip()):
-            raise SpecError([f"{where}: expected {{knob, ours, kind: {'|'.join(KINDS)}, reason, rows?}}, "
-                             f"got {item!r}"])
-        rows = item.get("rows")
-        deviations.append(Deviation(item["knob"], item["ours"], item["kind"], str(item["reason"]),
-                                    tuple(rows) if rows is not None else None))
+    deviations = _deviations(f"{spec}.deviations", raw.get("deviations")) + everywhere
     return SpecLedger(spec, str(raw.get("paper", "")), settings, not_in_paper, tuple(deviations))
 
 
 def load_ledger(path: Path = LEDGER) -> dict[str, SpecLedger]:
-    """Every spec's record, keyed by the spec's file name."""
+    """Every spec's record, keyed by the spec's file name, with the :data:`EVERY_SPEC` section in each."""
     raw = read_yaml(path.read_text(encoding="utf-8"))
-    return {spec: _record(spec, record) for spec, record in (raw.get("specs") or {}).items()}
+    every = raw.get(EVERY_SPEC) or {}
+    if not isinstance(every, Mapping) or set(every) - EVERY_SPEC_KEYS:
+        raise SpecError([f"{LEDGER}: {EVERY_SPEC}: expected {{{', '.join(sorted(EVERY_SPEC_KEYS))}}}, got {every!r}"])
+    shared = _settings(f"{EVERY_SPEC}.settings", every.get("settings") or {})
+    everywhere = _deviations(f"{EVERY_SPEC}.deviations", every.get("deviations"), everywhere=True)
+    return {spec: _record(spec, record, shared, everywhere) for spec, record in (raw.get("specs") or {}).items()}
 
 
 def row_configs(spec: SweepSpec) -> list[tuple[Any, Mapping[str, Any], Any]]:
@@ -176,7 +195,7 @@ def ledger_mismatches(spec: SweepSpec, record: SpecLedger) -> tuple[list[Mismatc
     problems += [f"{name}: the ledger's row {row!r} is no row of the spec"
                  for row in record.settings if row not in keys]
     for deviation in record.deviations:
-        if not any(m.deviation is deviation for m in found):
+        if not deviation.everywhere and not any(m.deviation is deviation for m in found):
             problems.append(f"{name}: a deviation in {deviation.knob} is declared ({deviation.kind}) but no row "
                             f"{'of ' + str(list(deviation.rows)) + ' ' if deviation.rows else ''}differs there")
     return found, problems
