@@ -100,19 +100,29 @@ def test_a_model_whose_files_changed_refuses_the_resume(tmp_path, tiny_bert, use
         check_resume(spec, runs)
 
 
-def test_other_code_and_libraries_are_said_and_the_resume_goes_on(tmp_path, tiny_bert, use_tiny_sts, monkeypatch):
+def test_other_code_libraries_and_precision_are_said_and_the_resume_goes_on(tmp_path, tiny_bert, use_tiny_sts,
+                                                                            monkeypatch):
+    """A resume on another machine (auto resolves to another precision) or after an upgrade or a pull changes no
+    setting of the spec: each is one line on the console, with what the trials ran and what they get now."""
     import sweep.spec.trial_key as trial_key
 
     spec = spec_of(tmp_path, tiny_bert)
     _, runs = write_runs(spec, f"sqlite:///{tmp_path}/store.db")
+    ran = {trial.point.row: trial_key.trial_key(trial.config).parts["precision"] for trial in spec.trials}
     monkeypatch.setattr(trial_key, "code_digest", lambda: "0" * 16)
     monkeypatch.setattr(trial_key, "version", lambda package: "9.9")
+    monkeypatch.setattr(trial_key, "_precision", lambda setting, graphed=False: "tf32")
     drifts = settings_drift(runs, sweep_config(spec))
-    assert len(drifts) == 3 and all(drift.parts == ("libraries", "code") for drift in drifts)
-    code, libraries = check_resume(spec, runs)
-    assert code.startswith(f"resuming with other training code than 3 of this sweep's trials ran (commit {COMMIT};")
+    assert len(drifts) == 3 and all(drift.parts == ("precision", "libraries", "code") for drift in drifts)
+    code, libraries, precision = check_resume(spec, runs)
+    same = ": their knobs, models and data are the same"
+    assert code == f"resuming with other training code than 3 of this sweep's trials ran (commit {COMMIT} -> this " \
+        f"checkout){same}"
     assert libraries.startswith("resuming with other libraries than 3 of this sweep's trials ran (torch ")
-    assert "now torch 9.9, transformers 9.9" in libraries
+    assert libraries.endswith(" -> torch 9.9, transformers 9.9)" + same)
+    untuned, trained = '{"eval_precision": "tf32"}', '{"eval_precision": "tf32", "train_precision": "tf32"}'
+    assert f"{ran['simcse']} -> {trained}" in precision and f"{ran['untuned']} -> {untuned}" in precision
+    assert precision.endswith(same)
 
 
 def test_a_value_tune_chose_is_the_runs_own_not_a_drift(tmp_path, tiny_bert, use_tiny_sts):

@@ -127,11 +127,10 @@ def resume_notes(drifts: list[Drift]) -> list[str]:
             continue
         if part == "code":
             commits = sorted({drift.commit for drift in differing if drift.commit})
-            ran = f"commit {', '.join(commits)}" if commits else "another digest of trainers/"
+            change = f"{'commit ' + ', '.join(commits) if commits else 'another trainers/'} -> this checkout"
         else:
-            ran = "; ".join(sorted({drift.ran.get(part, "?") for drift in differing}))
-        lines.append(f"resuming with other {what} than {len(differing)} of this sweep's trials ran ({ran}; "
-                     f"now {differing[0].now[part] if part != 'code' else 'this checkout'}): "
+            change = "; ".join(sorted({f"{drift.ran.get(part, '?')} -> {drift.now[part]}" for drift in differing}))
+        lines.append(f"resuming with other {what} than {len(differing)} of this sweep's trials ran ({change}): "
                      "their knobs, models and data are the same")
     return lines
 
