@@ -87,6 +87,13 @@ def read_client(tracking_uri: str) -> MlflowClient:
     return MlflowClient(existing_store_uri(tracking_uri))
 
 
+def variant_parent(client: MlflowClient, experiment_id: str, spec_hash: str):
+    """The parent run of the sweep variant of ``spec_hash`` in experiment ``experiment_id``, or None."""
+    found = client.search_runs([experiment_id], max_results=1,
+                               filter_string=f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec_hash}'")
+    return found[0] if found else None
+
+
 def choose_parent(client: MlflowClient, text: str, tracking_uri: str):
     """(experiment, parent run) of the sweep variant ``text`` names: NAME when the spec has one variant,
     NAME-HASH (a unique prefix of the spec hash) among several."""

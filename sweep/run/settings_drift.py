@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from results.names import UsageError
-from results.reader import run_identity, trial_tags
-from results.record import PARENT_FILTER, Tag, TrialIdentity, axes_text, plain
+from results.reader import NoStore, child_runs, read_client, run_identity, trial_tags, variant_parent
+from results.record import TrialIdentity, axes_text, plain
 from results.schema import FAILED, FINISHED
 from sweep.spec.sweep_spec import POINT, SweepSpec
 from sweep.spec.trial_key import changed_knobs, trial_key
@@ -148,16 +148,13 @@ def check_resume(spec: SweepSpec, runs: Iterable[Any], config_now: ConfigNow | N
 def resume_lines(spec: SweepSpec, tracking_uri: str) -> list[str]:
     """What ``sweep plan`` says of a variant whose trial runs the store at ``tracking_uri`` holds already: how many,
     and what its resume would say; a resume that would be refused is refused here too (:func:`check_resume`)."""
-    from results.reader import NoStore, child_runs, read_client
-
     try:
         client = read_client(tracking_uri)
     except NoStore:
         return []
     experiment = client.get_experiment_by_name(spec.name)
-    parents = client.search_runs([experiment.experiment_id], max_results=1, filter_string=(
-        f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec.spec_hash}'")) if experiment else []
-    runs = child_runs(client, experiment.experiment_id, parents[0].info.run_id) if parents else []
+    parent = variant_parent(client, experiment.experiment_id, spec.spec_hash) if experiment else None
+    runs = child_runs(client, experiment.experiment_id, parent.info.run_id) if parent else []
     if not runs:
         return []
     finished = sum(run.info.status == FINISHED for run in runs)

@@ -22,10 +22,9 @@ from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 from ray.tune.experiment import Trial
 
-from results.reader import trial_tags
+from results.reader import trial_tags, variant_parent
 from results.record import (
     LAYOUT_TAG,
-    PARENT_FILTER,
     REPORT_TAGS,
     Role,
     SweepLayout,
@@ -122,12 +121,9 @@ def ensure_experiment(client: SharedStoreClient, spec: SweepSpec) -> str:
 def ensure_parent_run(client: SharedStoreClient, spec: SweepSpec) -> tuple[str, str]:
     """(experiment id, parent run id): the sweep's parent run, created once per spec hash."""
     experiment_id = ensure_experiment(client, spec)
-    existing = client.search_runs(
-        [experiment_id], filter_string=f"{PARENT_FILTER} and tags.`{Tag.SPEC_HASH}` = '{spec.spec_hash}'",
-        max_results=1,
-    )
-    if existing:
-        return experiment_id, existing[0].info.run_id
+    existing = variant_parent(client, experiment_id, spec.spec_hash)
+    if existing is not None:
+        return experiment_id, existing.info.run_id
     tags = {**sweep_tags(spec), Tag.ROLE: Role.PARENT, Tag.RUN_NAME: spec.name}
     tags.update({Tag.spec(k): v for k, v in spec.tags.items()})
     parent = client.create_run(experiment_id, tags=tags, run_name=spec.name)
