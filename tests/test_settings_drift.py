@@ -96,8 +96,10 @@ def test_a_model_whose_files_changed_refuses_the_resume(tmp_path, tiny_bert, use
     config.write_text(config.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     drifts = settings_drift(runs, sweep_config(spec))
     assert len(drifts) == 3 and all(drift.parts == ("models",) for drift in drifts)
-    with pytest.raises(UsageError, match="untuned seed 1: models differ"):
+    with pytest.raises(UsageError, match="untuned seed 1: models differ") as refused:
         check_resume(spec, runs)
+    assert "finish it with the models it ran with, or run it afresh" in str(refused.value)
+    assert "git checkout" not in str(refused.value)  # no code to check out: the model's files changed
 
 
 def test_other_code_libraries_and_precision_are_said_and_the_resume_goes_on(tmp_path, tiny_bert, use_tiny_sts,

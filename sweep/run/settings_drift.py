@@ -108,12 +108,16 @@ def resume_refusal(spec: SweepSpec, drifts: list[Drift]) -> str | None:
         return None
     commits = sorted({drift.commit for drift in refused if drift.commit})
     ran = f" (commit {', '.join(commits)})" if commits else ""
-    checkout = f"the code it ran with (git checkout {commits[-1]})" if commits else "the code it ran with"
+    parts = {part for drift in refused for part in drift.parts}
+    ways = [f"the code it ran with (git checkout {commits[-1]})" if commits else "the code it ran with"] \
+        if "knobs" in parts else []
+    ways += [f"the {' and '.join(part for part in ('models', 'data') if part in parts)} it ran with"] \
+        if parts & {"models", "data"} else []
     lines = [f"sweep {spec.name!r} (spec hash {spec.spec_hash}) cannot be resumed with this code: it gives "
              f"{len(refused)} of the trials the sweep has run or begun other settings than they ran with{ran}, "
              "and the sweep's results would mix both:"]
     lines += [f"  {drift.describe()}" for drift in refused]
-    lines.append(f"finish it with {checkout}, or run it afresh with another --tracking-uri and --storage")
+    lines.append(f"finish it with {' and '.join(ways)}, or run it afresh with another --tracking-uri and --storage")
     return "\n".join(lines)
 
 
