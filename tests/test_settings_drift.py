@@ -158,8 +158,10 @@ def test_each_run_is_compared_with_its_own_grid_point(tmp_path, tiny_bert, use_t
 @pytest.mark.slow
 def test_sweep_resume_with_another_default_exits_2_and_runs_nothing(tmp_path, tiny_bert, local_ray, capsys):
     """The engine's check, end to end: a finished sweep whose run says its trial ran another pooling (older
-    code's default) is not resumed, nor planned; Tune is not started again, and the run is left as it was."""
+    code's default) is not resumed, nor planned; Ray is not started again, and the run is left as it was."""
     from dataclasses import replace
+
+    import ray
 
     from results.reader import run_identity
     from sweep.commands.cli import main
@@ -180,7 +182,9 @@ def test_sweep_resume_with_another_default_exits_2_and_runs_nothing(tmp_path, ti
     for key, value in {**older.tags(), **trial_key(older.knobs).tags()}.items():
         client.set_tag(run.info.run_id, key, value)
     capsys.readouterr()
+    ray.shutdown()
     assert main(["run", str(path), "--tracking-uri", uri, "--storage", storage]) == 2
+    assert not ray.is_initialized()  # refused before Ray starts
     error = capsys.readouterr().err
     assert "cannot be resumed with this code" in error and "untuned seed 1: pooling 'cls' -> 'mean'" in error
     assert "Traceback" not in error

@@ -62,7 +62,7 @@ from sweep.run.progress import SweepProgress  # noqa: E402
 from sweep.run.ray_state import WholeRayState, mend  # noqa: E402
 from sweep.run.retention import finish_models  # noqa: E402
 from sweep.run.reuse import Reuse, plan_reuse  # noqa: E402
-from sweep.run.settings_drift import check_resume  # noqa: E402
+from sweep.run.settings_drift import check_resume, stored_runs  # noqa: E402
 from sweep.run.trial import STORAGE_OUTAGE_ENV, run_sweep_trial  # noqa: E402
 from sweep.spec.options import SweepOptions, storage_root  # noqa: E402
 from sweep.spec.sweep_spec import POINT, SweepSpec  # noqa: E402
@@ -280,30 +280,31 @@ def run(options: SweepOptions, spec: SweepSpec | None = None, verbose: bool = Fa
     check_ray_address(options.address)
     check_storage(storage_root(options.storage))
     experiment_dir = variant_folder(storage_root(options.storage), spec.name, spec.spec_hash)
+    restoring = tune.Tuner.can_restore(experiment_dir)
+    notes = check_resume(spec, stored_runs(spec, options.tracking_uri)) if restoring else []  # before Ray starts
     log = None if verbose else local_folder(experiment_dir) / LOG_NAME
     with console_and_log(log) as stream:
         console = Console(file=stream, highlight=False, soft_wrap=True)
         progress = SweepProgress(spec, console, live=console.is_terminal and not verbose, log=log, started=started)
         if log:
             console.print(f"{spec.name}: Ray's output and the trials' logs go to {log}")
+        for line in notes:
+            progress.note(line)
         start_ray_and_store(options)
         tracker = MLflowTracker(spec, options.tracking_uri, local_folder(experiment_dir) / JOURNAL, progress.note)
-        results, stopped_by, kept = _fit(options, spec, experiment_dir, tracker, progress)
+        results, stopped_by, kept = _fit(options, spec, experiment_dir, tracker, progress, restoring)
     return SweepOutcome(results, stopped_by, tracker.trials_left, resume_command(options, experiment_dir),
                         tracker.stop_reason, kept)
 
 
 def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: MLflowTracker,
-         progress: SweepProgress) -> tuple[tune.ResultGrid, signal.Signals | None, int]:
+         progress: SweepProgress, restoring: bool) -> tuple[tune.ResultGrid, signal.Signals | None, int]:
     """Run Tune on a new or restored experiment; keep or delete the encoders (sweep.run.retention) when it
     ended by itself, not when a signal stopped it (its trials' resume states are still needed). Also
     returns how many trials had finished in it before (kept by a restore)."""
     for mended in mend(experiment_dir):
         progress.note(f"Ray's state {mended.name} was cut short (its driver was killed while writing it): "
                       "resuming from its last whole copy")
-    restoring = tune.Tuner.can_restore(experiment_dir)
-    for line in check_resume(spec, tracker.child_runs()) if restoring else ():
-        progress.note(line)
     tracker.client.set_tag(tracker.parent_run_id, Tag.OPTIONS, describe_options(_record_of(options, spec)))
     # Where the trials' checkpoints and the sweep's record are (a bucket on a cluster): what a person needs,
     # beside the options, to resume the sweep or find its checkpoints from the run alone.
@@ -339,9 +340,8 @@ def _fit(options: SweepOptions, spec: SweepSpec, experiment_dir: str, tracker: M
         tuner = tune.Tuner(
             trainable,
             param_space=param_space(spec),
-            # No metric here: Ray would then demand it in every report, and test metrics come only at the
-            # end. The sweep ranks trials itself (sweep.commands.summary, sweep.run.retention, reports); schedulers get
-            # theirs.
+            # No metric here: Ray would demand it in every report, and test metrics come only at the end. The
+            # sweep ranks trials itself (sweep.commands.summary, sweep.run.retention, reports), schedulers theirs.
             tune_config=tune.TuneConfig(
                 num_samples=tune_samples(spec),
                 scheduler=_scheduler(spec),

@@ -9,7 +9,7 @@ without a word. So a resume compares each trial run of the sweep (its stored
 :class:`~results.record.TrialIdentity` and key parts, :mod:`sweep.spec.trial_key`) with the key this code gives
 the same row, seed and axes:
 
-- knobs, models or data that differ refuse the resume (exit 2, before Tune starts), naming each trial and knob;
+- knobs, models or data that differ refuse the resume (exit 2, before Ray starts), naming each trial and knob;
 - other training code, other library versions, or another precision that ``auto`` resolves to on this machine
   are said on the console, and the resume goes on: they change no setting of the spec.
 """
@@ -149,16 +149,22 @@ def check_resume(spec: SweepSpec, runs: Iterable[Any], config_now: ConfigNow | N
     return resume_notes(drifts)
 
 
-def resume_lines(spec: SweepSpec, tracking_uri: str) -> list[str]:
-    """What ``sweep plan`` says of a variant whose trial runs the store at ``tracking_uri`` holds already: how many,
-    and what its resume would say; a resume that would be refused is refused here too (:func:`check_resume`)."""
+def stored_runs(spec: SweepSpec, tracking_uri: str) -> list:
+    """The trial runs of ``spec``'s variant in the store at ``tracking_uri``, read without writing (none without a
+    store, an experiment or the variant's parent run)."""
     try:
         client = read_client(tracking_uri)
     except NoStore:
         return []
     experiment = client.get_experiment_by_name(spec.name)
     parent = variant_parent(client, experiment.experiment_id, spec.spec_hash) if experiment else None
-    runs = child_runs(client, experiment.experiment_id, parent.info.run_id) if parent else []
+    return child_runs(client, experiment.experiment_id, parent.info.run_id) if parent else []
+
+
+def resume_lines(spec: SweepSpec, tracking_uri: str) -> list[str]:
+    """What ``sweep plan`` says of a variant whose trial runs the store at ``tracking_uri`` holds already: how many,
+    and what its resume would say; a resume that would be refused is refused here too (:func:`check_resume`)."""
+    runs = stored_runs(spec, tracking_uri)
     if not runs:
         return []
     finished = sum(run.info.status == FINISHED for run in runs)
