@@ -70,8 +70,10 @@ class WholeRayState(Callback):
 
     def get_state(self) -> None:
         for pattern in (STATE_FILES, *SEARCHER_STATE_FILES) if self.folder else ():
+            if time.monotonic() < self.due.get(pattern, 0.0):
+                continue
             state = newest_state(self.folder, pattern)
-            if state is None or time.monotonic() < self.due.get(pattern, 0.0):
+            if state is None:
                 continue
             started = time.monotonic()
             whole = is_whole(state)
