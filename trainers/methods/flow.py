@@ -108,9 +108,8 @@ METHOD = Method(
         "eval_grid": "no dev evaluations; ours only report, as the last state is kept",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
         "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
-        "adam_implementation": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, transformers.AdamW's "
-                               "update without the correction but for the decay, of the weights before the update "
-                               "(not after: lr^2 weight_decay apart)",
+        "adam_implementation": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, the uncorrected update "
+                               "with the decay of the weights as they were before it (bert_tf)",
         "nli_classifier": "run_siamese.py: the NLI classifier's output_weights, no bias, "
                           "truncated_normal_initializer(stddev=0.02)",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
