@@ -12,13 +12,16 @@ read from their older tags and string params (:func:`recorded_identity`).
 from __future__ import annotations
 
 import json
+import os
 from ast import literal_eval
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import pandas as pd
+from filelock import FileLock
 from mlflow import MlflowClient
 
 from results.names import UsageError, split_name
@@ -38,12 +41,25 @@ from trainers.metrics import SuiteName
 from trainers.registry import METHODS
 
 SQLITE = "sqlite:///"
+CREATE_TIMEOUT_S = 300.0
+"""How long to wait for another process that is creating a SQLite store (its migrations take seconds)."""
 KIND_DTYPES = {bool: "boolean", int: "Int64", float: "Float64", str: "string"}
 
 
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (None for any other store)."""
     return Path(uri[len(SQLITE):].split("?", 1)[0]) if uri.startswith(SQLITE) else None
+
+
+def creation_lock(path: Path) -> AbstractContextManager:
+    """Held while the SQLite store at ``path`` is opened or inspected. MLflow creates a new store's schema in the
+    first client that opens it, table by table; a second process that opens or inspects it meanwhile collides
+    with the migrations or sees a half-made store. The lock, a file beside the store (``mlflow.db.lock``), makes
+    the creation happen once and everyone else wait for it. A folder this process cannot write to gets no lock
+    file: it is read as it is."""
+    if not os.access(path.parent, os.W_OK):
+        return nullcontext()
+    return FileLock(f"{path}.lock", timeout=CREATE_TIMEOUT_S)
 
 
 def file_store_problem(uri: str) -> str | None:
@@ -83,8 +99,12 @@ def existing_store_uri(tracking_uri: str) -> str:
 
 
 def read_client(tracking_uri: str) -> MlflowClient:
-    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it)."""
-    return MlflowClient(existing_store_uri(tracking_uri))
+    """A client for reading: refuses a SQLite store that does not exist (MLflow would create it), and opens one
+    that another process is creating once it is made (:func:`creation_lock`)."""
+    uri = existing_store_uri(tracking_uri)
+    path = sqlite_path(uri)
+    with creation_lock(path) if path else nullcontext():
+        return MlflowClient(uri)
 
 
 def variant_parent(client: MlflowClient, experiment_id: str, spec_hash: str):

@@ -50,6 +50,43 @@ def test_sweep_status_opens_the_store_under_its_lock(tmp_path):
     assert answers == [[]]  # the sweep's parent run, no trials yet
 
 
+@pytest.mark.parametrize("reader", ["check_tracking_uri", "read_client"])
+def test_a_store_another_process_is_creating_is_checked_and_read_once_it_is_made(tmp_path, reader):
+    """A driver's preflight check and its read-only resume check wait while another driver holds the store's
+    lock, creating it, rather than refuse or re-create the half-made store they would find."""
+    import sqlite3
+    import threading
+
+    from filelock import FileLock
+
+    from results.reader import read_client
+    from sweep.run.preflight import check_tracking_uri
+
+    path = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{path}"
+    read = {"check_tracking_uri": check_tracking_uri,
+            "read_client": lambda uri: read_client(uri).get_experiment_by_name("made")}[reader]
+    answers = []
+    with FileLock(f"{path}.lock"):
+        with sqlite3.connect(path) as db:  # MLflow's first tables, before its migrations record their version
+            db.execute("create table experiments (experiment_id integer)")
+        thread = threading.Thread(target=lambda: answers.append(_outcome(read, uri)))
+        thread.start()
+        thread.join(timeout=3)
+        assert thread.is_alive() and not answers
+        path.unlink()
+        MlflowClient(uri).create_experiment("made")
+    thread.join(timeout=60)
+    assert answers and not isinstance(answers[0], Exception), answers
+
+
+def _outcome(call, *args):
+    try:
+        return call(*args)
+    except Exception as error:  # the test shows what was raised
+        return error
+
+
 def test_processes_that_open_a_new_store_together_all_succeed(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

@@ -18,7 +18,7 @@ import urllib.request
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from results.reader import file_store_problem, sqlite_path
+from results.reader import creation_lock, file_store_problem, sqlite_path
 from sweep.spec.variants import UsageError, filesystem
 from trainers.errors import first_line
 
@@ -162,12 +162,14 @@ def _check_server(uri: str) -> None:
 
 
 def _check_sqlite(uri: str) -> None:
-    """Read-only: an existing file must hold MLflow's tables (its schema version), a new one is fine."""
+    """Read-only: an existing file must hold MLflow's tables (its schema version), a new one is fine. One that
+    another driver is creating is read once it is made (:func:`~results.reader.creation_lock`)."""
     path = sqlite_path(uri)
     if not path.exists():
         return
     try:
-        with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=check_timeout()) as db:
+        with creation_lock(path), sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                                  timeout=check_timeout()) as db:
             tables = {name for (name,) in db.execute("select name from sqlite_master where type = 'table'")}
     except sqlite3.Error as error:
         raise UsageError(f"--tracking-uri {uri}: {path} is not a readable SQLite database ({error})") from None

@@ -3,7 +3,7 @@
 A new SQLite store is created by the first :class:`~mlflow.MlflowClient` that opens it (MLflow runs
 its schema migrations then); two processes doing so at once collide inside the migrations
 (``duplicate column name``, ``table _alembic_tmp_experiments already exists``). So a store is opened
-under a file lock beside it (``mlflow.db.lock``), which makes its creation happen once. Once created,
+under a file lock beside it (:func:`~results.reader.creation_lock`), which makes its creation happen once. Once created,
 SQLite serialises writers itself; a writer that still finds it busy past MLflow's own busy timeout
 gets ``database is locked``, which MLflow reports as TEMPORARILY_UNAVAILABLE: such a call is retried,
 a bounded number of times, as MLflow's guidance for SQLite suggests. Stores other than SQLite (a
@@ -16,15 +16,12 @@ import functools
 import time
 from typing import Any, Callable
 
-from filelock import FileLock
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE, ErrorCode
 
-from results.reader import sqlite_path
+from results.reader import creation_lock, sqlite_path
 
-CREATE_TIMEOUT_S = 300.0
-"""How long to wait for another process that is creating the store (its migrations take seconds)."""
 LOCKED_RETRIES = 5
 LOCKED_BACKOFF_S = 0.5
 
@@ -69,5 +66,5 @@ def open_client(uri: str) -> SharedStoreClient:
     if path is None:
         return SharedStoreClient(MlflowClient(uri))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{path}.lock", timeout=CREATE_TIMEOUT_S):
+    with creation_lock(path):
         return SharedStoreClient(retrying(MlflowClient)(uri))
