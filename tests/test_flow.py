@@ -98,7 +98,8 @@ def test_the_knobs_default_to_the_authors_config():
     knobs: KnobSet = get_method("flow").all_knobs
     expected = {
         "flow_levels": 3, "flow_depth": 3, "flow_width": 32, "flow_coupling": "additive", "flow_permutation": True,
-        "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 64, "max_seq_length": 64,
+        "pooling": "first_last_avg", "learning_rate": 1e-3, "batch_size": 32, "flow_batch": "pairs",
+        "max_seq_length": 64,
         "lr_schedule": "constant", "weight_decay": 0.01, "adam_epsilon": 1e-6, "max_grad_norm": 1.0,
         "final_state": "last", "nli_supervision": False, "nli_learning_rate": 2e-5, "weight_decay_exempt": "none",
         "adam_implementation": "bert_tf", "adam_bias_correction": False, "nli_classifier": "bert"}
@@ -153,7 +154,7 @@ def test_the_actnorms_start_as_flow_actnorm_init_says(tiny_bert, setting):
     actnorms = [module for module in objective.flow.modules() if isinstance(module, ActNorm)]
     assert {a.bias.numel() for a in actnorms} == {32, 16, 8}  # levels of 32, 16 and 8 channels; couplings of width 32
     before = [(a.bias.clone(), a.logs.clone()) for a in actnorms]
-    objective.loss(["A man plays a guitar.", "Two dogs run in a field.", "The stock market fell.", "It rains."])
+    objective.loss([("A man plays a guitar.", "Two dogs run in a field."), ("The stock market fell.", "It rains.")])
     if setting == "data":
         assert not bool(before[0][0].any()) and bool(actnorms[0].bias.any())
         return
@@ -165,6 +166,55 @@ def test_the_actnorms_start_as_flow_actnorm_init_says(tiny_bert, setting):
             assert bool((drawn.abs() <= limit).all()) and float(drawn.abs().max()) > limit / 2
     everything = torch.cat([torch.cat([b, s]) / math.sqrt(6 / (1 + b.numel())) for b, s in before])
     assert float(everything.std()) == pytest.approx(1 / math.sqrt(3), rel=0.1)  # a uniform's spread
+
+
+PAIRS = [("A man plays a guitar.", "A man is playing music."), ("Two dogs run in a field.", "A cat sleeps."),
+         ("The stock market fell sharply today.", "Shares dropped.")]
+
+
+def test_a_batch_of_pairs_sums_each_sides_mean_loss_as_the_authors_code(tiny_bert):
+    """run_siamese.py: flow_loss_batch_a + flow_loss_batch_b, each side's mean bits per dimension over its own
+    pass; here against the flow's likelihood of each sentence's vector encoded alone."""
+    from tests.conftest import build_objective
+
+    objective = build_objective("flow", tiny_bert, 0, flow_batch="pairs").eval()  # no dropout: one vector a text
+    loss = float(objective.loss(PAIRS))
+    expected = 0.0
+    for side in zip(*PAIRS):
+        with torch.no_grad():
+            vectors = torch.cat([objective.encoder.pooled(objective.encoder.tokenize([text], 64)) for text in side])
+            expected += slow_nll_bits(*objective.flow.latent_and_log_det(vectors))
+    assert loss == pytest.approx(expected, rel=1e-5)
+    sentences = build_objective("flow", tiny_bert, 0, flow_batch="sentences").eval()
+    assert float(sentences.loss([text for pair in PAIRS for text in pair])) == pytest.approx(expected / 2, rel=1e-5)
+    with pytest.raises(TypeError, match="pairs"):
+        objective.loss([text for pair in PAIRS for text in pair])
+
+
+@pytest.mark.parametrize("corpus", ["stsb_sentences", "sts_all_sentences"])
+def test_the_pairs_are_the_sts_corpus_pairs_in_its_order(tiny_bert, use_tiny_sts, corpus):
+    from trainers.data.sources import load_corpus
+    from trainers.methods.flow import flow_examples
+
+    method = get_method("flow")
+    pairs = flow_examples(method.resolve({"model": tiny_bert, "train_corpus": corpus}))
+    assert all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs)
+    assert [text for pair in pairs for text in pair] == load_corpus(corpus)
+    sentences = flow_examples(method.resolve({"model": tiny_bert, "train_corpus": corpus, "flow_batch": "sentences"}))
+    assert sentences == load_corpus(corpus)
+
+
+def test_pairs_of_a_corpus_without_pairs_are_refused_naming_the_knob(tiny_bert, tmp_path):
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text("A first sentence.\nA second one.\n", encoding="utf-8")
+    method = get_method("flow")
+    problems = method.environment_problems(method.resolve({"model": tiny_bert, "train_corpus": str(corpus)}))
+    assert [p.key for p in problems] == ["flow_batch"] and "has none: set flow_batch 'sentences'" in problems[0].message
+    accepted = method.resolve({"model": tiny_bert, "train_corpus": str(corpus), "flow_batch": "sentences"})
+    assert method.environment_problems(accepted) == []
+    missing = method.resolve({"model": tiny_bert, "train_corpus": str(tmp_path / "gone.txt"),
+                              "flow_batch": "sentences"})
+    assert [p.key for p in method.environment_problems(missing)] == ["train_corpus"]
 
 
 @pytest.fixture

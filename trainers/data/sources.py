@@ -228,8 +228,12 @@ def evaluation_names(selection_metric: str = "stsb") -> tuple[str, ...]:
     return dev + tuple(f"{name}-test" for name in TEST_SETS)
 
 
+def _pairs(sets: Iterable[STSSet]) -> list[tuple[str, str]]:
+    return [pair for sts in sets for pair in zip(sts.sentence1, sts.sentence2)]
+
+
 def _sentences(sets: Iterable[STSSet]) -> list[str]:
-    return [s for sts in sets for pair in zip(sts.sentence1, sts.sentence2) for s in pair]
+    return [s for pair in _pairs(sets) for s in pair]
 
 
 def pair_sentences(name: str, sts_source: str = "local") -> list[str]:
@@ -277,18 +281,28 @@ def load_corpus(corpus: str, sts_source: str = "local") -> list[str]:
     ``nli_sentences``: SimCSE's NLI sentences, from the hub. Anything else is
     the path of a text file with one sentence per line.
     """
-    if corpus == "stsb_sentences":
-        return _sentences(load_sts(sts_source, ("stsb-train", "stsb-dev", "stsb-test")).values())
-    if corpus == "sts_all_sentences":
-        names = ALL_FILES if sts_source == "local" else tuple(HUB_DATASETS)
-        return _sentences(load_sts(sts_source, names).values())
+    if corpus in CORPUS_FILES:
+        return _sentences(_corpus_sets(corpus, sts_source))
     if corpus == "nli_sentences":
         return load_nli_sentences()
     return read_text_corpus(corpus)
 
 
+def load_corpus_pairs(corpus: str, sts_source: str = "local") -> list[tuple[str, str]]:
+    """The (sentence 1, sentence 2) pairs of a named STS corpus (:data:`CORPUS_FILES`), in the order
+    :func:`load_corpus` gives their sentences: what BERT-flow's authors batch (``flow_batch`` 'pairs')."""
+    if corpus not in CORPUS_FILES:
+        raise DataError(f"{corpus!r} has no sentence pairs: only the STS corpora {list(CORPUS_FILES)} do")
+    return _pairs(_corpus_sets(corpus, sts_source))
+
+
+def _corpus_sets(corpus: str, sts_source: str) -> Iterable[STSSet]:
+    names = tuple(HUB_DATASETS) if corpus == "sts_all_sentences" and sts_source != "local" else CORPUS_FILES[corpus]
+    return load_sts(sts_source, names).values()
+
+
 CORPUS_FILES = {"stsb_sentences": ("stsb-train", "stsb-dev", "stsb-test"), "sts_all_sentences": ALL_FILES}
-"""The local STS files each named STS corpus is made of."""
+"""The local STS files each named STS corpus is made of: the corpora whose sentences come in pairs."""
 
 
 def is_missing_file(corpus: str) -> bool:

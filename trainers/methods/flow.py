@@ -5,20 +5,32 @@ Defaults follow the authors' code (github.com/bohanli/BERT-flow): the flow confi
 levels of 3 steps, additive coupling of width 32, channel reversal for the 1 x 1 convolution), the pooling
 ``avg-last-2`` of their README, which their code computes as the mean of the first and last layers
 (``all_encoder_layers[-0]`` is the first: our ``first_last_avg``), the flow's AdamW at a constant 1e-3 with
-weight decay 0.01 and epsilon 1e-6, gradients clipped to global norm 1.0, batch 32, max length 64, one epoch
-over the target sentences (STS-B's three splits, their ``use_full_for_training``), and the last state kept
-(their code selects nothing).
+weight decay 0.01 and epsilon 1e-6, gradients clipped to global norm 1.0, batches of 32 sentence pairs (each
+side's mean loss summed), max length 64, one epoch over the target pairs (STS-B's three splits, their
+``use_full_for_training``), and the last state kept (their code selects nothing).
 """
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 from trainers.common_knobs import NLI_STAGE_KNOBS, selection_pooling
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
+from trainers.data.sources import CORPUS_FILES, corpus_problem, load_corpus_pairs
 from trainers.knobs import Knob, KnobSet, Problem
-from trainers.method import Config, Method, Stage
+from trainers.method import Config, Method, Stage, corpus_examples
 from trainers.models.pretrained import model_config, model_problem
 
-FLOW = Stage("flow", "trainers.objectives.flow:FlowObjective")
+
+def flow_examples(config: Config) -> Sequence[Any]:
+    """The flow's training examples: ``train_corpus``'s sentence pairs (``flow_batch`` 'pairs', a batch of
+    ``batch_size`` pairs) or its sentences."""
+    if config["flow_batch"] == "pairs":
+        return load_corpus_pairs(config["train_corpus"], config["sts_source"])
+    return corpus_examples(config)
+
+
+FLOW = Stage("flow", "trainers.objectives.flow:FlowObjective", flow_examples)
 NLI_STAGE_SETTINGS = {"batch_size": 16, "epochs": 1, "patience": 0, "warmup_ratio": 0.1, "lr_schedule": "linear",
                       "final_state": "last", "weight_decay_exempt": "biases_and_norms"}
 """The NLI fine-tuning of the authors' README (``run_siamese.py`` on ALLNLI: one epoch, batch 16, BERT's 10%
@@ -43,6 +55,12 @@ def flow_problems(config: Config) -> list[Problem]:
     stage needs the hub. Dev evaluations pool as the flow reads."""
     problems = (nli_hub_problems("nli_supervision", "true", "set it false to fit the flow on the encoder as it is")
                 if config["nli_supervision"] else [])
+    if config["flow_batch"] == "pairs" and config["train_corpus"] not in CORPUS_FILES:
+        problems.append(Problem("flow_batch", f"'pairs' batches the sentence pairs of an STS corpus "
+                                f"({', '.join(CORPUS_FILES)}); train_corpus {config['train_corpus']!r} has none: "
+                                "set flow_batch 'sentences' (and batch_size 64, the same sentences a step)"))
+    elif problem := corpus_problem(config["train_corpus"], config["sts_source"]):
+        problems.append(Problem("train_corpus", problem))
     if selection_pooling(config) != config["pooling"]:
         problems.append(Problem("selection_pooling", f"the flow is fit on {config['pooling']!r} vectors, so its dev "
                                 "evaluations pool the same way: set selection_pooling 'same'"))
@@ -76,6 +94,10 @@ METHOD = Method(
                  "data-dependent initialisation, so they keep TensorFlow's Glorot-uniform draw); 'data': Glow's "
                  "initialisation from the first batch (zero mean, unit variance per channel).",
                  choices=("released", "data")),
+            Knob("flow_batch", str, "pairs", "What a batch of batch_size holds: 'pairs', train_corpus's STS pairs, "
+                 "each side pooled on its own and the two sides' mean losses summed (the authors' run_siamese.py: "
+                 "flow_loss_batch_a + flow_loss_batch_b); 'sentences', its sentences in one shuffled order, one "
+                 "mean loss (any corpus).", choices=("pairs", "sentences")),
             Knob("nli_supervision", bool, False, "Li et al.'s NLI-supervised setting (BERT-NLI-flow; ConSERT Table "
                  "3's BERT-flow rows): first fine-tune the encoder on labelled SNLI + MultiNLI with SBERT's "
                  "classification objective (the authors' script: one epoch, batch 16, nli_learning_rate, mean of "
@@ -85,13 +107,14 @@ METHOD = Method(
     + NLI_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "weight_decay_exempt": "none",
-              "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 64,
+              "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
               "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "bert_tf",
               "adam_bias_correction": False, "nli_classifier": "bert"},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
-    views=lambda config: "none: a flow fit on the frozen model's sentence vectors",
+    views=lambda config: "none: a flow fit on the frozen model's sentence vectors"
+                         + (", a batch of STS pairs" if config["flow_batch"] == "pairs" else ""),
     sources={knob: f"BERT-flow (Li et al. 2020), the authors' code github.com/bohanli/BERT-flow: {what}"
              for knob, what in {
         "pooling": "README's avg-last-2, computed as the first and last layers' mean",
@@ -101,8 +124,9 @@ METHOD = Method(
                                "matches none of the flow's variables (flow/glow_ops_1x1.py: b, logs, W, L, U, "
                                "log_S): every one decayed", "adam_epsilon": "epsilon 1e-6", "adam_beta2": "beta2 0.999",
         "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
-        "batch_size": "batch 32 of sentence pairs, both sides of each a step (run_siamese.py: a pass a side, "
-                      "the two losses summed): 64 sentences", "max_seq_length": "max length 64",
+        "batch_size": "run_siamese.py: train_batch_size 32, of sentence pairs (flow_batch)",
+        "flow_batch": "run_siamese.py: a batch of sentence pairs, a pass a side, the two sides' mean losses summed",
+        "max_seq_length": "max length 64",
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
         "eval_grid": "no dev evaluations; ours only report, as the last state is kept",

@@ -36,6 +36,7 @@ class FlowObjective(Objective):
             raise ValueError("the flow method needs the encoder's flow (SentenceEncoder.from_config builds it)")
         encoder.model.requires_grad_(False)
         self.max_length = config["max_seq_length"]
+        self.pairs = config["flow_batch"] == "pairs"
         # Whether the flow's initialisation was seen done: its buffer is read on the first step only (a checkpoint
         # may bring an initialised flow), since reading a device tensor makes the host wait for the device.
         self._flow_ready = False
@@ -45,10 +46,18 @@ class FlowObjective(Objective):
         return self.encoder.after_pooling
 
     def loss(self, batch: Sequence[Any]) -> Tensor:
+        """The negative log-likelihood in bits per dimension (:func:`flow_nll_bits`); of a batch of pairs, each
+        side's mean, summed, as the authors' run_siamese.py computes it (flow_loss_batch_a + flow_loss_batch_b):
+        each side is pooled in a pass of its own."""
+        if self.pairs != isinstance(batch[0], tuple):  # zip(*sentences) would pair their characters
+            raise TypeError(f"flow_batch {'pairs' if self.pairs else 'sentences'} takes "
+                            f"{'(sentence 1, sentence 2) pairs' if self.pairs else 'sentences'}, got {batch[0]!r}")
+        sides = tuple(zip(*batch)) if self.pairs else (batch,)
         with torch.no_grad():
-            vectors = self.encoder.pooled(self.encoder.tokenize(list(batch), self.max_length)).float()
+            vectors = [self.encoder.pooled(self.encoder.tokenize(list(side), self.max_length)).float()
+                       for side in sides]
         if not self._flow_ready:
             if not self.flow.initialized:  # Glow's data-dependent initialisation, on the first batch
-                self.flow.initialize(vectors)
+                self.flow.initialize(torch.cat(vectors))
             self._flow_ready = True
-        return flow_nll_bits(*self.flow.latent_and_log_det(vectors))
+        return torch.stack([flow_nll_bits(*self.flow.latent_and_log_det(side)) for side in vectors]).sum()
