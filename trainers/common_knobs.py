@@ -196,7 +196,8 @@ TRAINING_KNOBS = KnobSet(
         Knob("train_subset_repeat", bool, False, "Repeat the N examples train_limit keeps floor(all / N) times, so "
              "that an epoch takes about as many steps as on all of them (the ConSERT authors' --do_upsampling)."),
         Knob("max_seq_length", int, 32, "Token limit of training sentences.", low=4, high=4096),
-        Knob("batch_size", int, 64, "Training sentences per step.", low=2),
+        Knob("batch_size", int, 64, "Training examples per step: sentences (each with its back-translations, where "
+             "a method reads them), or the pairs of BERT-flow's flow_batch 'pairs' and of an NLI stage.", low=2),
         Knob("epochs", int, 1, "Passes over the training corpus.", low=1),
         Knob("max_steps", int, 0, "Stop after this many steps (0 = run all epochs).", low=0),
         Knob("optimizer", str, "adamw", "Optimizer.", choices=("adamw", "adam")),

@@ -137,6 +137,7 @@ METHOD = Method(
         "nli_classifier": "run_siamese.py: the NLI classifier's output_weights, no bias, "
                           "truncated_normal_initializer(stddev=0.02)",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
-        "train_corpus": "STS-B's three splits (use_full_for_training)", "views": "no views: a flow",
+        "train_corpus": "STS-B's three splits (use_full_for_training)",
+        "views": "no views: a flow, fit on batches of sentence pairs (run_siamese.py)",
     }.items()},
 )
