@@ -104,11 +104,10 @@ METHODS = {"simcse": {}, "sg": {}, "consert": {"aug1": "shuffle", "aug2": "token
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_a_methods_loss_is_the_same_bits_as_with_the_batch_given_as_it_is(method, tiny_bert, tiny_masked_lm,
                                                                          use_tiny_sts, monkeypatch):
-    from tests.test_device_reads import objective_corpus
-    from trainers.data.sources import load_corpus
+    from tests.test_device_reads import training_examples
 
     knobs = {key: value.format(tiny_masked_lm=tiny_masked_lm) for key, value in METHODS[method].items()}
-    examples = list(load_corpus(objective_corpus(method, knobs, tiny_bert))[:8])
+    examples = training_examples(method, knobs, tiny_bert, 8)
 
     def loss() -> torch.Tensor:
         objective = build_objective(method, tiny_bert, 0, batch_size=8, max_seq_length=16, **knobs)

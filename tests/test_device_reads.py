@@ -115,12 +115,10 @@ METHODS = {
 def second_step(method: str, tiny_bert: str, tiny_masked_lm: str) -> tuple[torch.nn.Module, Callable[[], None]]:
     """``method``'s objective and its second step (loss, backward, ``after_update``), once the first has run on the
     CPU: the first builds what later steps reuse (queues filled, tables made, the flow fitted)."""
-    from trainers.data.sources import load_corpus
-
     knobs = {key: value.format(tiny_bert=tiny_bert, tiny_masked_lm=tiny_masked_lm)
              for key, value in METHODS[method].items()}
     objective = build_objective(method, tiny_bert, 0, batch_size=8, max_seq_length=16, **knobs)
-    examples = list(load_corpus(objective_corpus(method, knobs, tiny_bert))[:16])
+    examples = training_examples(method, knobs, tiny_bert, 16)
     objective.prepare(examples)
     objective.train()
 
@@ -146,10 +144,8 @@ def test_a_methods_step_runs_on_a_device_with_no_values_to_read(method, tiny_ber
 @pytest.mark.parametrize("views", [("shuffle", "token_cutoff"), ("span_cutoff", "dropout"), ("feature_cutoff", "none")])
 def test_consert_views_read_nothing_back(views, tiny_bert, use_tiny_sts):
     """Each embedding-layer view takes its rows' lengths from the host's count (ConSERT's and SCT's views)."""
-    from trainers.data.sources import load_corpus
-
     objective = build_objective("consert", tiny_bert, 0, max_seq_length=16, aug1=views[0], aug2=views[1]).to("meta")
-    objective.loss(list(load_corpus(objective_corpus("consert", {}, tiny_bert))[:8])).backward()
+    objective.loss(training_examples("consert", {}, tiny_bert, 8)).backward()
 
 
 @pytest.mark.parametrize("sentences", [["the dog saw the cat", "the cat saw the dog"], ["a dog", "two cats sleep"]],
@@ -161,10 +157,15 @@ def test_an_evaluation_batch_is_encoded_without_a_read(sentences, tiny_bert):
         assert encoder(encoder.tokenize(sentences, 32)).shape == (2, 32)
 
 
-def objective_corpus(method: str, knobs: dict[str, Any], model: str) -> str:
+def training_examples(method: str, knobs: dict[str, Any], model: str, count: int) -> list[Any]:
+    """The first ``count`` training examples of ``method``'s (first) stage, as its trial loads them: sentences,
+    or BERT-flow's pairs."""
     from trainers.registry import get_method
 
-    return get_method(method).resolve({"model": model, **knobs})["train_corpus"]
+    declared = get_method(method)
+    config = declared.resolve({"model": model, **knobs})
+    stage = declared.stages(config)[0]
+    return list(stage.examples({**config, **stage.overrides})[:count])
 
 
 def test_a_glue_step_reads_nothing_back(tiny_bert):
