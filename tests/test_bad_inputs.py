@@ -12,6 +12,7 @@ import yaml
 from sweep.commands.cli import main as sweep_main
 from trainers.data.sources import ALL_FILES
 from trainers.evaluate_model import main as evaluate_main
+from trainers.registry import METHODS, get_method
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,3 +183,24 @@ def test_plots_refuse_a_table_that_is_not_a_grid_table(table, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"--table {table}: no such grid table; grid tables: ")
     assert "sg-bert-figure1" in err and not list((tmp_path / "out").glob("*.png"))
+
+
+@pytest.mark.parametrize("name", [name for name in METHODS if get_method(name).trains])
+def test_a_missing_corpus_is_said_once_by_every_method_that_reads_it(name, tiny_bert, tmp_path):
+    """The corpus is checked in one place (Method.environment_problems, for each stage that reads it): a method
+    that checked it again would say it twice, one that read it unchecked would fail mid-trial."""
+    method = get_method(name)
+    gone = str(tmp_path / "gone.txt")
+    extra = {"flow_batch": "sentences"} if name == "flow" else {}
+    problems = method.environment_problems(method.resolve({"model": tiny_bert, "train_corpus": gone, **extra}))
+    assert [p.key for p in problems if gone in p.message] == ["train_corpus"]
+
+
+@pytest.mark.parametrize("name, settings", [("consert", {"supervision": "joint"}), ("sct", {"bt_file": "bt.tsv"}),
+                                            ("simcse", {"positive": "bt1", "bt_file": "bt.tsv"})])
+def test_a_config_that_reads_no_corpus_is_not_refused_for_one(name, settings, tiny_bert, tmp_path):
+    """An NLI-only stage and a back-translation file replace the corpus: a missing one is not their problem."""
+    method = get_method(name)
+    gone = str(tmp_path / "gone.txt")
+    config = method.resolve({"model": tiny_bert, "train_corpus": gone, **settings})
+    assert [p for p in method.environment_problems(config) if p.key == "train_corpus"] == []

@@ -56,8 +56,6 @@ def bt_file_problems(config: Config, reader: str | None, unused: str) -> list[Pr
         problems = []
         if config["bt_file"] and not Path(config["bt_file"]).is_file():
             problems.append(Problem("bt_file", f"{config['bt_file']!r} does not exist (it would be ignored: {unused})"))
-        if problem := corpus_problem(config["train_corpus"], config["sts_source"]):
-            problems.append(Problem("train_corpus", problem))
         return problems
     if not config["bt_file"] or not Path(config["bt_file"]).is_file():
         given = f"{config['bt_file']!r} does not exist" if config["bt_file"] else "no bt_file is set"
@@ -71,6 +69,10 @@ class Stage:
     """One training stage: the objective it trains, the examples its batches come from, and the
     knobs it sets for itself (a stage's own learning rate, epochs, patience).
 
+    ``reads_corpus`` says whether its examples come from the ``train_corpus`` knob (unless the method reads its
+    ``bt_file`` instead, :attr:`Method.reads_bt_file`): :meth:`Method.environment_problems` checks that corpus for
+    every such stage, so no method checks it again. An NLI stage reads labelled pairs instead.
+
     ``objective`` names the stage's :class:`~trainers.objectives.base.Objective` subclass as
     ``"module:Class"``, built as ``Class(config, encoder)``; naming it keeps torch out of the
     declaration until the loop builds the stage."""
@@ -79,6 +81,7 @@ class Stage:
     objective: str
     examples: Examples = corpus_examples
     overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    reads_corpus: bool = True
 
     def objective_class(self) -> type[nn.Module]:
         """The stage's :class:`~trainers.objectives.base.Objective` subclass (imports torch)."""
@@ -188,9 +191,9 @@ class Method:
     def environment_problems(self, config: Config) -> list[Problem]:
         """What a resolved config needs that this machine lacks (files, the hub)."""
         found = []
-        if self.trains and any(stage.examples is corpus_examples for stage in self.stages(config)):
-            problem = corpus_problem(config["train_corpus"], config["sts_source"])
-            if problem:
+        reads_corpus = self.trains and not self.reads_bt_file(config)
+        if reads_corpus and any(stage.reads_corpus for stage in self.stages(config)):
+            if problem := corpus_problem(config["train_corpus"], config["sts_source"]):
                 found.append(Problem("train_corpus", problem))
         problem = model_problem(config["model"])
         if problem or (problem := model_family_problem(config["model"])):

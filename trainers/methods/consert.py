@@ -42,7 +42,8 @@ NLI_AUGMENTATIONS = AUGMENTATIONS + ("adversarial",)
 def nli_stage(supervision: str) -> Stage:
     """Training on labelled NLI: L_ce ('sup') or L_joint ('joint'), which the objective reads from
     ``supervision``."""
-    return Stage(supervision.split("-")[0], "trainers.objectives.consert:NLIObjective", nli_examples)
+    return Stage(supervision.split("-")[0], "trainers.objectives.consert:NLIObjective", nli_examples,
+                 reads_corpus=False)
 
 
 TWO_STAGES = ("sup-unsup", "joint-unsup")

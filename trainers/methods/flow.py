@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from trainers.common_knobs import NLI_STAGE_KNOBS, selection_pooling
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
-from trainers.data.sources import CORPUS_FILES, corpus_problem, load_corpus_pairs
+from trainers.data.sources import CORPUS_FILES, load_corpus_pairs
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.method import Config, Method, Stage, corpus_examples
 from trainers.models.pretrained import model_config, model_problem
@@ -46,7 +46,7 @@ def stages(config: Config) -> tuple[Stage, ...]:
     if not config["nli_supervision"]:
         return (FLOW,)
     nli = Stage("nli", "trainers.objectives.nli:SBERTNLIObjective", nli_examples,
-                overrides={**NLI_STAGE_SETTINGS, "learning_rate": config["nli_learning_rate"]})
+                overrides={**NLI_STAGE_SETTINGS, "learning_rate": config["nli_learning_rate"]}, reads_corpus=False)
     return nli, FLOW
 
 
@@ -59,8 +59,6 @@ def flow_problems(config: Config) -> list[Problem]:
         problems.append(Problem("flow_batch", f"'pairs' batches the sentence pairs of an STS corpus "
                                 f"({', '.join(CORPUS_FILES)}); train_corpus {config['train_corpus']!r} has none: "
                                 "set flow_batch 'sentences' (and batch_size 64, the same sentences a step)"))
-    elif problem := corpus_problem(config["train_corpus"], config["sts_source"]):
-        problems.append(Problem("train_corpus", problem))
     if selection_pooling(config) != config["pooling"]:
         problems.append(Problem("selection_pooling", f"the flow is fit on {config['pooling']!r} vectors, so its dev "
                                 "evaluations pool the same way: set selection_pooling 'same'"))

@@ -56,7 +56,7 @@ from trainers.common_knobs import (
     STEP_GRAPH_KNOBS,
     pooler_problems,
 )
-from trainers.data.sources import BT_COLUMNS, corpus_problem, load_corpus, read_backtranslations
+from trainers.data.sources import BT_COLUMNS, load_corpus, read_backtranslations
 from trainers.data.wordnet import wordnet_problem
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.library_defaults import FIT_DEFAULTS, FIT_SOURCES
@@ -162,8 +162,6 @@ def sct_problems(config: Config) -> list[Problem]:
         if not Path(config["bt_file"]).is_file():
             problems.append(Problem("bt_file", f"{config['bt_file']!r} does not exist (expected a TSV with columns "
                             f"{', '.join(BT_COLUMNS)}; no view reads it, so its sentences would be the corpus)"))
-    elif problem := corpus_problem(config["train_corpus"]):
-        problems.append(Problem("train_corpus", problem))
     if "mlm" in views:
         problem = mlm_problem(config["mlm_model"])
         if problem:
