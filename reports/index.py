@@ -83,7 +83,7 @@ def spec_lines(table: TableSpec) -> list[str]:
     commands = table.fill_commands()
     lines = []
     for path, sweep in table.search_spaces().items():
-        shown = [line for line in table.rows if table.sweep_of(line)[0] == path] if table.kind == "rows" else []
+        shown = table.shown_rows(path) if table.kind == "rows" else []
         what = f"rows {', '.join(repr(r) for r in shown)}" if shown else f"grid {', '.join(sweep.grid) or '-'}"
         lines.append(f"`{commands[sweep.name]}` ({what})")
     return lines

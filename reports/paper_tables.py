@@ -19,7 +19,15 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from reports.table_specs import ENCODER_ANALYSES, PAPER_NUMBERS, PaperSource, TableSpec, load_table_specs, load_yaml
+from reports.table_specs import (
+    COMPOSED_AVERAGE,
+    ENCODER_ANALYSES,
+    PAPER_NUMBERS,
+    PaperSource,
+    TableSpec,
+    load_table_specs,
+    load_yaml,
+)
 from results.lines import cell_of, latest_finished, mirror_point
 from results.schema import FINISHED, IDENTITY
 from results.significance import add_significance
@@ -190,6 +198,7 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
         paper_row = spec.paper.rows.get(key, key if spec.kind == "rows" else None) if spec.paper else None
         figures = paper.get(paper_row, {}) if paper_row is not None else {}
         line = Line(line_label, {}, {})
+        parts, noted = spec.parts.get(key, {}), set()
         for column_key, label in zip(spec.column_keys(), labels):
             if spec.across:
                 where = {**line_where, spec.across: column_key}
@@ -197,8 +206,15 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
                 paper_column = spec.paper.columns.get(column_key) if spec.paper else None
             else:
                 where, metric, paper_column = line_where, formats[label].metric, label
-            if label != DELTA:  # Delta is computed from the other cells below
-                line.cells[label] = _cell(table, spec, runs, all_runs, where, metric, label)
+            if label in parts:
+                where = {**line_where, "row": parts[label]}
+            # what is missing is noted once per line, grid cell, or row of a composed line
+            first_of_row = where.get("row") not in noted if parts else label == table.columns[0] or spec.across
+            noted.add(where.get("row"))
+            if parts and label == "Avg":
+                line.cells[label] = _composed_average(runs, line_where["experiment"], parts, formats)
+            elif label != DELTA:  # Delta is computed from the other cells below
+                line.cells[label] = _cell(table, spec, runs, all_runs, where, metric, label, first_of_row)
             if paper_column in figures:
                 line.paper[label] = float(figures[paper_column])
         table.lines.append(line)
@@ -216,14 +232,14 @@ def build_table(spec: TableSpec, results: pd.DataFrame, numbers: Mapping[str, An
 
 
 def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFrame,
-          where: Mapping[str, Any], metric: str, label: str) -> Cell:
-    """Our cell where ``where`` holds; notes what is missing (once per line or grid cell)."""
+          where: Mapping[str, Any], metric: str, label: str, first_of_row: bool) -> Cell:
+    """Our cell where ``where`` holds; notes what is missing where ``first_of_row``."""
     trials = _select(runs, where)
     mirror = mirror_point(where, spec.mirrored()) if trials.empty else None
     if mirror is not None:
         trials = _select(runs, mirror)
     place = _describe(where)
-    if label == table.columns[0] or spec.across:
+    if first_of_row:
         done = {int(s) for s in trials["seed"]} | _stood_for(trials)
         seeds = spec.sweep_of(where.get("row"))[1].seeds
         missing = [s for s in seeds if s not in done]
@@ -239,6 +255,22 @@ def _cell(table: Table, spec: TableSpec, runs: pd.DataFrame, all_runs: pd.DataFr
         where_text = place if spec.across else f"{place}, {label}"
         table.notes.append(f"{where_text}: {len(trials) - cell.n} of {len(trials)} finished trials logged no {metric}")
     return cell
+
+
+def _composed_average(runs: pd.DataFrame, experiment: str, parts: Mapping[str, str],
+                      formats: Mapping[str, Column]) -> Cell:
+    """A composed line's Avg (:attr:`reports.table_specs.TableSpec.parts`): for each seed that every part has a
+    figure for, the mean of its parts' test sets (:data:`reports.table_specs.COMPOSED_AVERAGE`)."""
+    by_seed = []
+    for column in COMPOSED_AVERAGE:
+        trials = _select(runs, {"experiment": experiment, "row": parts[column]})
+        metric = formats[column].metric
+        if metric not in trials.columns:
+            return Cell(())
+        values = trials[["seed", metric]].dropna()
+        by_seed.append(values.set_index("seed")[metric].astype(float).rename(column))
+    frame = pd.concat(by_seed, axis=1, join="inner").sort_index()
+    return Cell(tuple(frame.mean(axis=1)))
 
 
 def _stood_for(trials: pd.DataFrame) -> set[int]:

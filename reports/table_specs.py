@@ -3,8 +3,9 @@
 A table spec names the search space that fills it, read as the sweep engine
 reads it (:func:`sweep.spec.sweep_spec.load_spec`, without the environment checks): its
 rows, seeds, grid and symmetric axes. A rows table shows named rows of it (or
-``{row: NAME, spec: PATH}`` of another search space); a grid table shows its
-one or two grid knobs. ``paper`` says which of ``paper_numbers.yaml``'s tables
+``{row: NAME, spec: PATH}`` of another search space, or ``{line: NAME, columns: {COLUMN: ROW}}``, a line
+whose columns come from several of its rows: ConSERT's BERT-flow line, a flow per test set); a grid table
+shows its one or two grid knobs. ``paper`` says which of ``paper_numbers.yaml``'s tables
 and rows ours are compared with.
 
 A rows table's rows are measured against one reference row: every search space
@@ -74,6 +75,9 @@ class TableSpec:
     4's 'Same BT (T = T)' against the two back-translations, as the paper's -5.66 is)."""
     row_sweeps: Mapping[str, tuple[str, SweepSpec]] = field(default_factory=dict)
     """rows tables: a row drawn from another search space -> (its path, that search space)"""
+    parts: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    """rows tables: a line drawn from several rows of its search space -> {column: the row it comes from}; its Avg
+    is each seed's mean of its parts' test sets (:data:`COMPOSED_AVERAGE`)"""
     reference: Reference | None = None
     """rows tables: the row every line is measured against (:func:`_table_reference`)"""
     regimes: str = ""
@@ -92,6 +96,13 @@ class TableSpec:
         if self.delta_from:
             caption += ". " + "; ".join(f"Delta of {line!r} is against {reference!r}"
                                         for line, reference in self.delta_from.items())
+        for line, parts in self.parts.items():
+            by_row: dict[str, list[str]] = {}
+            for column, row in parts.items():
+                by_row.setdefault(row, []).append(column)
+            caption += (f". Line {line!r} draws its columns from {len(by_row)} rows (" + "; ".join(
+                f"{' and '.join(columns)}: {row!r}" for row, columns in by_row.items()) + ")" +
+                (", its Avg each seed's mean of their seven test sets" if "Avg" in self.columns else ""))
         if self.regimes:
             caption += f". {self.regimes}"
         if self.deviations:
@@ -103,6 +114,14 @@ class TableSpec:
     @property
     def experiment(self) -> str:
         return self.sweep.name
+
+    def sweep_rows(self, line: Any) -> tuple[Any, ...]:
+        """The search-space rows a line shows: its own, or a composed line's parts, each once."""
+        return tuple(dict.fromkeys(self.parts[line].values())) if line in self.parts else (line,)
+
+    def shown_rows(self, path: str) -> list[Any]:
+        """The rows of the search space at ``path`` that a rows table shows, in the table's order."""
+        return [row for line in self.rows for row in self.sweep_rows(line) if self.sweep_of(line)[0] == path]
 
     def sweep_of(self, line: Any) -> tuple[str, SweepSpec]:
         """(search space path, search space) that a line's trials come from."""
@@ -150,23 +169,44 @@ def search_space(relative: str, project: Path, fail: Callable[[str], TableSpecEr
         raise fail(f"search space {relative}: {'; '.join(error.problems)}") from None
 
 
-def _parse_rows(raw_rows: Sequence[Any], project: Path, fail) -> tuple[tuple[str, ...], dict]:
-    """A rows table's rows: names of the main search space's rows, or ``{row: NAME, spec: PATH}`` for a
-    row of another search space (SCT Table 4's augmentation rows live in three specs)."""
-    names, row_sweeps = [], {}
+COMPOSED_AVERAGE = ("STS-B", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16")
+"""The columns a composed line's Avg is the mean of, as each trial's Avg is of its seven test sets."""
+
+
+def _parse_rows(raw_rows: Sequence[Any], columns: Sequence[str], project: Path, fail) -> tuple[tuple, dict, dict]:
+    """A rows table's lines: names of the main search space's rows, ``{row: NAME, spec: PATH}`` for a
+    row of another search space (SCT Table 4's augmentation rows live in three specs), or ``{line: NAME, columns:
+    {COLUMN: ROW}}`` for a line whose every column but Avg and Delta comes from a row of the main search space."""
+    names, row_sweeps, parts = [], {}, {}
     for item in raw_rows:
-        if isinstance(item, Mapping):
+        if isinstance(item, Mapping) and set(item) == {"line", "columns"}:
+            parts[item["line"]] = _parts(item["line"], item["columns"], columns, fail)
+            names.append(item["line"])
+        elif isinstance(item, Mapping):
             if set(item) != {"row", "spec"}:
-                raise fail(f"a row from another search space is {{row: NAME, spec: PATH}}, got {dict(item)}")
+                raise fail(f"a row from another search space is {{row: NAME, spec: PATH}} and a line from several "
+                           f"rows {{line: NAME, columns: {{COLUMN: ROW}}}}, got {dict(item)}")
             row_sweeps[item["row"]] = (item["spec"], search_space(item["spec"], project, fail))
             names.append(item["row"])
         else:
             names.append(item)
-    return tuple(names), row_sweeps
+    return tuple(names), row_sweeps, parts
+
+
+def _parts(line: str, raw: Any, columns: Sequence[str], fail) -> dict[str, str]:
+    """A composed line's column -> row: every column of the table but Avg and Delta, which are computed."""
+    computed = {"Avg", DELTA}
+    wanted = [c for c in columns if c not in computed]
+    if not isinstance(raw, Mapping) or sorted(raw) != sorted(wanted):
+        raise fail(f"line {line!r} draws each column from a row: its columns must be {wanted} (Avg and Delta are "
+                   f"computed), got {sorted(raw) if isinstance(raw, Mapping) else raw!r}")
+    if "Avg" in columns and not set(COMPOSED_AVERAGE) <= set(raw):
+        raise fail(f"line {line!r} shows Avg, the mean of {list(COMPOSED_AVERAGE)}: it needs each of them")
+    return dict(raw)
 
 
 def _check_lines(raw: Mapping[str, Any], sweep: SweepSpec, rows: tuple[str, ...], row_sweeps: Mapping,
-                 fail: Callable[[str], TableSpecError]) -> None:
+                 parts: Mapping, fail: Callable[[str], TableSpecError]) -> None:
     """A rows table's rows exist and pool no grid points; a grid table's knobs are its sweep's grid."""
     index, across, metric, columns = raw.get("index"), raw.get("across"), raw.get("metric"), raw.get("columns")
     if raw["kind"] == "rows":
@@ -174,7 +214,9 @@ def _check_lines(raw: Mapping[str, Any], sweep: SweepSpec, rows: tuple[str, ...]
             raise fail("a rows table needs 'rows' and 'columns'")
         for path, source in [(raw["spec"], sweep), *row_sweeps.values()]:
             source_rows = [r.name for r in source.rows]
-            stray = [r for r in rows if row_sweeps.get(r, (raw["spec"],))[0] == path and r not in source_rows]
+            shown = [part for r in rows for part in (parts[r].values() if r in parts else (r,))]
+            stray = [r for r in dict.fromkeys(shown) if row_sweeps.get(r, (raw["spec"],))[0] == path
+                     and r not in source_rows]
             if stray:
                 raise fail(f"rows {stray} are not rows of {path} ({source_rows})")
             if source.grid:
@@ -213,14 +255,14 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
                 or set(raw["delta"]) - {"of", "from", "rows"} or not isinstance(raw["delta"].get("rows", {}), Mapping)):
             raise fail("a Delta column needs delta: {of: COLUMN, from: LINE, rows: {LINE: ITS REFERENCE LINE}?}")
         delta = (raw["delta"]["of"], raw["delta"]["from"])
-    rows, row_sweeps = _parse_rows(raw.get("rows") or (), project, fail)
-    _check_lines(raw, sweep, rows, row_sweeps, fail)
+    rows, row_sweeps, parts = _parse_rows(raw.get("rows") or (), columns, project, fail)
+    _check_lines(raw, sweep, rows, row_sweeps, parts, fail)
     if delta and delta[0] not in columns:
         raise fail(f"delta.of {delta[0]!r} is not one of the columns")
     spec = TableSpec(
         name=name, title=str(raw.get("title", name)), kind=raw["kind"], spec_file=raw["spec"], sweep=sweep,
         columns=columns, rows=rows, index=raw.get("index"), across=raw.get("across"), metric=raw.get("metric"),
-        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps,
+        delta=delta, paper=_paper_source(raw.get("paper"), fail), row_sweeps=row_sweeps, parts=parts,
         delta_from=dict((raw.get("delta") or {}).get("rows") or {}),
     )
     if spec.kind == "rows":
@@ -270,9 +312,24 @@ def table_deviations(table: TableSpec, ledger: Mapping[str, SpecLedger]) -> tupl
         record = ledger.get(sweep.path.name)
         if record is None:
             return None
-        shown = [line for line in table.rows if table.sweep_of(line)[0] == path] if table.kind == "rows" else None
-        found += declared(sweep, record, shown)
-    return tuple(deviation_notes(found, table.rows if table.kind == "rows" else lines_of(table.sweep)))
+        found += declared(sweep, record, table.shown_rows(path) if table.kind == "rows" else None)
+    rows = [row for line in table.rows for row in table.sweep_rows(line)]
+    return tuple(deviation_notes(found, rows if table.kind == "rows" else lines_of(table.sweep)))
+
+
+@dataclass(frozen=True)
+class PerColumn:
+    """A composed line's regime knob whose value differs between its columns' rows."""
+
+    values: tuple[Any, ...]
+
+    def __repr__(self) -> str:
+        return f"one per column ({', '.join(map(repr, self.values))})"
+
+
+def _one_or_each(values: Sequence[Any]) -> Any:
+    distinct = list(dict.fromkeys(map(repr, values)))
+    return values[0] if len(distinct) == 1 else PerColumn(tuple(dict(zip(map(repr, values), values)).values()))
 
 
 def regime_note(table: TableSpec) -> str:
@@ -284,9 +341,11 @@ def regime_note(table: TableSpec) -> str:
     regimes, methods = {}, {}
     for line in table.rows:
         _, sweep = table.sweep_of(line)
-        method = sweep.method_of(line)
-        if found := regime(sweep.row_config(line), method):
-            regimes[line], methods[line] = found, method.name
+        rows = table.sweep_rows(line)
+        found = [regime(sweep.row_config(row), sweep.method_of(row)) for row in rows]
+        if all(found) and len({sweep.method_of(row).name for row in rows}) == 1:
+            regimes[line] = {knob: _one_or_each([f[knob] for f in found]) for knob in found[0]}
+            methods[line] = sweep.method_of(rows[0]).name
     parts = []
     for knob in (TRAINING_DATA, *REGIME_KNOBS, VIEWS):
         if not any(regimes[a][knob] != regimes[b][knob] and methods[a] != methods[b] for a in regimes for b in regimes):

@@ -154,13 +154,16 @@ def test_sct_queues_a_budget_cannot_fill_are_a_plan_time_warning(capsys):
 
 def test_a_trial_that_scores_one_dev_state_is_a_plan_time_warning(capsys):
     """eval_every 50 past the smoke SimCSE's 40 steps: Hugging Face's grid scores only the last state. On the epoch
-    grid, four epochs of 10 steps are scored at each epoch's end, so there is a choice and no warning."""
+    grid, four epochs of 10 steps are scored at each epoch's end, so there is a choice and no warning; with
+    final_state 'last' nothing is chosen (BERT-flow's STS16 target: 112 steps at eval_every 125)."""
     path = ROOT / "search_spaces/smoke.yaml"
     assert sweep_main(["plan", str(path), "--set", "eval_every=50"]) == 0
     assert "rows['SimCSE']: eval_every: STS-B dev is evaluated once (eval_every" in capsys.readouterr().err
     epochs = ["--set", "eval_grid=epoch", "--set", "train_limit=320", "--set", "epochs=4"]
     assert sweep_main(["plan", str(path), "--set", "eval_every=50", *epochs]) == 0
     assert "evaluated once" not in capsys.readouterr().err
+    assert sweep_main(["plan", str(path), "--set", "eval_every=50", "--set", "final_state=last"]) == 0
+    assert "evaluated once" not in capsys.readouterr().err  # the last state is kept: nothing to select
 
 
 def test_every_shipped_sts_file_passes_the_check():

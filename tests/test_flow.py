@@ -204,6 +204,26 @@ def test_the_pairs_are_the_sts_corpus_pairs_in_its_order(tiny_bert, use_tiny_sts
     assert sentences == load_corpus(corpus)
 
 
+TARGET_SPLITS = {"stsb_target": ["stsb-train", "stsb-dev", "stsb-test"],
+                 "sickr_target": ["sickr-train", "sickr-dev", "sickr-test"], "sts12_target": ["sts12-test"] * 3,
+                 "sts16_target": ["sts16-test"] * 3}
+"""Li et al.'s run_siamese.py --use_full_for_training: train, dev and test; STS12-16 read full.txt as each."""
+
+
+@pytest.mark.parametrize("corpus", sorted(TARGET_SPLITS))
+def test_a_target_corpus_is_the_pairs_of_its_sets_three_splits_as_bert_flow_reads_them(use_tiny_sts, corpus):
+    from trainers.data.sources import corpus_problem, load_corpus_pairs
+
+    expected = []
+    for name in TARGET_SPLITS[corpus]:
+        lines = (use_tiny_sts / f"{name}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        expected += [tuple(line.split("\t")[:2]) for line in lines]
+    assert load_corpus_pairs(corpus) == expected
+    assert corpus_problem(corpus) is None
+    hub = corpus_problem(corpus, "hub")  # the hub has STS-B's splits and the STS12-16 test sets, not SICK-R's train
+    assert (hub is None) == (corpus != "sickr_target"), hub
+
+
 def test_pairs_of_a_corpus_without_pairs_are_refused_naming_the_knob(tiny_bert, tmp_path):
     corpus = tmp_path / "texts.txt"
     corpus.write_text("A first sentence.\nA second one.\n", encoding="utf-8")

@@ -25,7 +25,8 @@ def tables_by_spec(project: Path = ROOT) -> dict[str, list[str]]:
     raw = yaml.safe_load((project / "reports/table_specs.yaml").read_text())
     found: dict[str, list[str]] = {}
     for table, entry in raw.items():
-        paths = [entry["spec"], *(row["spec"] for row in entry.get("rows") or [] if isinstance(row, dict))]
+        others = [row["spec"] for row in entry.get("rows") or [] if isinstance(row, dict) and "spec" in row]
+        paths = [entry["spec"], *others]
         for path in dict.fromkeys(paths):
             found.setdefault(path, []).append(table)
     return found

@@ -110,12 +110,13 @@ def test_the_papers_model_follows_ours_when_the_paper_has_it():
 
 def test_the_latest_run_of_a_trial_counts_and_a_mix_of_budgets_is_flagged():
     spec = SPECS["consert-table2"]
+    flows = list(dict.fromkeys(spec.parts["BERT-base-flow"].values()))
     frame = pd.DataFrame({
-        "experiment": "consert_main", "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED", "FINISHED"],
-        "row": ["ConSERT-base"] * 3 + ["BERT-base", "BERT-base-flow"], "seed": 42, "model": "m",
-        "budget": ["smoke", "none", "none", "smoke", "smoke"], "run_id": ["a", "b", "c", "d", "e"],
-        "start_time": pd.to_datetime([1, 2, 3, 4, 5], unit="s", utc=True),
-        "test_avg_spearman": [10.0, 20.0, 99.0, 5.0, 7.0], "trial_id": ["t1", "t2", "t3", "t4", "t5"],
+        "experiment": "consert_main", "status": ["FINISHED", "FINISHED", "FAILED", "FINISHED"] + ["FINISHED"] * 7,
+        "row": ["ConSERT-base"] * 3 + ["BERT-base"] + flows, "seed": 42, "model": "m",
+        "budget": ["smoke", "none", "none"] + ["smoke"] * 8, "run_id": list("abcdefghijk"),
+        "start_time": pd.to_datetime(range(1, 12), unit="s", utc=True),
+        "test_avg_spearman": [10.0, 20.0, 99.0, 5.0] + [7.0] * 7, "trial_id": [f"t{n}" for n in range(11)],
     })
     table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
     line = next(x for x in table.lines if x.label == "ConSERT-base")
@@ -256,3 +257,52 @@ def test_sct_table4_draws_its_rows_from_three_sweeps():
     assert not any("no finished trial of sweep" in m for m in table.missing)  # every sweep has results
     assert any(m.startswith("row 'Synonym replacement': 3 of 3 seeds missing") for m in table.missing)
     assert table.p_reference == "SCT (default)" and "Masked language model" in table.p_values
+
+
+def test_a_line_drawn_from_a_row_per_column_takes_each_column_from_its_row_and_averages_each_seed():
+    """ConSERT Table 2's BERT-base-flow: each test set's column from the flow fit on that set (every flow row
+    logs all seven sets, so a column read from the wrong row shows), Dev from the STS-B target's; Avg is each
+    seed's mean of the seven columns, for the seeds every part has; a part's missing seed is said once."""
+    spec = SPECS["consert-table2"]
+    parts = spec.parts["BERT-base-flow"]
+    tests = ["STS-B", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16"]
+    rows, seeds, figures = [], [], {column: [] for column in ["Dev", *tests]}
+    for number, column in enumerate(tests):
+        for seed in (42, 43) if column != "STS-B" else (43,):
+            rows.append(parts[column])
+            seeds.append(seed)
+            for other in ["Dev", *tests]:  # its own set's figure 60 + number + seed/100, the others 0
+                own = other == column or (other == "Dev" and column == "STS-B")
+                figures[other].append(60.0 + number + seed / 100 if own else 0.0)
+    frame = pd.DataFrame({
+        "experiment": "consert_main", "status": "FINISHED", "row": rows, "seed": seeds, "model": "m",
+        "budget": "none", "run_id": [f"r{n}" for n in range(len(rows))],
+        "trial_id": [f"t{n}" for n in range(len(rows))],
+        "start_time": pd.to_datetime(range(len(rows)), unit="s", utc=True), "test_avg_spearman": 0.0,
+        **{COLUMNS[column].metric: values for column, values in figures.items()},
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MissingResults)
+        table = build_tables(frame, ["consert-table2"], {"consert-table2": spec}, NUMBERS)[0]
+    cells = next(line for line in table.lines if line.label == "BERT-base-flow").cells
+    assert cells["STS12"].values == (62.42, 62.43) and cells["STS13"].values == (63.42, 63.43)
+    assert cells["Dev"].values == cells["STS-B"].values == (60.43,)
+    assert cells["Avg"].values == pytest.approx((sum(60.0 + n + 0.43 for n in range(7)) / 7,))  # seed 43's
+    missing = [note for note in table.missing if "BERT-base-flow" in note]
+    assert missing == ["row 'BERT-base-flow, STS-B target': 1 of 1 seeds missing: [42]"]  # once, for Dev and STS-B
+    paper = next(line for line in table.lines if line.label == "BERT-base-flow").paper
+    assert paper["STS12"] == 63.48 and paper["Avg"] == 69.57
+
+
+def test_a_line_drawn_from_rows_must_name_a_row_for_every_column():
+    raw = {"kind": "rows", "spec": "search_spaces/consert_main.yaml", "columns": ["Dev", "STS-B", "Avg"],
+           "rows": ["ConSERT-base", {"line": "flow", "columns": {"STS-B": "BERT-base-flow, STS-B target"}}]}
+    with pytest.raises(TableSpecError, match=r"line 'flow' draws each column from a row: its columns must be "
+                                             r"\['Dev', 'STS-B'\]"):
+        parse_table_spec("t", raw)
+    raw["rows"][1]["columns"] = {"Dev": "BERT-base-flow, STS-B target", "STS-B": "BERT-base-flow, STS-B target"}
+    with pytest.raises(TableSpecError, match="line 'flow' shows Avg, the mean of"):
+        parse_table_spec("t", raw)
+    raw["columns"], raw["rows"][1]["columns"] = ["STS-B"], {"STS-B": "no such row"}
+    with pytest.raises(TableSpecError, match=r"rows \['no such row'\] are not rows of"):
+        parse_table_spec("t", raw)

@@ -54,7 +54,7 @@ def test_each_row_of_a_table_names_every_difference_from_the_tables_reference(na
     assert reference is not None, f"{name}: a paper table of several rows names its reference row"
     source = load_spec(reference.spec, check_environment=False) if reference.spec else table.sweep
     reference_config, reference_method = source.row_config(reference.row), source.method_of(reference.row)
-    for line in table.rows:
+    for line in (row for shown in table.rows for row in table.sweep_rows(shown)):
         _, sweep = table.sweep_of(line)
         row = sweep.row(line)
         if row.changes is None:  # the reference row itself

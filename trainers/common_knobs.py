@@ -186,8 +186,9 @@ def training_problems(config: Mapping[str, Any]) -> list[Problem]:
 TRAINING_KNOBS = KnobSet(
     (
         Knob("train_corpus", str, "stsb_sentences", "Training sentences: 'stsb_sentences' (all STS-B splits, no "
-             "labels), 'sts_all_sentences' (all seven STS sets, no labels), 'nli_sentences' (hub only), or the "
-             "path of a text file with one sentence per line."),
+             "labels), 'sts_all_sentences' (all seven STS sets, no labels), 'nli_sentences' (hub only), "
+             "'<set>_target' (BERT-flow's corpus of one test set: 'stsb_target', 'sickr_target', 'sts12_target' "
+             "... 'sts16_target'), or the path of a text file with one sentence per line."),
         Knob("train_limit", int, 0, "Use only N training examples (0 = all): the first N, or N drawn at random "
              "(train_subset).", low=0),
         Knob("train_subset", str, "first", "Which N examples train_limit keeps: 'first' (the corpus's first N) or "

@@ -63,7 +63,8 @@ def planned_dev_evaluations(method: Method, config: Mapping[str, Any], counted: 
 
 
 def evaluation_warnings(config: Mapping[str, Any], evaluations: int) -> list[Problem]:
-    if evaluations <= 1:
+    """A trial that selects its dev-best state but scores only one (final_state 'last' selects nothing)."""
+    if evaluations <= 1 and config["final_state"] != "last":
         return [Problem("eval_every", f"STS-B dev is evaluated once (eval_every {config['eval_every']}, "
                         f"eval_grid {config['eval_grid']!r}), so no better earlier state can be selected")]
     return []

@@ -44,7 +44,16 @@ HUB_DATASETS = {
     **{f"sts1{y}-test": (f"mteb/sts1{y}-sts", "test") for y in range(2, 7)},
 }
 
-NAMED_CORPORA = ("stsb_sentences", "sts_all_sentences", "nli_sentences")
+TARGET_FILES = {"stsb": ("stsb-train", "stsb-dev", "stsb-test"), "sickr": ("sickr-train", "sickr-dev", "sickr-test"),
+                **{f"sts1{y}": (f"sts1{y}-test",) * 3 for y in range(2, 7)}}
+"""BERT-flow's "target" corpus of each test set (Li et al. 2020, Table 1; ConSERT's Tables 2 and 3 copy its rows):
+what its authors' ``run_siamese.py --use_full_for_training`` reads, the train, dev and test splits. SICK-R's are
+train, trial and test; STS12-16 have one ``full.txt``, which it reads as each of the three, so each pair three
+times."""
+TARGET_CORPORA = {f"{name}_target": name for name in TARGET_FILES}
+"""``train_corpus`` name -> the test set whose BERT-flow target corpus it is."""
+
+NAMED_CORPORA = ("stsb_sentences", "sts_all_sentences", "nli_sentences", *TARGET_CORPORA)
 
 
 class DataError(ValueError):
@@ -276,7 +285,8 @@ def load_corpus(corpus: str, sts_source: str = "local") -> list[str]:
     the same over all seven sets and their splits (ConSERT's setting: 62,198
     texts here; ConSERT counts 89,192 because it also keeps both sentences of
     the 13,497 STS15/16 pairs that have no gold score, which the shipped data
-    leaves out, as SentEval does). Pairs
+    leaves out, as SentEval does). ``<set>_target`` (``sickr_target``, ``sts12_target``, ...): BERT-flow's
+    target corpus of that test set (:data:`TARGET_FILES`). Pairs
     are kept as given, duplicates included, as those papers do.
     ``nli_sentences``: SimCSE's NLI sentences, from the hub. Anything else is
     the path of a text file with one sentence per line.
@@ -296,13 +306,16 @@ def load_corpus_pairs(corpus: str, sts_source: str = "local") -> list[tuple[str,
     return _pairs(_corpus_sets(corpus, sts_source))
 
 
-def _corpus_sets(corpus: str, sts_source: str) -> Iterable[STSSet]:
+def _corpus_sets(corpus: str, sts_source: str) -> list[STSSet]:
+    """The STS sets a named corpus is made of, in order, a file read twice given twice (a target corpus's)."""
     names = tuple(HUB_DATASETS) if corpus == "sts_all_sentences" and sts_source != "local" else CORPUS_FILES[corpus]
-    return load_sts(sts_source, names).values()
+    sets = load_sts(sts_source, tuple(dict.fromkeys(names)))
+    return [sets[name] for name in names]
 
 
-CORPUS_FILES = {"stsb_sentences": ("stsb-train", "stsb-dev", "stsb-test"), "sts_all_sentences": ALL_FILES}
-"""The local STS files each named STS corpus is made of: the corpora whose sentences come in pairs."""
+CORPUS_FILES = {"stsb_sentences": TARGET_FILES["stsb"], "sts_all_sentences": ALL_FILES,
+                **{corpus: TARGET_FILES[name] for corpus, name in TARGET_CORPORA.items()}}
+"""The STS files each named STS corpus is made of, in order: the corpora whose sentences come in pairs."""
 
 
 def is_missing_file(corpus: str) -> bool:
@@ -313,9 +326,10 @@ def is_missing_file(corpus: str) -> bool:
 def corpus_problem(corpus: str, sts_source: str = "local") -> str | None:
     """Why ``corpus`` cannot be loaded, checked before a sweep starts (a file corpus is read)."""
     if corpus in CORPUS_FILES:
-        if sts_source != "local":
-            return None
-        return "; ".join(sts_problems(CORPUS_FILES[corpus])) or None
+        if sts_source == "local":
+            return "; ".join(sts_problems(tuple(dict.fromkeys(CORPUS_FILES[corpus])))) or None
+        absent = [] if corpus == "sts_all_sentences" else sorted(set(CORPUS_FILES[corpus]) - set(HUB_DATASETS))
+        return f"{corpus!r} reads {absent}, which the hub's STS sets lack: set sts_source 'local'" if absent else None
     if corpus == "nli_sentences":
         return None if hub_reachable() else "'nli_sentences' needs the Hugging Face hub, which cannot be reached"
     if is_missing_file(corpus):
