@@ -228,14 +228,29 @@ def test_baseline_evaluates_without_training(tiny_bert, use_tiny_sts):
 
 def test_batches_cover_the_epoch_and_total_steps_agree():
     generator = torch.Generator().manual_seed(0)
-    epoch = batches(21, 4, generator)
+    epoch = batches(21, 4, generator, "keep")
     seen = [i for b in epoch for i in b]
     assert len(set(seen)) == 20 and set(seen) <= set(range(21))
     assert [len(b) for b in epoch] == [4, 4, 4, 4, 4]  # the last batch of one is dropped
-    config = {"batch_size": 4, "epochs": 3, "max_steps": 0}
+    config = {"batch_size": 4, "epochs": 3, "max_steps": 0, "last_batch": "keep"}
     assert total_steps(config, 21) == 15 and total_steps({**config, "max_steps": 7}, 21) == 7
     assert total_steps(config, 22) == 18  # a last batch of two is kept
-    assert batches(1, 4, generator) == [[0]] and total_steps(config, 1) == 3  # a one-sentence corpus still trains
+    assert batches(1, 4, generator, "keep") == [[0]] and total_steps(config, 1) == 3  # one sentence still trains
+
+
+@pytest.mark.parametrize("n, batch_size", [(23, 4), (24, 4), (21, 4), (3, 4), (4, 4), (9, 5), (50, 7)])
+def test_last_batch_drop_trains_the_full_batches_of_the_same_shuffle(n, batch_size):
+    """'drop' is BERT-flow's drop_remainder: int(n / batch) full batches, the first of the same shuffled order
+    'keep' cuts (a corpus smaller than one batch is one batch all the same); total_steps counts what is cut."""
+    kept = batches(n, batch_size, torch.Generator().manual_seed(3), "keep")
+    dropped = batches(n, batch_size, torch.Generator().manual_seed(3), "drop")
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(3)).tolist()
+    full = n // batch_size
+    assert dropped == ([order[i * batch_size:(i + 1) * batch_size] for i in range(full)] if full else [order])
+    assert dropped == kept[:len(dropped)] and len(kept) - len(dropped) == (n % batch_size > 1 and full > 0)
+    for last_batch, cut in (("keep", kept), ("drop", dropped)):
+        config = {"batch_size": batch_size, "epochs": 2, "max_steps": 0, "last_batch": last_batch}
+        assert total_steps(config, n) == 2 * len(cut)
 
 
 def test_train_limit_keeps_the_first_or_a_seeded_sample_repeated_on_request():
@@ -254,7 +269,8 @@ def test_train_limit_keeps_the_first_or_a_seeded_sample_repeated_on_request():
     assert drawn == sorted(drawn, key=corpus.index) == examples(train_subset="random")
     assert examples(train_subset="random", seed=2) != drawn
     assert examples(train_subset="random", train_subset_repeat=True) == drawn * 10  # 103 // 10
-    assert total_steps({"batch_size": 8, "epochs": 1, "max_steps": 0}, len(examples(train_subset_repeat=True))) == 13
+    config = {"batch_size": 8, "epochs": 1, "max_steps": 0, "last_batch": "keep"}
+    assert total_steps(config, len(examples(train_subset_repeat=True))) == 13
 
 
 def test_constant_schedule_keeps_the_rate_after_warmup(base):
@@ -415,7 +431,7 @@ def test_the_epoch_grid_and_the_rules_stop_where_each_authors_fit_stops(epoch_le
     selection, encoder = Selection(patience, rule=rule), torch.nn.Linear(1, 1)
     seen = []
     while position.stage_step < steps and not selection.should_stop:
-        position.next_batch(2 * epoch_length, 2, generator)
+        position.next_batch(2 * epoch_length, 2, generator, "keep")
         position.stage_step += 1
         for epoch_end in evaluations_after(position.stage_step, position.batch_in_epoch, epoch_length, steps, every,
                                            "epoch"):
@@ -433,7 +449,7 @@ def test_the_stage_and_trainer_grids_count_from_the_stages_start_and_max_steps_e
     def grid(kind: str, steps: int) -> list[tuple[int, list[bool]]]:
         position, generator, due = _Position(), torch.Generator().manual_seed(0), []
         while position.stage_step < steps:
-            position.next_batch(10, 2, generator)  # 5 steps an epoch
+            position.next_batch(10, 2, generator, "keep")  # 5 steps an epoch
             position.stage_step += 1
             if flags := evaluations_after(position.stage_step, position.batch_in_epoch, 5, steps, 3, kind):
                 due.append((position.stage_step, flags))

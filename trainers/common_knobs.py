@@ -199,6 +199,10 @@ TRAINING_KNOBS = KnobSet(
         Knob("max_seq_length", int, 32, "Token limit of training sentences.", low=4, high=4096),
         Knob("batch_size", int, 64, "Training examples per step: sentences (each with its back-translations, where "
              "a method reads them), or the pairs of BERT-flow's flow_batch 'pairs' and of an NLI stage.", low=2),
+        Knob("last_batch", str, "keep", "An epoch's short last batch: 'keep' trains it (sentence-transformers' "
+             "fit(), Hugging Face's Trainer), 'drop' does not (BERT-flow's run_siamese.py, drop_remainder=True). "
+             "Either way a last batch of one example is dropped (it has no in-batch negatives), and a corpus "
+             "smaller than one batch is one batch.", choices=("keep", "drop")),
         Knob("epochs", int, 1, "Passes over the training corpus.", low=1),
         Knob("max_steps", int, 0, "Stop after this many steps (0 = run all epochs).", low=0),
         Knob("optimizer", str, "adamw", "Optimizer.", choices=("adamw", "adam")),

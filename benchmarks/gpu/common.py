@@ -150,7 +150,8 @@ def step_flops(objective: torch.nn.Module, batch: list[Any]) -> float:
 def loop_batches(config: Mapping[str, Any], examples: list[Any]) -> list[list[Any]]:
     """The batches the shared loop trains on in its first epoch over ``examples``, in its order (its seeded
     shuffle): what the bare loop takes too, so that both pad to the same lengths."""
-    order = epoch_batches(len(examples), config["batch_size"], torch.Generator().manual_seed(config["seed"]))
+    order = epoch_batches(len(examples), config["batch_size"], torch.Generator().manual_seed(config["seed"]),
+                          config["last_batch"])
     return [[examples[i] for i in indices] for indices in order]
 
 

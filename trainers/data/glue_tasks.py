@@ -66,9 +66,9 @@ no warm-up or decay)."""
 GLUE_KNOBS = KnobSet(
     tuple(dataclasses.replace(knob, default=GLUE_DEFAULTS.get(knob.name, knob.default))
           for knob in (*TRAINING_KNOBS, *COMMON_KNOBS)
-          if knob.name in ("train_limit", "max_seq_length", "batch_size", "epochs", "max_steps", "optimizer",
-                           "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon", "adam_implementation",
-                           "adam_bias_correction", "weight_decay", "weight_decay_exempt",
+          if knob.name in ("train_limit", "max_seq_length", "batch_size", "last_batch", "epochs", "max_steps",
+                           "optimizer", "learning_rate", "adam_beta1", "adam_beta2", "adam_epsilon",
+                           "adam_implementation", "adam_bias_correction", "weight_decay", "weight_decay_exempt",
                            "max_grad_norm", "warmup_ratio", "lr_schedule", "eval_batch_size"))
     + (Knob("eval_every", int, 0, "Score the first 10% of each validation set (the selection part) every N "
             "training steps, and after the last; 0 = at the end of each epoch.", low=0),)

@@ -6,8 +6,9 @@ levels of 3 steps, additive coupling of width 32, channel reversal for the 1 x 1
 ``avg-last-2`` of their README, which their code computes as the mean of the first and last layers
 (``all_encoder_layers[-0]`` is the first: our ``first_last_avg``), the flow's AdamW at a constant 1e-3 with
 weight decay 0.01 and epsilon 1e-6, gradients clipped to global norm 1.0, batches of 32 sentence pairs (each
-side's mean loss summed), max length 64, one epoch over the target pairs (STS-B's three splits, their
-``use_full_for_training``), and the last state kept (their code selects nothing).
+side's mean loss summed; an epoch's short last batch dropped), max length 64, one epoch over the target pairs
+(a test set's train, dev and test splits, their ``use_full_for_training``), and the last state kept (their code
+selects nothing).
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ METHOD = Method(
               "weight_decay_exempt": "none",
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
               "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "bert_tf",
-              "adam_bias_correction": False, "nli_classifier": "bert"},
+              "adam_bias_correction": False, "nli_classifier": "bert", "last_batch": "drop"},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
@@ -124,6 +125,7 @@ METHOD = Method(
         "max_grad_norm": "gradients clipped to global norm 1.0", "final_state": "the last state, no selection",
         "batch_size": "run_siamese.py: train_batch_size 32, of sentence pairs (flow_batch)",
         "flow_batch": "run_siamese.py: a batch of sentence pairs, a pass a side, the two sides' mean losses summed",
+        "last_batch": "run_siamese.py: the training input's drop_remainder=True, int(n / 32) steps an epoch",
         "max_seq_length": "max length 64",
         "eval_max_length": "max length 64, its encoding's too", "epochs": "one epoch",
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",

@@ -114,7 +114,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     select, report = split_validation(data.validation)
     optimizer = make_optimizer(options, model)
     steps = total_steps(options, len(train))
-    steps_per_epoch = epoch_steps(options["batch_size"], len(train))
+    steps_per_epoch = epoch_steps(options["batch_size"], len(train), options["last_batch"])
     schedule = make_schedule(options, optimizer, steps)
     generator = torch.Generator().manual_seed(seed)
     selection = Selection(patience=0)
@@ -125,7 +125,7 @@ def fine_tune(encoder_config: Mapping[str, Any], task: str, data: TaskData, opti
     curve, step = [], 0
     model.train()
     while step < steps:
-        for indices in batches(len(train), options["batch_size"], generator):
+        for indices in batches(len(train), options["batch_size"], generator, options["last_batch"]):
             texts = [[side[i] for i in indices] for side in train.texts]
             logits = model(model.features(texts, options["max_seq_length"]))
             loss = nn.functional.cross_entropy(logits, labels[indices].to(logits.device))

@@ -102,9 +102,9 @@ class _Position:
     epoch_batches: list[list[int]] = field(default_factory=list)
     batch_in_epoch: int = 0
 
-    def next_batch(self, n_examples: int, batch_size: int, generator: torch.Generator) -> list[int]:
+    def next_batch(self, n_examples: int, batch_size: int, generator: torch.Generator, last_batch: str) -> list[int]:
         if self.batch_in_epoch >= len(self.epoch_batches):
-            self.epoch_batches, self.batch_in_epoch = batches(n_examples, batch_size, generator), 0
+            self.epoch_batches, self.batch_in_epoch = batches(n_examples, batch_size, generator, last_batch), 0
         self.batch_in_epoch += 1
         return self.epoch_batches[self.batch_in_epoch - 1]
 
@@ -180,7 +180,7 @@ def train(
     objective.train()
 
     while position.stage_step < steps and not selection.should_stop:
-        batch_indices = position.next_batch(len(examples), config["batch_size"], generator)
+        batch_indices = position.next_batch(len(examples), config["batch_size"], generator, config["last_batch"])
         started = time.perf_counter()
         loss = step([examples[i] for i in batch_indices])
         # fp16_schedule 'hold', as fit(use_amp=True): a step whose loss scale changed (an overflow's skipped update,

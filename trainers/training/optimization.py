@@ -19,12 +19,13 @@ from trainers.training.checkpoint import SelectionState
 from trainers.training.transformers_adamw import TransformersAdamW
 
 
-def batches(n_examples: int, batch_size: int, generator: torch.Generator) -> list[list[int]]:
-    """One epoch of shuffled index batches. A trailing batch of one example is
-    dropped (it has no in-batch negatives) unless it is the whole corpus."""
+def batches(n_examples: int, batch_size: int, generator: torch.Generator, last_batch: str) -> list[list[int]]:
+    """One epoch of shuffled index batches. A short trailing batch is dropped where ``last_batch`` is 'drop', and
+    a trailing batch of one example (it has no in-batch negatives) always, unless it is the whole corpus."""
     order = torch.randperm(n_examples, generator=generator).tolist()
     chunks = [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
-    return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) > 1]
+    shortest = batch_size if last_batch == "drop" else 2
+    return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) >= shortest]
 
 
 def make_optimizer(config: Config, module: torch.nn.Module, rate_tensor: bool = False) -> torch.optim.Optimizer:

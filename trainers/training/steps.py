@@ -23,15 +23,15 @@ def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
     return subset * (len(examples) // limit) if config["train_subset_repeat"] else subset
 
 
-def epoch_steps(batch_size: int, n_examples: int) -> int:
-    """Steps in one epoch, as :func:`trainers.training.optimization.batches` cuts it: a trailing batch of one
-    example is dropped unless it is the whole corpus."""
+def epoch_steps(batch_size: int, n_examples: int, last_batch: str) -> int:
+    """Steps in one epoch, as :func:`trainers.training.optimization.batches` cuts it: a short trailing batch is
+    dropped where ``last_batch`` is 'drop', one of one example always, unless it is the whole corpus."""
     full, rest = divmod(n_examples, batch_size)
-    return full + (rest > 1 or (rest == 1 and full == 0))
+    return full + (full == 0 or (rest > 1 and last_batch == "keep"))
 
 
 def total_steps(config: Config, n_examples: int) -> int:
-    steps = epoch_steps(config["batch_size"], n_examples) * config["epochs"]
+    steps = epoch_steps(config["batch_size"], n_examples, config["last_batch"]) * config["epochs"]
     return min(steps, config["max_steps"]) if config["max_steps"] else steps
 
 
@@ -60,7 +60,8 @@ def evaluations_after(stage_step: int, batch_in_epoch: int, epoch_length: int, s
 def planned_evaluations(config: Config, n_examples: int) -> int:
     """The dev evaluations a stage of ``n_examples`` scores if it does not stop early: the steps on which
     :func:`evaluations_after` falls (a step where two fall is scored once)."""
-    steps, epoch_length = total_steps(config, n_examples), epoch_steps(config["batch_size"], n_examples)
+    steps, epoch_length = total_steps(config, n_examples), epoch_steps(config["batch_size"], n_examples,
+                                                                        config["last_batch"])
     return sum(bool(evaluations_after(step, (step - 1) % epoch_length + 1, epoch_length, steps,
                                       config["eval_every"], config["eval_grid"]))
                for step in range(1, steps + 1))
