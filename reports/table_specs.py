@@ -117,7 +117,7 @@ class TableSpec:
 
     def sweep_rows(self, line: Any) -> tuple[Any, ...]:
         """The search-space rows a line shows: its own, or a composed line's parts, each once."""
-        return tuple(dict.fromkeys(self.parts[line].values())) if line in self.parts else (line,)
+        return line_rows(line, self.parts)
 
     def shown_rows(self, path: str) -> list[Any]:
         """The rows of the search space at ``path`` that a rows table shows, in the table's order."""
@@ -169,6 +169,12 @@ def search_space(relative: str, project: Path, fail: Callable[[str], TableSpecEr
         raise fail(f"search space {relative}: {'; '.join(error.problems)}") from None
 
 
+def line_rows(line: Any, parts: Mapping[str, Mapping[str, str]]) -> tuple[Any, ...]:
+    """The search-space rows a rows table's line shows: its own, or, for a line drawn from several rows
+    (``parts``), theirs, each once."""
+    return tuple(dict.fromkeys(parts[line].values())) if line in parts else (line,)
+
+
 COMPOSED_AVERAGE = ("STS-B", "SICK-R", "STS12", "STS13", "STS14", "STS15", "STS16")
 """The columns a composed line's Avg is the mean of, as each trial's Avg is of its seven test sets."""
 
@@ -214,9 +220,8 @@ def _check_lines(raw: Mapping[str, Any], sweep: SweepSpec, rows: tuple[str, ...]
             raise fail("a rows table needs 'rows' and 'columns'")
         for path, source in [(raw["spec"], sweep), *row_sweeps.values()]:
             source_rows = [r.name for r in source.rows]
-            shown = [part for r in rows for part in (parts[r].values() if r in parts else (r,))]
-            stray = [r for r in dict.fromkeys(shown) if row_sweeps.get(r, (raw["spec"],))[0] == path
-                     and r not in source_rows]
+            shown = dict.fromkeys(row for line in rows for row in line_rows(line, parts))
+            stray = [r for r in shown if row_sweeps.get(r, (raw["spec"],))[0] == path and r not in source_rows]
             if stray:
                 raise fail(f"rows {stray} are not rows of {path} ({source_rows})")
             if source.grid:
@@ -328,8 +333,9 @@ class PerColumn:
 
 
 def _one_or_each(values: Sequence[Any]) -> Any:
-    distinct = list(dict.fromkeys(map(repr, values)))
-    return values[0] if len(distinct) == 1 else PerColumn(tuple(dict(zip(map(repr, values), values)).values()))
+    """The value of a composed line's rows where they agree, else each distinct value (:class:`PerColumn`)."""
+    distinct = list({repr(value): value for value in values}.values())
+    return distinct[0] if len(distinct) == 1 else PerColumn(tuple(distinct))
 
 
 def regime_note(table: TableSpec) -> str:

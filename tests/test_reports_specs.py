@@ -292,6 +292,11 @@ def test_a_line_drawn_from_a_row_per_column_takes_each_column_from_its_row_and_a
     assert missing == ["row 'BERT-base-flow, STS-B target': 1 of 1 seeds missing: [42]"]  # once, for Dev and STS-B
     paper = next(line for line in table.lines if line.label == "BERT-base-flow").paper
     assert paper["STS12"] == 63.48 and paper["Avg"] == 69.57
+    assert "Line 'BERT-base-flow' draws its columns from 7 rows (Dev and STS-B: 'BERT-base-flow, STS-B target'; " \
+        "SICK-R: 'BERT-base-flow, SICK-R target';" in spec.caption
+    # the regimes name the line once, with each of its rows' corpora, and what its rows share as one value
+    assert "training data one per column ('stsb_target', 'sickr_target', 'sts12_target'" in spec.regimes
+    assert "epochs 1 (BERT-base-flow), 10 (ConSERT-base)" in spec.regimes
 
 
 def test_a_line_drawn_from_rows_must_name_a_row_for_every_column():
