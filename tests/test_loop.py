@@ -238,7 +238,7 @@ def test_batches_cover_the_epoch_and_total_steps_agree():
     assert batches(1, 4, generator, "keep") == [[0]] and total_steps(config, 1) == 3  # one sentence still trains
 
 
-@pytest.mark.parametrize("n, batch_size", [(23, 4), (24, 4), (21, 4), (3, 4), (4, 4), (9, 5), (50, 7)])
+@pytest.mark.parametrize("n, batch_size", [(23, 4), (24, 4), (21, 4), (3, 4), (4, 4), (9, 5), (50, 7), (0, 4)])
 def test_last_batch_drop_trains_the_full_batches_of_the_same_shuffle(n, batch_size):
     """'drop' is BERT-flow's drop_remainder: int(n / batch) full batches, the first of the same shuffled order
     'keep' cuts (a corpus smaller than one batch is one batch all the same); total_steps counts what is cut."""
@@ -246,7 +246,7 @@ def test_last_batch_drop_trains_the_full_batches_of_the_same_shuffle(n, batch_si
     dropped = batches(n, batch_size, torch.Generator().manual_seed(3), "drop")
     order = torch.randperm(n, generator=torch.Generator().manual_seed(3)).tolist()
     full = n // batch_size
-    assert dropped == ([order[i * batch_size:(i + 1) * batch_size] for i in range(full)] if full else [order])
+    assert dropped == ([order[i * batch_size:(i + 1) * batch_size] for i in range(full)] if full or not n else [order])
     assert dropped == kept[:len(dropped)] and len(kept) - len(dropped) == (n % batch_size > 1 and full > 0)
     for last_batch, cut in (("keep", kept), ("drop", dropped)):
         config = {"batch_size": batch_size, "epochs": 2, "max_steps": 0, "last_batch": last_batch}

@@ -16,6 +16,7 @@ from transformers import get_constant_schedule_with_warmup, get_linear_schedule_
 
 from trainers.method import Config
 from trainers.training.checkpoint import SelectionState
+from trainers.training.steps import shortest_batch
 from trainers.training.transformers_adamw import TransformersAdamW
 
 
@@ -24,7 +25,7 @@ def batches(n_examples: int, batch_size: int, generator: torch.Generator, last_b
     a trailing batch of one example (it has no in-batch negatives) always, unless it is the whole corpus."""
     order = torch.randperm(n_examples, generator=generator).tolist()
     chunks = [order[i : i + batch_size] for i in range(0, n_examples, batch_size)]
-    shortest = batch_size if last_batch == "drop" else 2
+    shortest = shortest_batch(batch_size, last_batch)
     return chunks if len(chunks) == 1 else [chunk for chunk in chunks if len(chunk) >= shortest]
 
 

@@ -23,11 +23,16 @@ def load_examples(stage: Stage, config: Config) -> Sequence[Any]:
     return subset * (len(examples) // limit) if config["train_subset_repeat"] else subset
 
 
+def shortest_batch(batch_size: int, last_batch: str) -> int:
+    """The fewest examples an epoch's trailing batch may hold and be trained, unless it is the whole corpus: all
+    of them where ``last_batch`` is 'drop', else two (one example has no in-batch negatives)."""
+    return batch_size if last_batch == "drop" else 2
+
+
 def epoch_steps(batch_size: int, n_examples: int, last_batch: str) -> int:
-    """Steps in one epoch, as :func:`trainers.training.optimization.batches` cuts it: a short trailing batch is
-    dropped where ``last_batch`` is 'drop', one of one example always, unless it is the whole corpus."""
+    """Steps in one epoch, as :func:`trainers.training.optimization.batches` cuts it (:func:`shortest_batch`)."""
     full, rest = divmod(n_examples, batch_size)
-    return full + (full == 0 or (rest > 1 and last_batch == "keep"))
+    return full + (rest > 0 and (full == 0 or rest >= shortest_batch(batch_size, last_batch)))
 
 
 def total_steps(config: Config, n_examples: int) -> int:
