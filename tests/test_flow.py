@@ -224,6 +224,23 @@ def test_a_target_corpus_is_the_pairs_of_its_sets_three_splits_as_bert_flow_read
     assert (hub is None) == (corpus != "sickr_target"), hub
 
 
+@pytest.mark.parametrize("last_batch", ["drop", "keep"])
+def test_a_flow_trial_trains_only_full_batches_in_every_epoch_unless_told_to_keep(tiny_bert, use_tiny_sts,
+                                                                                  monkeypatch, tmp_path, last_batch):
+    """BERT-flow's default 'drop': 44 pairs at batch 16 are two full batches an epoch (their drop_remainder), so
+    two epochs train four batches of 16; 'keep' trains the 12 left over in each epoch too."""
+    from trainers.objectives.flow import FlowObjective
+
+    sizes = []
+    loss = FlowObjective.loss
+    monkeypatch.setattr(FlowObjective, "loss", lambda self, batch: sizes.append(len(batch)) or loss(self, batch))
+    config = {**TRIAL, "model": tiny_bert, "batch_size": 16, "train_limit": 44, "max_steps": 0, "epochs": 2,
+              "eval_every": 100}
+    run_trial(config if last_batch == "drop" else {**config, "last_batch": last_batch},
+              LocalSession(tmp_path, keep=1))
+    assert sizes == ([16, 16] * 2 if last_batch == "drop" else [16, 16, 12] * 2)
+
+
 def test_pairs_of_a_corpus_without_pairs_are_refused_naming_the_knob(tiny_bert, tmp_path):
     corpus = tmp_path / "texts.txt"
     corpus.write_text("A first sentence.\nA second one.\n", encoding="utf-8")
