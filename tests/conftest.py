@@ -32,6 +32,13 @@ an experiment created in a SQLite store (and of a file store), the default store
 TINY_LAYERS = 2
 
 
+@pytest.fixture(autouse=True)
+def shared_stages_of_the_test(tmp_path_factory, monkeypatch):
+    """Each test's shared stages (``share_stages``) in a folder of its own: stages that one test trained, perhaps
+    with code it patched, are never read by another."""
+    monkeypatch.setenv("SWEEP_SHARED_STAGES_DIR", str(tmp_path_factory.mktemp("shared-stages")))
+
+
 def build_tiny_bert(folder: Path, seed: int = 0, layers: int = TINY_LAYERS, hidden_size: int = 32,
                     masked_lm: bool = False) -> Path:
     import torch

@@ -21,8 +21,8 @@ from trainers.training.checkpoint import TRAINING_STATE, CheckpointWarning, Loca
 from trainers.training.loop import run_trial
 
 # Not results: how long things took, and how much the shared frozen-output cache (warm in the
-# resumed process) saved.
-TIMINGS = (*Metric.TIMINGS, Metric.FROZEN_OUTPUTS_COMPUTED, Metric.FROZEN_OUTPUTS_REUSED)
+# resumed process) and the shared stages saved.
+TIMINGS = (*Metric.TIMINGS, Metric.FROZEN_OUTPUTS_COMPUTED, Metric.FROZEN_OUTPUTS_REUSED, Metric.STAGES_REUSED)
 NLI = [
     ("A man plays guitar.", "A person makes music.", 0), ("A dog runs.", "A cat sleeps.", 2),
     ("Kids play outside.", "Children are indoors.", 2), ("She cooks dinner.", "Someone prepares food.", 0),
@@ -92,9 +92,11 @@ CASES = {
     "sg-opt1-cuda-graph": {"method": "sg", "loss": "opt1", "projection_hidden": 16, "pad_to_max_length": True,
                            "cuda_graph": True, "max_steps": 9, "bert_f_dropout": True},
     "consert": {"method": "consert", "aug1": "token_cutoff", "aug2": "dropout"},
-    "consert-sup-unsup": {"method": "consert", "supervision": "sup-unsup", "max_steps": 3},
+    # Stopped in their first stage, which they train themselves (share_stages off: the uninterrupted trial's would
+    # be read, tests/test_shared_stages.py).
+    "consert-sup-unsup": {"method": "consert", "supervision": "sup-unsup", "max_steps": 3, "share_stages": False},
     "consert-joint-unsup-adversarial": {"method": "consert", "supervision": "joint-unsup", "max_steps": 3,
-                                        "nli_augmentation": "adversarial"},
+                                        "nli_augmentation": "adversarial", "share_stages": False},
     "consert-joint": {"method": "consert", "supervision": "joint"},
     "sct": {"method": "sct", "queue_size": 10, "projector_expansion": 2},
     "sct-momentum-one-queue": {"method": "sct", "queue_size": 10, "projector_expansion": 2, "reference": "momentum",

@@ -11,7 +11,7 @@ from sweep.run.engine import FORWARDED_ENV
 
 def test_every_data_folder_a_trial_reads_is_forwarded_to_its_worker():
     assert {"STS_DATA_DIR", "SENTEVAL_DATA_DIR", "RERANKING_DATA_DIR", "MULTILINGUAL_STS_DATA_DIR", "WORDNET_DIR",
-            "SWEEP_FROZEN_OUTPUTS_DIR", "HF_HUB_OFFLINE", "HF_HOME"} <= set(FORWARDED_ENV)
+            "SWEEP_FROZEN_OUTPUTS_DIR", "SWEEP_SHARED_STAGES_DIR", "HF_HUB_OFFLINE", "HF_HOME"} <= set(FORWARDED_ENV)
     assert len(set(FORWARDED_ENV)) == len(FORWARDED_ENV)
 
 

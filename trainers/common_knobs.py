@@ -188,7 +188,7 @@ TRAINING_KNOBS = KnobSet(
         Knob("train_corpus", str, "stsb_sentences", "Training sentences: 'stsb_sentences' (all STS-B splits, no "
              "labels), 'sts_all_sentences' (all seven STS sets, no labels), 'nli_sentences' (hub only), "
              "'<set>_target' (BERT-flow's corpus of one test set: 'stsb_target', 'sickr_target', 'sts12_target' "
-             "... 'sts16_target'), or the path of a text file with one sentence per line."),
+             "... 'sts16_target'), or the path of a text file with one sentence per line.", corpus=True),
         Knob("train_limit", int, 0, "Use only N training examples (0 = all): the first N, or N drawn at random "
              "(train_subset).", low=0),
         Knob("train_subset", str, "first", "Which N examples train_limit keeps: 'first' (the corpus's first N) or "
@@ -348,7 +348,7 @@ FROZEN_OUTPUT_KNOBS = KnobSet(
 BT_FILE_KNOBS = KnobSet(
     (
         Knob("bt_file", str, "", "TSV of (sentence, bt1, bt2) for back-translation views, as "
-             "`python -m trainers.data.backtranslate` writes it."),
+             "`python -m trainers.data.backtranslate` writes it.", corpus=True),
     )
 )
 """The back-translation file of the methods that take back-translated views (SCT, SimCSE's BT positive,
@@ -369,3 +369,20 @@ NLI_STAGE_KNOBS = KnobSet(
     )
 )
 """The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.data.nli_examples`)."""
+
+SHARED_STAGE_KNOBS = KnobSet(
+    (
+        Knob("share_stages", bool, True, "Train the stages before a trial's last (an NLI stage before the flow or "
+             "ConSERT's transfer) once per node: the first trial of a key trains them and keeps the encoder, the "
+             "RNG states and the reports on node-local disk; the node's other trials of that key wait, then read "
+             "them. The key holds every knob but the bookkeeping ones and, when no such stage reads it, the "
+             "training corpus. The same numbers either way.", bookkeeping=True),
+        Knob("shared_stages_dir", str, "", "Node-local folder of the shared stages; empty = "
+             "$SWEEP_SHARED_STAGES_DIR, else <system temp folder>/sweep-shared-stages.", bookkeeping=True),
+        Knob("shared_stages_gb", float, 20.0, "Bound on the shared stages' folder, in GB: writing one deletes the "
+             "least recently used others past it; one larger than the bound is not kept.", low=0.0,
+             bookkeeping=True),
+    )
+)
+"""Where the stages that trials share are kept (:mod:`trainers.training.shared_stages`): knobs of the methods
+with several stages."""

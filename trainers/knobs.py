@@ -25,7 +25,10 @@ class Knob:
     ``low``/``high`` bound numbers (inclusive). ``nullable`` admits ``None``.
     ``bookkeeping`` marks a knob that changes where or how often things are done but no number a trial
     computes (a cache's folder, how often a checkpoint is written): it is no part of what a row changes
-    (:mod:`sweep.spec.contracts`).
+    (:mod:`sweep.spec.contracts`). ``corpus`` marks a knob that only says which training texts a stage that reads
+    the corpus reads (``train_corpus``, ``bt_file``, ConSERT's ``transfer_limit``): a stage that does not
+    (:attr:`trainers.method.Stage.reads_corpus`) reads none of them, so a shared stage's key leaves them out
+    (:mod:`trainers.training.shared_stages`).
     """
 
     name: str
@@ -37,6 +40,7 @@ class Knob:
     high: float | None = None
     nullable: bool = False
     bookkeeping: bool = False
+    corpus: bool = False
 
     def problem(self, value: Any) -> str | None:
         """Return why ``value`` is not acceptable for this knob, or None."""
@@ -113,6 +117,11 @@ class KnobSet:
     def bookkeeping(self) -> frozenset[str]:
         """The names of the knobs that change no number (:attr:`Knob.bookkeeping`)."""
         return frozenset(k.name for k in self.knobs if k.bookkeeping)
+
+    @property
+    def corpus(self) -> frozenset[str]:
+        """The names of the knobs that only choose a stage's training texts (:attr:`Knob.corpus`)."""
+        return frozenset(k.name for k in self.knobs if k.corpus)
 
     def defaults(self) -> dict[str, Scalar]:
         return {k.name: k.default for k in self.knobs}

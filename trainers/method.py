@@ -25,6 +25,7 @@ from trainers.data.sources import (
     read_backtranslations,
     sts_problems,
 )
+from trainers.identity import json_digest
 from trainers.knobs import ConfigError, Exchangeable, KnobSet, Problem
 from trainers.models.pretrained import layers_problem, model_family_problem, model_problem, wk_layers_problem
 from trainers.references import resolve
@@ -94,6 +95,17 @@ class Stage:
 
 
 Stages = Callable[[Config], tuple[Stage, ...]]
+
+
+def settings_read(config: Config, stages: Sequence[Stage], knobs: KnobSet) -> dict[str, Any]:
+    """What ``stages`` may read of ``config`` (of a method with ``knobs``): its knobs but the bookkeeping ones and,
+    when none of the stages reads the training corpus, those that only choose its texts (:attr:`Knob.corpus`); and
+    the stages with their overrides. Part of a shared stage's key (:mod:`trainers.training.shared_stages`), and
+    what ``sweep plan`` groups trials by to say how many train such stages."""
+    left_out = knobs.bookkeeping | (frozenset() if any(stage.reads_corpus for stage in stages) else knobs.corpus)
+    counted = {k: v for k, v in config.items() if k not in left_out}
+    return {"knobs": json_digest(counted),
+            "stages": [[stage.name, stage.objective, dict(stage.overrides)] for stage in stages]}
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,9 @@ class Metric:
     FROZEN_OUTPUTS_COMPUTED = "frozen_outputs_computed"
     FROZEN_OUTPUTS_REUSED = "frozen_outputs_reused"
     FROZEN_OUTPUTS_SECONDS = "frozen_outputs_seconds"  # the table pass: this trial's, or recorded with the table
+    STAGES_REUSED = "stages_reused"
+    """``share_stages``: the stages before the last that this trial read from another trial's training of them
+    (:mod:`trainers.training.shared_stages`), 0 when it trained them itself."""
     TIMINGS = (TRAIN_SECONDS, TRAIN_SECONDS_WITH_FROZEN_OUTPUTS, TEST_SECONDS, STSB_TEST_SECONDS_B16, WALL_SECONDS,
                SENTENCES_PER_SECOND, FROZEN_OUTPUTS_SECONDS)
     """How long parts of a trial took: the machine's, not the experiment's (exactness tests leave them out)."""

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from sweep.spec.contracts import describe
 from sweep.spec.sweep_spec import SweepSpec, row_method
+from trainers.method import settings_read
+from trainers.registry import get_method
 
 
 def warn(spec: SweepSpec) -> None:
@@ -76,7 +78,35 @@ def _savings(spec) -> list[str]:
                    if set(p.knobs) == {first, second}}
         lines.append(f"symmetric: {first} <-> {second}: {mirrors} mirror grid points per row and seed do not run; "
                      f"tables fill them from their pair, marked as such ({'; '.join(sorted(reasons))})")
-    return lines + frozen_table_lines(spec)
+    return lines + frozen_table_lines(spec) + shared_stage_lines(spec)
+
+
+def shared_stage_lines(spec: SweepSpec) -> list[str]:
+    """How many trials begin with stages before their last, and how many distinct trainings of those stages one
+    node runs when they are shared (``share_stages``, :mod:`trainers.training.shared_stages`)."""
+    if not spec.trials_known:
+        return []
+    shared: dict[str, list[str]] = {}
+    names, unshared = set(), 0
+    for trial in spec.trials:
+        method = get_method(trial.config["method"])
+        prefix = method.stages(trial.config)[:-1] if method.trains else ()
+        names |= {stage.name for stage in prefix}
+        if prefix and not trial.config["share_stages"]:
+            unshared += 1
+        elif prefix:
+            key = json.dumps(settings_read(trial.config, prefix, method.all_knobs), sort_keys=True)
+            shared.setdefault(key, []).append(trial.point.row)
+    lines = []
+    if shared:
+        trials = sum(map(len, shared.values()))
+        lines.append(f"shared stages: {trials} trials begin with stages before their last "
+                     f"({', '.join(sorted(names))}): on one node {len(shared)} of them train those stages and "
+                     f"{trials - len(shared)} read them (share_stages; a trial on another node trains its own)")
+    if unshared:
+        lines.append(f"unshared stages: {unshared} trials train their stages before the last themselves "
+                     "(share_stages false)")
+    return lines
 
 
 def meaning_lines(spec: SweepSpec) -> list[str]:

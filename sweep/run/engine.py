@@ -63,26 +63,16 @@ from sweep.run.ray_state import WholeRayState, mend  # noqa: E402
 from sweep.run.retention import finish_models  # noqa: E402
 from sweep.run.reuse import Reuse, plan_reuse  # noqa: E402
 from sweep.run.settings_drift import check_resume, stored_runs  # noqa: E402
-from sweep.run.trial import STORAGE_OUTAGE_ENV, run_sweep_trial  # noqa: E402
+from sweep.run.trial import run_sweep_trial  # noqa: E402
+from sweep.run.worker_env import FORWARDED_ENV  # noqa: E402
 from sweep.spec.options import SweepOptions, storage_root  # noqa: E402
 from sweep.spec.sweep_spec import POINT, SweepSpec  # noqa: E402
 from sweep.spec.variants import UsageError, choose_variant, describe_options, filesystem, variant_folder, write_record  # noqa: E402
 from sweep.tracking.journal import JOURNAL  # noqa: E402
 from sweep.tracking.store import open_client  # noqa: E402
 from sweep.tracking.tracker import MLflowTracker  # noqa: E402
-from trainers.data.sources import STS_DIR_ENV  # noqa: E402
-from trainers.data.wordnet import WORDNET_DIR_ENV  # noqa: E402
 from trainers.errors import first_line  # noqa: E402
-from trainers.metrics import Metric
-from trainers.models.frozen_outputs import ENVIRONMENT_FOLDER as FROZEN_OUTPUTS_ENV  # noqa: E402
-from trainers.suites import SUITES  # noqa: E402
-
-# Environment that trial workers must see as the driver does: the data folders, named where each is read
-# (on a cluster each must exist at that path on every node, docs/clusters.md), and the models' hub settings.
-FORWARDED_ENV = tuple(dict.fromkeys((
-    STS_DIR_ENV, WORDNET_DIR_ENV, FROZEN_OUTPUTS_ENV, *(suite.env for suite in SUITES.values() if suite.env),
-    "HF_HUB_OFFLINE", "HF_HOME", "HF_ENDPOINT", "TOKENIZERS_PARALLELISM", STORAGE_OUTAGE_ENV,
-)))
+from trainers.metrics import Metric  # noqa: E402
 
 
 def tune_domain(axis: Mapping[str, Any]):

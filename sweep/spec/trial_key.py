@@ -22,7 +22,6 @@ explained part by part:
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -33,51 +32,12 @@ from typing import Any, Mapping
 from results.record import Tag, plain
 from trainers.common_knobs import precision_settings
 from trainers.data.sources import SHIPPED_STS_DIR, STS_DIR_ENV
+from trainers.identity import MODEL_KNOBS, code_digest, model_identity, path_digest, text_digest
 from trainers.metrics import SuiteName
-from trainers.models.pretrained import resolve_model_path
 from trainers.registry import get_method
 
-TRAINERS = Path(__file__).resolve().parents[2] / "trainers"
-MODEL_KNOBS = ("model", "teacher", "mlm_model", "complementary_model", "generator")
 FILE_KNOBS = ("train_corpus", "bt_file")
 PARTS = ("knobs", "models", "data", "precision", "libraries", "code")
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@functools.cache
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    hashed = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            hashed.update(block)
-    return hashed.hexdigest()[:16]
-
-
-def path_digest(path: Path) -> str:
-    """A file's or a folder's content (every file under it, by relative name), read once per process
-    unless a file changes."""
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    entries = []
-    for file in files:
-        stat = file.stat()
-        entries.append(f"{file.relative_to(path) if file != path else file.name}:"
-                       f"{_file_digest(str(file), stat.st_size, stat.st_mtime_ns)}")
-    return _digest("\n".join(entries))
-
-
-def model_identity(name: str) -> str:
-    """A local model by its files' content; a hub id by the revision this machine's cache holds of it."""
-    path = Path(resolve_model_path(name))
-    if path.is_dir():
-        return f"files:{path_digest(path)}"
-    cache = Path(os.environ.get("HF_HUB_CACHE") or Path(os.environ.get("HF_HOME", "~/.cache/huggingface"))
-                 / "hub").expanduser()
-    ref = cache / f"models--{name.replace('/', '--')}" / "refs" / "main"
-    return f"hub:{name}@{ref.read_text().strip() if ref.is_file() else 'unknown'}"
 
 
 def data_parts(config: Mapping[str, Any]) -> dict[str, str]:
@@ -103,12 +63,6 @@ def suite_data_digest(name: str) -> str | None:
     suite = SUITES.get(name)
     folder = os.environ.get(suite.env) if suite is not None and suite.env else None
     return path_digest(Path(folder)) if folder and Path(folder).exists() else None
-
-
-@functools.cache
-def code_digest() -> str:
-    return _digest("\n".join(f"{p.relative_to(TRAINERS)}:{_digest(p.read_text(encoding='utf-8'))}"
-                             for p in sorted(TRAINERS.rglob("*.py"))))
 
 
 GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/kfd")
@@ -160,12 +114,12 @@ class TrialKey:
 
     @property
     def key(self) -> str:
-        return _digest(json.dumps(dict(self.parts), sort_keys=True))
+        return text_digest(json.dumps(dict(self.parts), sort_keys=True))
 
     @property
     def key_without_code(self) -> str:
         """The key of every part but the training code's (``sweep run --reuse-other-code``)."""
-        return _digest(json.dumps({k: v for k, v in self.parts.items() if k != "code"}, sort_keys=True))
+        return text_digest(json.dumps({k: v for k, v in self.parts.items() if k != "code"}, sort_keys=True))
 
     def tags(self) -> dict[str, str]:
         return {Tag.TRIAL_KEY: self.key, Tag.TRIAL_KEY_WITHOUT_CODE: self.key_without_code,
@@ -192,9 +146,9 @@ def trial_key(config: Mapping[str, Any]) -> TrialKey:
     models = {knob: model_identity(config[knob]) for knob in MODEL_KNOBS if config.get(knob)}
     precision = {knob: _precision(setting, graphed) for knob, (setting, graphed) in precision_settings(config).items()}
     return TrialKey({
-        "knobs": _digest(json.dumps(counted, sort_keys=True)),
-        "models": _digest(json.dumps(models, sort_keys=True)),
-        "data": _digest(json.dumps(data_parts(config), sort_keys=True)),
+        "knobs": text_digest(json.dumps(counted, sort_keys=True)),
+        "models": text_digest(json.dumps(models, sort_keys=True)),
+        "data": text_digest(json.dumps(data_parts(config), sort_keys=True)),
         "precision": json.dumps(precision, sort_keys=True),
         "libraries": f"torch {version('torch')}, transformers {version('transformers')}",
         "code": code_digest(),

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS, STEP_GRAPH_KNOBS
+from trainers.common_knobs import AUGMENTATIONS, NLI_STAGE_KNOBS, RATE_KNOBS, SHARED_STAGE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.knobs import Exchangeable, Knob, KnobSet, Problem
 from trainers.library_defaults import FIT_DEFAULTS, FIT_SOURCES
@@ -121,11 +121,11 @@ METHOD = Method(
                  "after the NLI stage of 'sup-unsup' and 'joint-unsup' (0 = all), the NLI pairs left whole: Section "
                  "5.3's few-shot setting under supervision (Figure 6). train_limit caps the examples of every stage, "
                  "the NLI pairs too; without an NLI stage ('none') train_limit is the knob that limits the texts.",
-                 low=0),
+                 low=0, corpus=True),
         )
     )
     + RATE_KNOBS
-    + NLI_STAGE_KNOBS
+    + NLI_STAGE_KNOBS + SHARED_STAGE_KNOBS
     + STEP_GRAPH_KNOBS,
     defaults={
         "pooling": "last2avg",  # the authors' README: reported numbers average the last two layers

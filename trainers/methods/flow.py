@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from trainers.common_knobs import NLI_STAGE_KNOBS, selection_pooling
+from trainers.common_knobs import NLI_STAGE_KNOBS, SHARED_STAGE_KNOBS, selection_pooling
 from trainers.data.nli_examples import nli_examples, nli_hub_problems
 from trainers.data.sources import CORPUS_FILES, load_corpus_pairs
 from trainers.knobs import Knob, KnobSet, Problem
@@ -103,7 +103,7 @@ METHOD = Method(
                  "the last layer), then fit the flow on train_corpus from its last state. Needs the hub."),
         )
     )
-    + NLI_STAGE_KNOBS,
+    + NLI_STAGE_KNOBS + SHARED_STAGE_KNOBS,
     defaults={"pooling": "first_last_avg", "learning_rate": 1e-3, "lr_schedule": "constant", "weight_decay": 0.01,
               "weight_decay_exempt": "none",
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,

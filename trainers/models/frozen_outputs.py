@@ -47,8 +47,6 @@ import hashlib
 import json
 import math
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -57,6 +55,9 @@ import numpy as np
 import torch
 from filelock import FileLock
 from torch import Tensor, nn
+
+from trainers.identity import json_digest
+from trainers.node_cache import make_room, node_folder, write_whole
 
 ENVIRONMENT_FOLDER = "SWEEP_FROZEN_OUTPUTS_DIR"
 KEY_FILE = "key.json"
@@ -70,10 +71,6 @@ TABLE_ORDER = "characters-then-text"
 Compute = Callable[[list[str]], Tensor]
 # numpy has no bfloat16: its bits are stored as int16 and viewed back.
 _STORED_AS = {torch.float32: torch.float32, torch.float16: torch.float16, torch.bfloat16: torch.int16}
-
-
-def default_folder() -> Path:
-    return Path(os.environ.get(ENVIRONMENT_FOLDER) or Path(tempfile.gettempdir()) / "sweep-frozen-outputs")
 
 
 def weights_digest(model: nn.Module) -> str:
@@ -124,10 +121,6 @@ def _autocast_state(device_type: str) -> str:
     return "none" if matmuls == "highest" else f"fp32 matmuls:{matmuls}"
 
 
-def _digest(value: Any) -> str:
-    return hashlib.blake2b(json.dumps(value, sort_keys=True).encode(), digest_size=16).hexdigest()
-
-
 class _Table:
     """Text -> row of one key's outputs (rows on the CPU, in memory or memory-mapped), and the seconds the pass
     that computed them took (NaN for a table written before that was recorded)."""
@@ -150,16 +143,16 @@ class _Table:
                    meta.get("build_seconds", math.nan))
 
     def write(self, folder: Path, key: Mapping[str, Any]) -> None:
-        """``folder`` with the key, the texts and the table, written whole under another name, then renamed."""
-        partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        partial.mkdir(parents=True)
+        """``folder`` with the key, the texts and the table, written whole (:func:`write_whole`)."""
         dtype = str(self.values.dtype).removeprefix("torch.")
         meta = {**key, "dtype": dtype, "build_seconds": self.build_seconds}
-        (partial / KEY_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), "utf-8")
-        (partial / TEXTS_FILE).write_text(json.dumps(list(self.rows)), encoding="utf-8")
-        np.save(partial / TABLE_FILE, self.values.view(_STORED_AS[self.values.dtype]).numpy())
-        os.replace(partial, folder)  # readers never see half a table
+
+        def write(partial: Path) -> None:
+            (partial / KEY_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True), "utf-8")
+            (partial / TEXTS_FILE).write_text(json.dumps(list(self.rows)), encoding="utf-8")
+            np.save(partial / TABLE_FILE, self.values.view(_STORED_AS[self.values.dtype]).numpy())
+
+        write_whole(folder, write)
 
 
 # Key digest -> table, for the life of the process: a reused Ray worker's next trial starts warm.
@@ -189,7 +182,7 @@ class FrozenOutputs:
 
     def __init__(self, key: Mapping[str, Any], folder: str | Path | None, max_gb: float, share: bool = True):
         self.key = dict(key)
-        self.root = Path(folder) if folder else default_folder()
+        self.root = node_folder(str(folder) if folder else None, ENVIRONMENT_FOLDER, "sweep-frozen-outputs")
         self.max_bytes = int(max_gb * 1e9)
         self.share = share
         self.table: _Table | None = None  # None before prepare(), and when the table does not fit
@@ -203,7 +196,7 @@ class FrozenOutputs:
         return cls(key, config["frozen_outputs_dir"], config["frozen_outputs_gb"], config["share_frozen_outputs"])
 
     def full_key(self, texts: Sequence[str], device_type: str) -> dict[str, Any]:
-        return {**self.key, "texts": _digest(table_texts(texts)), "order": TABLE_ORDER,
+        return {**self.key, "texts": json_digest(table_texts(texts)), "order": TABLE_ORDER,
                 "table_batch_size": TABLE_BATCH_SIZE, "device": device_type,
                 "autocast": _autocast_state(device_type),
                 "threads": torch.get_num_threads()}  # kernels may sum in another order with other thread counts
@@ -212,7 +205,7 @@ class FrozenOutputs:
         """Make the table of ``texts`` (the fixed texts of the trial's corpus) ready: read it where the
         node has it, else compute it in one batched pass (and keep it on disk when shared)."""
         key = self.full_key(texts, device.type)
-        digest = _digest(key)
+        digest = json_digest(key)
         if not self.share:
             self._compute(texts, compute)
             return
@@ -232,7 +225,7 @@ class FrozenOutputs:
                 if self.table is None:
                     return
                 size = self.table.values.numel() * self.table.values.element_size()
-                if self._make_room(folder, size):
+                if make_room(self.root, folder, size, self.max_bytes):
                     try:
                         self.table.write(folder, key)
                     except OSError:  # a full disk: this trial keeps its table in memory
@@ -258,18 +251,6 @@ class FrozenOutputs:
         rows = self.table.lookup(texts)
         self.reused += len(texts)
         return rows.to(device)
-
-    def _make_room(self, keep: Path, size: int) -> bool:
-        """Whether ``size`` more bytes fit under the bound, deleting the least recently used other tables."""
-        folders = [f for f in self.root.iterdir() if f.is_dir() and f != keep and not f.name.startswith(".")]
-        used = {f: sum(p.stat().st_size for p in f.iterdir() if p.is_file()) for f in folders}
-        total = sum(used.values())
-        for folder in sorted(folders, key=lambda f: f.stat().st_mtime):
-            if total + size <= self.max_bytes:
-                break
-            shutil.rmtree(folder, ignore_errors=True)
-            total -= used[folder]
-        return total + size <= self.max_bytes
 
     def statistics(self, name: str) -> dict[str, float]:
         """``<name>_seconds``: the table pass's seconds (this trial's, or those recorded with a table it read;

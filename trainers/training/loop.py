@@ -45,6 +45,7 @@ from trainers.training.checkpoint import (
 from trainers.training.graphs import GraphedStep, eager_step
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule
 from trainers.training.rng import rng_states, set_rng_states
+from trainers.training.shared_stages import SharedStages, prefix_key
 from trainers.training.steps import evaluations_after, load_examples, total_steps
 
 
@@ -296,22 +297,43 @@ def _settings_used(config: Config, device: torch.device) -> dict[str, str | int]
 def train_stages(method: Method, config: Config, encoder: SentenceEncoder, evaluator: STSEvaluator,
                  session: TrialSession, resume: TrainingState | None) -> dict[str, Any]:
     """Run the method's stages in turn on ``encoder``, from ``resume`` (the session's newest training
-    state) if there is one: earlier stages are then done, and its stage continues where it stopped."""
+    state) if there is one: earlier stages are then done, and its stage continues where it stopped. A trial
+    that starts afresh reads its stages before the last where the node keeps them (``share_stages``,
+    :mod:`~trainers.training.shared_stages`)."""
     stages = method.stages(config)
-    first = resume.stage if resume else 0
-    position = _Position(stage=first)
+    configs = [{**config, **stage.overrides} for stage in stages]
+
+    def run(index: int, position: _Position, session: TrialSession, examples: Sequence[Any] | None = None,
+            resume: TrainingState | None = None) -> dict[str, Any]:
+        objective = stages[index].build(configs[index], encoder).to(encoder.device)
+        examples = load_examples(stages[index], configs[index]) if examples is None else examples
+        return train(objective, examples, configs[index], evaluator, session, position, resume, len(stages))
+
+    position = _Position(stage=resume.stage if resume else 0)
+    shared = SharedStages.of_trial(config, len(stages)) if resume is None else None
+    reused: dict[str, float] = {}
+    if shared is not None:
+        prefix = stages[:-1]
+        examples = [load_examples(stage, stage_config) for stage, stage_config in zip(prefix, configs)]
+
+        def train_prefix(recording: TrialSession) -> int:
+            at = _Position()
+            for index, stage_examples in enumerate(examples):
+                at = _Position(stage=index + 1, step=run(index, at, recording, stage_examples)[Metric.STEPS])
+            return at.step
+
+        key = prefix_key(config, prefix, examples, evaluator.sets, encoder.device, method.all_knobs)
+        steps, read = shared.train_once(key, encoder, session, train_prefix)
+        position = _Position(stage=len(prefix), step=steps)
+        reused = {Metric.STAGES_REUSED: float(len(prefix) if read else 0)}
+    first = position.stage
     final: dict[str, Any] = {}
     for index in range(first, len(stages)):
-        stage = stages[index]
-        stage_config = {**config, **stage.overrides}
-        objective = stage.build(stage_config, encoder).to(encoder.device)
-        examples = load_examples(stage, stage_config)
-        final = train(objective, examples, stage_config, evaluator, session, position,
-                      resume if index == first else None, len(stages))
+        final = run(index, position, session, resume=resume if index == first else None)
         position = _Position(stage=index + 1, step=final[Metric.STEPS])
     if resume is not None:
         final[Metric.RESUMED_FROM_STEP] = resume.step
-    return final
+    return {**final, **reused}
 
 
 def run_trial(config: Mapping[str, Any], reporter: TrialSession | Reporter | None = None) -> dict[str, Any]:
