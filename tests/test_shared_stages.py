@@ -175,7 +175,7 @@ def test_sweep_plan_counts_the_stages_trained_and_read():
     assert len(two_stage) == 10 * seeds
     (line,) = shared_stage_lines(spec)
     assert line.startswith(f"shared stages: {10 * seeds} trials begin with stages before their last (joint, nli, "
-                           f"sup): on one node {4 * seeds} of them train those stages and {6 * seeds} read them")
+                           f"sup): on one node {4 * seeds} train those stages and {6 * seeds} read them")
     unshared = load_spec(SPECS / "consert_supervised.yaml", {"share_stages": False}, check_environment=False)
     assert shared_stage_lines(unshared) == [f"unshared stages: {10 * seeds} trials train their stages before the "
                                             "last themselves (share_stages false)"]

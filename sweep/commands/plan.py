@@ -101,7 +101,7 @@ def shared_stage_lines(spec: SweepSpec) -> list[str]:
     if shared:
         trials = sum(map(len, shared.values()))
         lines.append(f"shared stages: {trials} trials begin with stages before their last "
-                     f"({', '.join(sorted(names))}): on one node {len(shared)} of them train those stages and "
+                     f"({', '.join(sorted(names))}): on one node {len(shared)} train those stages and "
                      f"{trials - len(shared)} read them (share_stages; a trial on another node trains its own)")
     if unshared:
         lines.append(f"unshared stages: {unshared} trials train their stages before the last themselves "
