@@ -86,3 +86,17 @@ def events(probe_file: Path) -> list[dict[str, Any]]:
     if not probe_file.is_file():
         return []
     return [json.loads(line) for line in probe_file.read_text(encoding="utf-8").splitlines()]
+
+
+FAKE_NLI = [("A man plays a guitar on stage.", "A man is performing music.", 0),
+            ("A man plays a guitar on stage.", "Nobody is playing anything.", 2),
+            ("Two dogs run in a field.", "The dogs are brothers.", 1)] * 12
+"""Labelled NLI for the workers of a sweep that trains on it: the hub cannot be reached here."""
+
+
+def sweep_trial_on_fake_nli(params: dict[str, Any], spec, finished, **given: Any) -> None:
+    """The sweep's trainable, in a worker whose labelled NLI is :data:`FAKE_NLI`."""
+    import trainers.data.nli_examples as nli
+
+    nli.load_nli_pairs = lambda: list(FAKE_NLI)
+    RUN_SWEEP_TRIAL(params, spec, finished, **given)
