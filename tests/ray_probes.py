@@ -9,6 +9,9 @@ wraps two methods, without changing what they do, and appends one JSON line per 
   it now holds;
 - ``report``: every report of the trial (step, learning rate, test metrics or not) and the checkpoint it
   had restored from, as :class:`sweep.run.trial.RaySession` names it.
+
+:func:`sweep_trial_on_fake_nli` is another trainable to swap in: the real one, in workers whose labelled NLI is
+a small fake set (the hub cannot be reached here).
 """
 
 from __future__ import annotations
