@@ -393,3 +393,14 @@ def test_the_legacy_steps_run_against_an_older_commits_trainers(tmp_path):
     subprocess.run(["tar", "-x", "-C", str(legacy)], input=archive.stdout, check=True)
     (row,) = gpu.legacy.steps_in_child(["--methods", "simcse", "--precisions", "fp32", "--tiny"], str(legacy))["steps"]
     assert row["method"] == "simcse" and row["ms"] > 0
+
+
+def test_the_shared_stages_benchmark_reads_the_stage_in_all_but_the_first_row_at_equal_scores(tiny_bert,
+                                                                                              use_tiny_sts):
+    from benchmarks.shared_stages import measure, render
+
+    measured = measure(rows=3, max_steps=2, eval_pairs=20, repeats=1, nli_pairs=40, model=tiny_bert)
+    assert len(measured["rows"]) == 3 and all(row.startswith("BERT-base-flow") for row in measured["rows"])
+    assert measured["read"] == [0.0, 1.0, 1.0] and measured["largest_difference"] == 0.0
+    text = render(measured)
+    assert "| shared (`share_stages: true`, the default) |" in text and "2 of 3" in text
