@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 
-def node_folder(configured: str | None, environment: str, name: str) -> Path:
+def node_folder(configured: str | Path | None, environment: str, name: str) -> Path:
     """``configured`` (a knob's value), else ``$<environment>``, else ``<system temp folder>/<name>``."""
     return Path(configured or os.environ.get(environment) or Path(tempfile.gettempdir()) / name)
 

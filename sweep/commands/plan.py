@@ -7,6 +7,7 @@ import json
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def shared_stage_lines(spec: SweepSpec) -> list[str]:
     node runs when they are shared (``share_stages``, :mod:`trainers.training.shared_stages`)."""
     if not spec.trials_known:
         return []
-    shared: dict[str, list[str]] = {}
+    shared: Counter[str] = Counter()  # trials per key of their stages before the last
     names, unshared = set(), 0
     for trial in spec.trials:
         method = get_method(trial.config["method"])
@@ -95,11 +96,10 @@ def shared_stage_lines(spec: SweepSpec) -> list[str]:
         if prefix and not trial.config["share_stages"]:
             unshared += 1
         elif prefix:
-            key = json.dumps(settings_read(trial.config, prefix, method.all_knobs), sort_keys=True)
-            shared.setdefault(key, []).append(trial.point.row)
+            shared[json.dumps(settings_read(trial.config, prefix, method.all_knobs), sort_keys=True)] += 1
     lines = []
     if shared:
-        trials = sum(map(len, shared.values()))
+        trials = sum(shared.values())
         lines.append(f"shared stages: {trials} trials begin with stages before their last "
                      f"({', '.join(sorted(names))}): on one node {len(shared)} train those stages and "
                      f"{trials - len(shared)} read them (share_stages; a trial on another node trains its own)")

@@ -182,7 +182,7 @@ class FrozenOutputs:
 
     def __init__(self, key: Mapping[str, Any], folder: str | Path | None, max_gb: float, share: bool = True):
         self.key = dict(key)
-        self.root = node_folder(str(folder) if folder else None, ENVIRONMENT_FOLDER, "sweep-frozen-outputs")
+        self.root = node_folder(folder, ENVIRONMENT_FOLDER, "sweep-frozen-outputs")
         self.max_bytes = int(max_gb * 1e9)
         self.share = share
         self.table: _Table | None = None  # None before prepare(), and when the table does not fit
