@@ -221,3 +221,11 @@ def test_two_processes_of_one_key_train_once_the_other_waits_and_reads(tmp_path)
     assert [read for _, read, _, _ in outcomes] == [False, True]
     assert all(steps == 7 and weights == [[3.0, 3.0], [3.0, 3.0]] and reports == [{"step": 7, "dev_spearman": 0.5}]
                for steps, _, weights, reports in outcomes)
+
+
+def test_the_stages_are_kept_in_shared_stages_dir_when_it_is_set(tiny_bert, use_tiny_sts, nli_stages, tmp_path):
+    folder = tmp_path / "kept here"
+    config = {**FLOW_AFTER_NLI, "model": tiny_bert, "max_steps": 3, "shared_stages_dir": str(folder)}
+    assert [run_trial(config)[Metric.STAGES_REUSED] for _ in range(2)] == [0.0, 1.0]
+    (kept,) = [p for p in folder.iterdir() if p.is_dir()]
+    assert (kept / "state.pt").is_file() and (kept / "reports.json").is_file()
