@@ -35,7 +35,6 @@ from trainers.training.loop import run_trial
 from trainers.training.shared_stages import examples_digest
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "consert_supervised.yaml"
-PAPER_NLI_PAIRS = 942_069  # the hub's all-nli train split (trainers.data.nli_examples)
 
 
 def substitute_nli(pairs: int) -> list[tuple[str, str, int]]:
@@ -81,7 +80,7 @@ def measure(rows: int, max_steps: int, eval_pairs: int, repeats: int, nli_pairs:
                     seconds[side].append(took)
     finally:
         nli.load_nli_pairs = load
-    paper_scale = (pairs * (PAPER_NLI_PAIRS // len(pairs) + 1))[:PAPER_NLI_PAIRS]
+    paper_scale = (pairs * (nli.NLI_TRAIN_PAIRS // len(pairs) + 1))[:nli.NLI_TRAIN_PAIRS]
     started = time.perf_counter()
     examples_digest(paper_scale)
     return {
@@ -116,7 +115,7 @@ def render(measured: dict[str, Any]) -> str:
         f"{measured['max_steps']} steps; at the paper's NLI (58,879 steps a trial, 1,753 for the seven flows) "
         "the seven rows train 60,632 steps shared against 413,906. Largest difference of a test score between "
         f"the sides: {measured['largest_difference']:.1e} Spearman points (0: the same bits). Keying a trial's "
-        f"NLI stage reads its pairs: at the paper's {PAPER_NLI_PAIRS:,} pairs the digest takes "
+        f"NLI stage reads its pairs: at the paper's {nli.NLI_TRAIN_PAIRS:,} pairs the digest takes "
         f"{measured['digest_seconds']:.1f} s here, paid by every trial, the one that trains the stage too.",
     ])
 

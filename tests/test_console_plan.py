@@ -17,7 +17,7 @@ import yaml
 
 from sweep.commands.campaign import plan_lines
 from sweep.commands.cli import main
-from sweep.commands.estimate import Timing, estimate
+from sweep.commands.estimate import StageTiming, Timing, estimate
 from sweep.spec import trial_key as keys
 from sweep.spec.budget import BUDGETS
 from sweep.spec.campaign import load_campaign
@@ -26,7 +26,7 @@ from tests.conftest import spec_file
 from tests.test_sweep_run import ROOT
 from trainers.registry import get_method
 
-FAKE = Timing(setup=2.0, table_per_example=0.0, step=0.5, dev=3.0, test=10.0)
+FAKE = Timing(setup=2.0, stages=(StageTiming("train", 0.0, 0.0, 0.5, 3.0),), dev=3.0, test=10.0)
 
 
 @pytest.fixture

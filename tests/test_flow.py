@@ -459,7 +459,7 @@ def test_a_flow_not_yet_fitted_only_permutes_the_dimensions():
 
 def test_planning_an_nli_supervised_trial_reads_no_nli(tiny_bert, monkeypatch):
     """`sweep plan` counts a trial's steps from its examples; a stage on labelled NLI (hub only) is not read:
-    the steps are max_steps, or unknown."""
+    it is counted by the split's known size, one epoch at batch 16, the last short batch dropped (or max_steps)."""
     import trainers.data.nli_examples as nli
     from sweep.spec.regime import planned_steps
 
@@ -468,7 +468,9 @@ def test_planning_an_nli_supervised_trial_reads_no_nli(tiny_bert, monkeypatch):
 
     monkeypatch.setattr(nli, "load_nli_pairs", hub_read)
     method = get_method("flow")
-    assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True}), {}) is None
+    alone = planned_steps(method, method.resolve({"model": tiny_bert}), {})  # the flow's stage on STS-B's sentences
+    assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True}), {}) == (
+        nli.NLI_TRAIN_PAIRS // 16 + alone)
     assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True, "max_steps": 7}),
-                         {}) == 7
+                         {}) == 7 + 7  # each stage's own cap
     assert planned_steps(method, method.resolve({"model": tiny_bert}), {}) > 0  # the STS-B sentences, read

@@ -1,17 +1,20 @@
 """``python -m sweep plan SPEC --estimate``: how long the whole sweep will take on this machine.
 
 Each distinct method and model of the spec (method, model, layers, teacher, batch size, token limit) is timed once
-here: loading it, the frozen-output table pass per training example (SG, SCT distillation), :data:`TIMED_STEPS`
-training steps through the real loop on batches drawn across the whole training set (its first examples are not
-typical: STS-B's train file starts with short captions), after the steps whose cost is paid once per trial (the
-first; with ``cuda_graph`` also the graph's warm-up and recording, so that the timed steps are replays), which
-count as setup, and one STS-B dev evaluation. Every trial is then costed from its own planned steps (the loop's
-count: corpus, batch size, epochs, max_steps) and dev evaluations (where its ``eval_grid`` puts them), plus its
-final test, which is timed as the dev evaluation scaled by the pairs of the seven test sets. Early stopping is
-ignored, so the estimate is an upper bound for a spec with ``patience``. The trials go onto the slots the spec's
-``resources`` and ``max_concurrent_trials`` leave on this machine in the order Ray Tune starts them (the spec's
-order, each trial when a slot is free), and each slot first starts its worker process (timed here: a fresh Python
-importing the trial's code); the last slot to finish is the sweep's wall time. Trials that share a GPU
+here: loading it, then each of its stages in turn (an NLI stage, then the flow or the transfer): the frozen-output
+table pass per training example (SG, SCT distillation), :data:`TIMED_STEPS` training steps through the real loop
+on batches drawn across the whole training set (its first examples are not typical: STS-B's train file starts
+with short captions), after the steps whose cost is paid once per stage (the first; with ``cuda_graph`` also the
+graph's warm-up and recording, so that the timed steps are replays), which count as the stage's setup, and one
+STS-B dev evaluation. Every trial is then costed from its stages' planned steps (the loop's count: corpus, batch
+size, epochs, max_steps; labelled NLI by its known size) and dev evaluations (where its ``eval_grid`` puts them),
+plus its final test, which is timed as the dev evaluation scaled by the pairs of the seven test sets. Early
+stopping is ignored, so the estimate is an upper bound for a spec with ``patience``. The trials go onto the slots
+the spec's ``resources`` and ``max_concurrent_trials`` leave on this machine in the order Ray Tune starts them (the
+spec's order, each trial when a slot is free), and each slot first starts its worker process (timed here: a fresh
+Python importing the trial's code); the last slot to finish is the sweep's wall time. Stages before a trial's last
+that an earlier trial of the node trains alike (``share_stages``) are trained once: the later trial waits for
+them in its slot, then trains only its last stage (reading the kept state is not costed). Trials that share a GPU
 (``resources.gpu`` below 1) run slower than timed alone, by what :data:`GPU_SHARING` measured; trials that share
 CPU cores with others run slower too, which the estimate does not model, nor Ray's own start (a few seconds).
 """
@@ -50,15 +53,58 @@ SMALL_MODEL_PARAMETERS = 50e6
 
 
 @dataclass(frozen=True)
-class Timing:
-    """Seconds measured for one distinct method and model."""
+class StageTiming:
+    """Seconds measured for one stage of a trial."""
 
-    setup: float  # loading the model, the evaluation sets and the objective
+    name: str  # the stage's (trainers.method.Stage)
+    setup: float  # building its objective and examples, and its warm-up steps (warmup_steps)
     table_per_example: float  # the frozen-output table pass, per training example (0: no table)
     step: float  # one training step
     dev: float  # one STS-B dev evaluation
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds measured for one distinct method and model."""
+
+    setup: float  # loading the model and the evaluation sets
+    stages: tuple[StageTiming, ...]  # one per stage of its trials (none: a method that trains nothing)
+    dev: float  # one STS-B dev evaluation of the final encoder
     test: float  # the final evaluation on the seven test sets
     parameters: float = 0.0  # the encoder's: how the trial shares a GPU (GPU_SHARING)
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """What a trial's stage will do: its training steps and dev evaluations, and the examples of its frozen-output
+    table (0: no table)."""
+
+    steps: int
+    evaluations: int
+    examples: int = 0
+
+
+@dataclass(frozen=True)
+class TrialCost:
+    """One trial's expected seconds, in the parts that trials sharing their stages before the last wait on."""
+
+    setup: float  # loading the model and the evaluation sets
+    stages: tuple[float, ...]  # each stage: its setup, table, steps and dev evaluations
+    test: float
+    shared_prefix: str | None = None  # the key of its stages before the last, shared on a node (None: not shared)
+
+    @property
+    def seconds(self) -> float:
+        return self.setup + sum(self.stages) + self.test
+
+    @property
+    def reading_seconds(self) -> float:
+        """Its seconds where it reads its stages before the last (:attr:`shared_prefix`) from another trial."""
+        return self.setup + self.stages[-1] + self.test
+
+    def times(self, factor: float) -> TrialCost:
+        return TrialCost(self.setup * factor, tuple(s * factor for s in self.stages), self.test * factor,
+                         self.shared_prefix)
 
 
 def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float, graphed: bool = False) -> float:
@@ -75,22 +121,46 @@ def gpu_sharing_slowdown(trials_on_gpu: int, parameters: float, graphed: bool = 
     return max(1.0, trials_on_gpu / speedup)
 
 
-def trial_seconds(timing: Timing, steps: int, evaluations: int, examples: int) -> float:
-    """One trial's expected seconds: setup, table, ``steps`` steps, its ``evaluations`` STS-B dev evaluations
-    and the final test (a trial that trains nothing: setup, one dev, the test)."""
-    if steps == 0:
-        return timing.setup + timing.dev + timing.test
-    return (timing.setup + timing.table_per_example * examples + steps * timing.step + evaluations * timing.dev
-            + timing.test)
+def trial_cost(timing: Timing, plans: Sequence[StagePlan], shared_prefix: str | None = None) -> TrialCost:
+    """One trial's expected seconds: setup, then each stage's setup, table, steps and dev evaluations
+    (``plans``, one per stage of ``timing``), then the final test. A trial that trains nothing: setup, one dev,
+    the test."""
+    if not any(plan.steps for plan in plans):
+        return TrialCost(timing.setup, (timing.dev,), timing.test)
+    stages = tuple(stage.setup + stage.table_per_example * plan.examples + plan.steps * stage.step
+                   + plan.evaluations * stage.dev for stage, plan in zip(timing.stages, plans, strict=True))
+    return TrialCost(timing.setup, stages, timing.test, shared_prefix)
 
 
-def wall_seconds(durations: Sequence[float], slots: int, worker_start: float = 0.0) -> float:
+def wall_seconds(trials: Sequence[TrialCost], slots: int, worker_start: float = 0.0) -> float:
     """The sweep's wall time: the trials, in the order Ray Tune starts them, each on the first of ``slots``
-    workers to be free; a worker first starts (``worker_start`` seconds); the last to finish."""
-    loads = [worker_start] * min(max(1, slots), len(durations))
-    for duration in durations:
-        loads[loads.index(min(loads))] += duration
+    workers to be free; a worker first starts (``worker_start`` seconds); the last to finish. A trial whose
+    stages before the last an earlier one trains (the same ``shared_prefix``) waits, after its setup, until they
+    are trained, then trains its last stage."""
+    loads = [worker_start] * min(max(1, slots), len(trials))
+    prefix_done: dict[str, float] = {}  # when the first trial of a key has trained its stages before the last
+    for trial in trials:
+        slot = loads.index(min(loads))
+        start, key = loads[slot], trial.shared_prefix
+        if key is not None and key in prefix_done:
+            loads[slot] = max(start + trial.setup, prefix_done[key]) + trial.reading_seconds - trial.setup
+            continue
+        if key is not None:
+            prefix_done[key] = start + trial.setup + sum(trial.stages[:-1])
+        loads[slot] = start + trial.seconds
     return max(loads, default=0.0)
+
+
+def own_seconds(trials: Sequence[TrialCost]) -> list[float]:
+    """Each trial's seconds of its own work: a trial whose stages before the last an earlier one trains, only
+    its setup, last stage and test (waiting is not work)."""
+    seen: set[str] = set()
+    seconds = []
+    for trial in trials:
+        seconds.append(trial.reading_seconds if trial.shared_prefix in seen else trial.seconds)
+        if trial.shared_prefix is not None:
+            seen.add(trial.shared_prefix)
+    return seconds
 
 
 def worker_start_seconds() -> float:
@@ -123,8 +193,13 @@ only in them are timed apart (``search_spaces/simcse_step_modes.yaml``)."""
 
 
 def timing_key(config: Mapping[str, Any]) -> tuple:
-    """What decides a trial's step and evaluation times (its seed and loss knobs barely move them)."""
-    return (config["method"], config["model"], config["model_layers"], config.get("teacher", ""),
+    """What decides a trial's step and evaluation times (its seed and loss knobs barely move them): with its
+    stages (ConSERT's supervision, the flow's NLI stage), each timed."""
+    from trainers.registry import get_method
+
+    method = get_method(config["method"])
+    stages = tuple(stage.name for stage in method.stages(config)) if method.trains else ()
+    return (config["method"], stages, config["model"], config["model_layers"], config.get("teacher", ""),
             config.get("batch_size"), config.get("max_seq_length"), config["eval_max_pairs"], config["device"],
             *(config.get(knob) for knob in STEP_MODE_KNOBS))
 
@@ -179,9 +254,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.models.encoder import SentenceEncoder, pick_device
     from trainers.registry import get_method
     from trainers.suites.sts import STSEvaluator
-    from trainers.training import precision
-    from trainers.training.loop import encode_fn, train
-    from trainers.training.steps import load_examples
+    from trainers.training.loop import encode_fn
 
     method = get_method(config["method"])
     started = time.perf_counter()
@@ -193,42 +266,52 @@ def measure(config: Mapping[str, Any]) -> Timing:
     test_pairs = sum(len(evaluator.sets[f"{name}-test"].head(config["eval_max_pairs"]))
                      for name in (*TEST_SETS, "stsb"))
     dev_pairs = len(evaluator.sets["stsb-dev"].head(config["eval_max_pairs"]))
+    setup = time.perf_counter() - started
     if not method.trains:
-        setup = time.perf_counter() - started
         dev_started = time.perf_counter()
         evaluator.dev(encode_fn(encoder, config))
         dev = time.perf_counter() - dev_started
-        return Timing(setup, 0.0, 0.0, dev, dev * test_pairs / dev_pairs, parameters)
+        return Timing(setup, (), dev, dev * test_pairs / dev_pairs, parameters)
     warmup = warmup_steps(config)
+    steps = warmup + TIMED_STEPS
+    timed = {**config, "max_steps": steps, "epochs": steps, "eval_every": steps, "checkpoint_every": 0}
     with tempfile.TemporaryDirectory() as folder:
         # A shared table in a folder of its own: prepared here (timed), then found in-process by the loop.
-        steps = warmup + TIMED_STEPS
-        timed = {**config, "max_steps": steps, "epochs": steps, "eval_every": steps, "checkpoint_every": 0,
-                 **({"share_frozen_outputs": True, "frozen_outputs_dir": folder}
-                    if "share_frozen_outputs" in config else {})}
-        stage = method.stages(timed)[0]
-        stage_config = {**timed, **stage.overrides}
-        objective = stage.build(stage_config, encoder).to(device)
-        # Whole batches only: an epoch's short last batch would run eagerly beside a graph's replays.
-        batch_size = config["batch_size"]
-        examples = spread_sample(load_examples(stage, stage_config),
-                                 batch_size * max(warmup + TIMED_STEPS, math.ceil(256 / batch_size)))
-        setup = time.perf_counter() - started
-        table_started = time.perf_counter()
-        with precision.autocast(precision.of_training(stage_config, device), device):
-            objective.prepare(examples)
-        table = (time.perf_counter() - table_started) / len(examples)
-        devs, warm = DevTimes(evaluator), note_when_warm(objective, warmup, device)
-        # A full garbage collection of this process's heap (a plan has read every row's data; a test session
-        # more) falling among the few timed steps made one step time 0.1 s for 0.015: collected here first.
-        gc.collect()
-        train_started = time.perf_counter()
-        train(objective, examples, stage_config, devs, lambda report: None)
+        if "share_frozen_outputs" in config:
+            timed |= {"share_frozen_outputs": True, "frozen_outputs_dir": folder}
+        stages = tuple(time_stage(stage, {**timed, **stage.overrides}, encoder, evaluator, warmup, device)
+                       for stage in method.stages(timed))
     torch.set_grad_enabled(True)
-    # The timed steps run from the warm-up's end to the evaluation after them (the loop reads the losses first).
+    dev = stages[-1].dev
+    return Timing(setup, stages, dev, dev * test_pairs / dev_pairs, parameters)
+
+
+def time_stage(stage: Any, config: Mapping[str, Any], encoder: Any, evaluator: Any, warmup: int,
+               device: Any) -> StageTiming:
+    """Time one stage's parts on ``encoder`` (left as the stage leaves it, for the next stage)."""
+    from trainers.training import precision
+    from trainers.training.loop import train
+    from trainers.training.steps import load_examples
+
+    started = time.perf_counter()
+    objective = stage.build(config, encoder).to(device)
+    # Whole batches only: an epoch's short last batch would run eagerly beside a graph's replays.
+    batch_size = config["batch_size"]
+    examples = spread_sample(load_examples(stage, config),
+                             batch_size * max(warmup + TIMED_STEPS, math.ceil(256 / batch_size)))
+    table_started = time.perf_counter()
+    with precision.autocast(precision.of_training(config, device), device):
+        objective.prepare(examples)
+    table = time.perf_counter() - table_started
+    devs, warm = DevTimes(evaluator), note_when_warm(objective, warmup, device)
+    # A full garbage collection of this process's heap (a plan has read every row's data; a test session
+    # more) falling among the few timed steps made one step time 0.1 s for 0.015: collected here first.
+    gc.collect()
+    train(objective, examples, config, devs, lambda report: None)
+    # The timed steps run from the warm-up's end to the evaluation after them (the loop reads the losses first);
+    # the warm-up steps (and the loop's own set-up) are paid once per stage.
     step = (devs.started - warm[0]) / TIMED_STEPS
-    setup += warm[0] - train_started  # the warm-up steps (and the loop's own set-up): once per trial
-    return Timing(setup, table, step, devs.seconds, devs.seconds * test_pairs / dev_pairs, parameters)
+    return StageTiming(stage.name, warm[0] - started - table, table / len(examples), step, devs.seconds)
 
 
 def machine_cpus() -> int:
@@ -244,49 +327,69 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
     worker_start = worker_start_seconds() if worker_start is None else worker_start
     import torch
 
-    from sweep.spec.regime import planned_dev_evaluations, planned_steps
-    from trainers.training.steps import load_examples
+    from sweep.spec.regime import shared_prefix
 
     torch.set_num_threads(max(1, int(spec.resources.cpu)))  # as each trial's worker runs (sweep.run.engine)
     timings: dict[tuple, Timing] = {}
     counted: dict = {}
-    durations: list[float] = []  # one per trial of the grid, in the spec's order
+    costs: list[TrialCost] = []  # one per trial of the grid, in the spec's order
     lines = [f"timed a worker's start: {worker_start:.1f} s"]
     for trial in spec.trials:
         method, config = spec.method_of(trial.point.row), trial.config
         key = timing_key(config)
         if key not in timings:
             timings[key] = measure_fn(config)
-            t = timings[key]
-            lines.append(f"timed {config['method']} {config['model']} (layers {config['model_layers'] or 'all'}, "
-                         f"batch {config.get('batch_size', '-')}): setup {t.setup:.1f} s, table "
-                         f"{1000 * t.table_per_example:.1f} ms/example, step {t.step:.3f} s, dev {t.dev:.1f} s, "
-                         f"test {t.test:.1f} s")
-        steps = (planned_steps(method, config, counted) or 0) if method.trains else 0
-        evaluations, examples = 0, 0
-        if steps:
-            evaluations = planned_dev_evaluations(method, config, counted)
-            if evaluations is None:  # an NLI corpus, not counted offline: its max_steps on the stage grid
-                evaluations = math.ceil(steps / config["eval_every"])
-        if method.trains and method.frozen_table(config) is not None:
-            examples = sum(len(load_examples(stage, {**config, **stage.overrides})) for stage in method.stages(config))
-        durations.append(trial_seconds(timings[key], steps, evaluations, examples))
-    durations *= spec.num_samples  # Ray Tune generates the whole grid once per sample
+            lines.append(timing_line(config, timings[key]))
+        plans = stage_plans(method, config, counted) if method.trains else []
+        costs.append(trial_cost(timings[key], plans, shared_prefix(method, config)))
+    costs *= spec.num_samples  # Ray Tune generates the whole grid once per sample
     used = slots(spec.resources, spec.max_concurrent_trials, cpus or machine_cpus(), gpus)
     if gpus and spec.resources.gpu:
-        sharing = math.ceil(min(used, len(durations)) / gpus)
+        sharing = math.ceil(min(used, len(costs)) / gpus)
         slowdowns = [gpu_sharing_slowdown(sharing, timings[timing_key(trial.config)].parameters,
                                           bool(trial.config.get("cuda_graph"))) for trial in spec.trials]
         slowdowns *= spec.num_samples
-        durations = [duration * slowdown for duration, slowdown in zip(durations, slowdowns)]
+        costs = [cost.times(slowdown) for cost, slowdown in zip(costs, slowdowns)]
         if sharing > 1:
             spread = f"{min(slowdowns):.2f}x" + (f" to {max(slowdowns):.2f}x" if max(slowdowns) > min(slowdowns)
                                                  else "")
             lines.append(f"{sharing} trials share each GPU: each takes {spread} as long as alone "
                          "(GPU_SHARING, measured on an H100 and an H200)")
-    wall = wall_seconds(durations, used, worker_start)
-    lines.append(f"estimate: {len(durations)} trials, {sum(durations) / 60:.1f} trial-minutes, {used} at once "
+    own = own_seconds(costs)
+    if readers := sum(seconds < cost.seconds for seconds, cost in zip(own, costs)):
+        lines.append(f"{readers} trials read their stages before the last from an earlier trial (share_stages): "
+                     "each costed as its last stage, after a wait for those stages")
+    wall = wall_seconds(costs, used, worker_start)
+    lines.append(f"estimate: {len(costs)} trials, {sum(own) / 60:.1f} trial-minutes, {used} at once "
                  f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {asdict(spec.resources)}, "
                  f"{cpus or machine_cpus()} CPUs here): about {wall / 60:.1f} minutes of wall time "
                  "(early stopping ignored: an upper bound; trials sharing CPU cores may run slower)")
     return lines
+
+
+def timing_line(config: Mapping[str, Any], timing: Timing) -> str:
+    """What was timed for a distinct method and model, a part per stage."""
+    stages = "".join(f", {stage.name}: setup {stage.setup:.1f} s, table {1000 * stage.table_per_example:.1f} "
+                     f"ms/example, step {stage.step:.3f} s, dev {stage.dev:.1f} s" for stage in timing.stages)
+    stages = stages or f", dev {timing.dev:.1f} s"  # a method that trains nothing
+    return (f"timed {config['method']} {config['model']} (layers {config['model_layers'] or 'all'}, batch "
+            f"{config.get('batch_size', '-')}): setup {timing.setup:.1f} s{stages}, test {timing.test:.1f} s")
+
+
+def stage_plans(method: Any, config: Mapping[str, Any], counted: dict) -> list[StagePlan]:
+    """Each stage's planned steps, dev evaluations and frozen-output table examples. A stage whose examples
+    cannot be counted here (a corpus on the hub): its ``max_steps`` (0 without), a dev evaluation every
+    ``eval_every`` of them, no table."""
+    from sweep.spec.regime import stage_counts
+    from trainers.training.steps import planned_evaluations, total_steps
+
+    has_table = method.frozen_table(config) is not None
+    plans = []
+    for stage_config, examples in stage_counts(method, config, counted):
+        if examples is None:
+            steps = stage_config["max_steps"] or 0
+            plans.append(StagePlan(steps, math.ceil(steps / stage_config["eval_every"])))
+            continue
+        plans.append(StagePlan(total_steps(stage_config, examples), planned_evaluations(stage_config, examples),
+                               examples if has_table else 0))
+    return plans

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from sweep.spec.contracts import describe
 from sweep.spec.sweep_spec import SweepSpec, row_method
-from trainers.method import settings_read
 from trainers.registry import get_method
 
 
@@ -87,16 +86,18 @@ def shared_stage_lines(spec: SweepSpec) -> list[str]:
     node runs when they are shared (``share_stages``, :mod:`trainers.training.shared_stages`)."""
     if not spec.trials_known:
         return []
+    from sweep.spec.regime import shared_prefix
+
     shared: Counter[str] = Counter()  # trials per key of their stages before the last
     names, unshared = set(), 0
     for trial in spec.trials:
         method = get_method(trial.config["method"])
         prefix = method.stages(trial.config)[:-1] if method.trains else ()
         names |= {stage.name for stage in prefix}
-        if prefix and not trial.config["share_stages"]:
-            unshared += 1
+        if (key := shared_prefix(method, trial.config)) is not None:
+            shared[key] += 1
         elif prefix:
-            shared[json.dumps(settings_read(trial.config, prefix, method.all_knobs), sort_keys=True)] += 1
+            unshared += 1
     lines = []
     if shared:
         trials = sum(shared.values())

@@ -13,6 +13,9 @@ NLI_DATASET = "sentence-transformers/all-nli"
 """SNLI + MultiNLI training pairs with labels (config 'pair-class', 942,069 pairs):
 the AllNLI file the authors' code of ConSERT and BERT-flow reads, as published on the hub."""
 
+NLI_TRAIN_PAIRS = 942_069
+"""The pairs of that split: what plans count its steps by, without reading it (:mod:`sweep.spec.regime`)."""
+
 NLIPair = tuple[str, str, int]
 """(premise, hypothesis, label) with label 0 entailment, 1 neutral, 2 contradiction."""
 
