@@ -321,7 +321,7 @@ def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_t
 
     from trainers.models.encoder import SentenceEncoder
     from trainers.suites.sts import STSEvaluator
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     config = {**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 4, "learning_rate": 1e-2}  # too fast
     reports: list[dict] = []

@@ -285,3 +285,51 @@ def test_a_dclr_trial_resumes_exactly(tiny_bert, use_tiny_sts, tmp_path):
 def test_a_dclr_export_loads_in_sentence_transformers_at_the_logged_score(tiny_bert, use_tiny_sts, tmp_path):
     assert_export_scores_as_logged({**BASE, "model": tiny_bert, "method": "dclr", "complementary_model": tiny_bert,
                                     "max_steps": 4, "eval_every": 2}, tmp_path)
+
+
+def authors_dev_spearman(tiny_bert: str, sts: Any, attend_to_padding: bool) -> float:
+    """SentEval's STS loop over ``sts`` as the DCLR authors' trainer runs it: batches of 128 pairs in order, each
+    half tokenised with padding to its longest, given to the model (without the mask: sentemb_forward_vat), the
+    pooler output of each, the pairs' cosines against the gold scores."""
+    from scipy.stats import spearmanr
+
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert).eval(), AutoTokenizer.from_pretrained(tiny_bert)
+
+    def batcher(sentences) -> Tensor:
+        features = tokenizer(list(sentences), padding=True, return_tensors="pt")
+        given = {k: v for k, v in features.items() if k != "attention_mask" or not attend_to_padding}
+        with torch.no_grad():
+            return model(**given).pooler_output
+
+    cosines = []
+    for start in range(0, len(sts), 128):
+        left, right = batcher(sts.sentence1[start:start + 128]), batcher(sts.sentence2[start:start + 128])
+        cosines += F.cosine_similarity(left.double(), right.double(), dim=-1).tolist()
+    return 100 * spearmanr(cosines, sts.scores).statistic
+
+
+def test_the_dev_evaluations_that_select_are_the_authors_senteval_batches_without_a_mask(tiny_bert):
+    """selection_batches 'senteval' (the default): STS-B dev and SICK-R dev (their first 200 pairs: a batch of 128,
+    then one of 72) scored as the authors' trainer scores them, computed here from the Hugging Face model; each
+    part differs from the 'distinct' batches, which mask; without attend_to_padding the SentEval batches are
+    masked too, and score as 'distinct' does."""
+    from trainers.data.sources import DEV_SET, SICKR_DEV_SET
+    from trainers.models.encoder import SentenceEncoder
+    from trainers.suites.sts import STSEvaluator
+    from trainers.training.encoding import dev_encode_fn
+
+    def dev(**overrides: Any) -> dict[str, float]:
+        config = get_method("dclr").resolve({"model": tiny_bert, "complementary_model": tiny_bert,
+                                             "eval_max_pairs": 200, "eval_precision": "fp32", **overrides})
+        encoder = SentenceEncoder.from_config(config)
+        return STSEvaluator.of_trial(config).dev(dev_encode_fn(encoder, config))
+
+    ours, distinct = dev(), dev(selection_batches="distinct")
+    sets = STSEvaluator.of_trial(get_method("dclr").resolve({"eval_max_pairs": 200}))
+    for part, name in (("dev_stsb_spearman", DEV_SET), ("dev_sickr_spearman", SICKR_DEV_SET)):
+        sts = sets.sets[name].head(200)
+        assert ours[part] == pytest.approx(authors_dev_spearman(tiny_bert, sts, attend_to_padding=True), abs=1e-4)
+        assert distinct[part] == pytest.approx(authors_dev_spearman(tiny_bert, sts, attend_to_padding=False),
+                                               abs=1e-4)
+        assert abs(ours[part] - distinct[part]) > 1e-2
+    assert dev(attend_to_padding=False) == pytest.approx(distinct, abs=1e-4)

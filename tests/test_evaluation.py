@@ -102,3 +102,27 @@ def test_avg_sts_selects_on_the_mean_of_sts_b_devs_and_sick_r_devs_spearman():
     assert scores["dev_stsb_spearman"] == pytest.approx(stsb) and scores["dev_sickr_spearman"] == pytest.approx(sickr)
     assert scores["dev_spearman"] == pytest.approx((stsb + sickr) / 2)
     assert STSEvaluator(sets).dev(encode)["dev_spearman"] == pytest.approx(stsb)
+
+
+def test_senteval_batches_hand_the_encoder_each_batchs_first_then_second_sentences_in_file_order():
+    """dev_batch_pairs (DCLR's selection_batches 'senteval'): SentEval's STS loop, each set's pairs in order, the
+    first sentences of a batch in one call, then their second sentences; with an encoder whose vectors do not depend
+    on their batch the metrics are those of one call."""
+    sets = {"stsb-dev": make_set("stsb-dev", 5), "sickr-dev": make_set("sickr-dev", 3)}
+    vectors = {s: torch.tensor(rng.normal(size=3), dtype=torch.float32)
+               for sts in sets.values() for s in (*sts.sentence1, *sts.sentence2)}
+    calls = []
+
+    def encode(sentences):
+        calls.append(list(sentences))
+        return torch.stack([vectors[s] for s in sentences])
+
+    batched = STSEvaluator(sets, selection_metric="avg_sts", dev_batch_pairs=2).dev(encode)
+    stsb, sickr = sets["stsb-dev"], sets["sickr-dev"]
+    assert calls == [list(stsb.sentence1[0:2]), list(stsb.sentence2[0:2]), list(stsb.sentence1[2:4]),
+                     list(stsb.sentence2[2:4]), [stsb.sentence1[4]], [stsb.sentence2[4]],
+                     list(sickr.sentence1[0:2]), list(sickr.sentence2[0:2]), [sickr.sentence1[2]],
+                     [sickr.sentence2[2]]]
+    calls.clear()
+    assert STSEvaluator(sets, selection_metric="avg_sts").dev(encode) == pytest.approx(batched)
+    assert len(calls) == 1

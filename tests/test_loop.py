@@ -527,7 +527,7 @@ def test_selection_pooling_pools_the_dev_evaluations_that_select_and_no_other(ba
     with selection_pooling (mean), and the test sets with pooling (cls), each as an encoder built with that
     pooling alone scores them."""
     from trainers.metrics import Metric
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     frozen = {**base, "max_steps": 2, "eval_every": 1, "learning_rate": 0.0, "final_state": "last"}
     reports = []

@@ -307,4 +307,5 @@ def test_dclr_variants_last_row_is_simcses_path_the_others_one_knob_each():
     last = spec.row_config(spec.rows[-1].name)
     assert last["train_pooling"] == "same" and last["selection_pooling"] == "same"
     assert last["attend_to_padding"] is False and last["complementary_dropout"] is False
+    assert last["selection_batches"] == "distinct"  # the dev sentences batched as SimCSE's evaluations batch them
     assert last["pooling"] == simcse["pooling"] == "cls"

@@ -29,7 +29,7 @@ def evaluation(model: str, device: torch.device, repeats: int, max_pairs: int) -
     (token ids kept; and tokenised afresh), at the other size measured for its default (128 or 512), and
     sentence-transformers' ``encode`` of their distinct sentences in fp32 and fp16."""
     from trainers.common_knobs import eval_batch_size  # not at import: the legacy steps' trainers lack it
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
     other_size = 128 if eval_batch_size(0, device.type) == 512 else 512

@@ -56,7 +56,7 @@ def evaluation_profile(name: str, model: str, device: torch.device, max_pairs: i
     import pstats
 
     from trainers.common_knobs import eval_batch_size  # not at import: the legacy steps' trainers lack it
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     config, evaluator, encoder = evaluation_setup(model, device, max_pairs)
     encode = encode_fn(encoder, {**config, "eval_precision": "tf32"})

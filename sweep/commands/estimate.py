@@ -254,7 +254,7 @@ def measure(config: Mapping[str, Any]) -> Timing:
     from trainers.models.encoder import SentenceEncoder, pick_device
     from trainers.registry import get_method
     from trainers.suites.sts import STSEvaluator
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     method = get_method(config["method"])
     started = time.perf_counter()

@@ -3,7 +3,7 @@ evaluation suite, without training again.
 
 Each chosen trial's best-dev encoder is read from its checkpoint (:func:`sweep.run.models.trial_encoder`, as
 ``sweep export`` reads it), encoded as every evaluation of the trial encodes
-(:func:`trainers.training.loop.encode_fn`) and evaluated by the suite's own entry point
+(:func:`trainers.training.encoding.encode_fn`) and evaluated by the suite's own entry point
 (:func:`trainers.suites.evaluate_suite`, the end-of-trial path). The metrics go into the trial's
 existing MLflow run, at the step of its final report, so ``reports.collect`` and the tables read them as
 any trial metric; the run's tag ``sweep.evaluated_later`` lists the suites added this way.
@@ -75,7 +75,7 @@ def evaluate_run(run, suite: dict[str, Any]) -> dict[str, float]:
     """The suite's metrics of ``run``'s kept best encoder, as its sweep would have computed them."""
     from trainers.models.encoder import pick_device
     from trainers.suites import evaluate_suites
-    from trainers.training.loop import encode_fn
+    from trainers.training.encoding import encode_fn
 
     encoder, record = trial_encoder(run)
     config = record.config

@@ -65,7 +65,15 @@ METHOD = Method(
                  "batch without an attention mask, as the authors' code calls them (models.py: "
                  "encoder.encoder(embedding_output, noise, ...) leaves the mask None): a sentence attends to the "
                  "padding up to its batch's longest sentence (to max_seq_length with pad_to_max_length); poolings "
-                 "still average real tokens only. false masks it. Evaluations always mask."),
+                 "still average real tokens only. false masks it. The dev evaluations read their SentEval batches "
+                 "without a mask too (selection_batches 'senteval'); the test always masks."),
+            Knob("selection_batches", str, "senteval", "How the dev evaluations that select batch their sentences. "
+                 "'senteval', the authors' (their trainer hands SentEval a batcher, and models.py's "
+                 "sentemb_forward_vat drops the mask): each dev set in its file's order, 128 pairs at a time, their "
+                 "first sentences in one batch and their second sentences in another, each padded to its longest "
+                 "and, with attend_to_padding, read without a mask, so that a sentence's dev vector depends on its "
+                 "batch. 'distinct': every other evaluation's way, each distinct sentence once, masked.",
+                 choices=("senteval", "distinct")),
             Knob("phi", float, 0.9, "Weight threshold: an in-batch negative whose complementary-model cosine "
                  "to the anchor exceeds phi gets weight 0 (the authors' BERT-base setting).", low=-1.0, high=1.0),
             Knob("noise_times", float, 1.0, "Noise negatives per step, as a multiple of the batch size "

@@ -330,9 +330,11 @@ class SentenceEncoder(nn.Module):
 
     @torch.inference_mode()
     def encode(self, sentences: Sequence[str], batch_size: int = 128, max_length: int = 256,
-               cached_tokens: bool = True) -> Tensor:
+               cached_tokens: bool = True, attend_to_padding: bool = False) -> Tensor:
         """Vectors for ``sentences`` (row i for sentence i), as float32 on the CPU. ``cached_tokens`` False
-        tokenises them afresh, not from the last calls' token ids: a timing of inference counts the tokeniser."""
+        tokenises them afresh, not from the last calls' token ids: a timing of inference counts the tokeniser.
+        ``attend_to_padding``: each batch goes to the transformer without a mask (its rows attend to the padding up
+        to its longest row: DCLR's dev evaluations, :meth:`TokenBatch.attending_to_padding`)."""
         unique = list(dict.fromkeys(sentences))
         if not unique:
             return torch.empty(0, self.output_width)
@@ -349,7 +351,8 @@ class SentenceEncoder(nn.Module):
             block: list[Tensor] = []
             for start in range(0, len(order), batch_size):
                 rows = [{"input_ids": ids[i]} for i in order[start : start + batch_size]]
-                block.append(self(TokenBatch.sent(pad(self.tokenizer, rows), self.device)).float())
+                batch = TokenBatch.sent(pad(self.tokenizer, rows), self.device)
+                block.append(self(batch.attending_to_padding() if attend_to_padding else batch).float())
                 end = min(start + batch_size, len(order))
                 if sum(len(vectors) for vectors in block) >= ENCODE_BLOCK or end == len(order):
                     done = torch.cat(block)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -39,10 +39,16 @@ from trainers.data.sources import (
 from trainers.metrics import Metric, SuiteName
 from trainers.suites import Encode, Suite
 
+if TYPE_CHECKING:
+    import torch
+
 SELECTION_PARTS = (Metric.sts(Metric.DEV_STSB), Metric.sts(Metric.DEV_SICKR))
 """The two dev scores whose mean is ``avg_sts``'s ``dev_spearman``, reported beside it at each evaluation."""
 INFERENCE_BATCH_SIZE = 16
 """SG-BERT Table 6 times inference "when tested on STS-B ... using batch size 16" (``stsb_test_seconds_b16``)."""
+SENTEVAL_BATCH_PAIRS = 128
+"""SentEval's batch (its engine's default ``batch_size``): the pairs whose first sentences, then whose second
+sentences, go to the encoder together in its STS evaluations (``selection_batches: senteval``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,22 +130,48 @@ def average_metrics(metrics: Mapping[str, float], names: Sequence[str] = TEST_SE
     return averages
 
 
-def evaluate_sets(encode: Encode, sets: Mapping[str, STSSet]) -> dict[str, float]:
+SetVectors = dict[str, tuple["torch.Tensor", "torch.Tensor"]]
+"""Each set's vectors of its first sentences and of its second sentences, pair by pair."""
+
+
+def evaluate_sets(encode: Encode, sets: Mapping[str, STSSet], batch_pairs: int = 0) -> dict[str, float]:
     """Metrics of every set in ``sets`` (keyed by the name used in metric names).
 
-    All sentences of all sets go to ``encode`` in one call, so a sentence that
-    appears in several sets or pairs is encoded once.
+    All sentences of all sets go to ``encode`` in one call, so a sentence that appears in several sets or pairs
+    is encoded once. ``batch_pairs`` (SentEval's way, :data:`SENTEVAL_BATCH_PAIRS`): each set's pairs in their
+    order, ``batch_pairs`` at a time, their first sentences in one call and then their second sentences in
+    another, so that an encoder whose vectors depend on their batch (one reading its padding) gets SentEval's.
     """
-    sentences = [s for sts in sets.values() for s in (*sts.sentence1, *sts.sentence2)]
-    vectors = encode(sentences)
+    vectors = in_batches(encode, sets, batch_pairs) if batch_pairs else at_once(encode, sets)
     metrics: dict[str, float] = {}
-    offset = 0
     for name, sts in sets.items():
-        n = len(sts)
-        left, right = vectors[offset : offset + n], vectors[offset + n : offset + 2 * n]
-        offset += 2 * n
+        left, right = vectors[name]
         metrics.update(set_metrics(name, sts, cosine_scores(left, right)))
     return metrics
+
+
+def at_once(encode: Encode, sets: Mapping[str, STSSet]) -> SetVectors:
+    """Each set's first and second sentences' vectors, from one call of ``encode``."""
+    vectors = encode([s for sts in sets.values() for s in (*sts.sentence1, *sts.sentence2)])
+    found, offset = {}, 0
+    for name, sts in sets.items():
+        n = len(sts)
+        found[name] = vectors[offset : offset + n], vectors[offset + n : offset + 2 * n]
+        offset += 2 * n
+    return found
+
+
+def in_batches(encode: Encode, sets: Mapping[str, STSSet], batch_pairs: int) -> SetVectors:
+    """Each set's first and second sentences' vectors, from a call of ``encode`` per SentEval batch."""
+    import torch
+
+    found = {}
+    for name, sts in sets.items():
+        starts = range(0, len(sts), batch_pairs)
+        halves = [(encode(sts.sentence1[i : i + batch_pairs]), encode(sts.sentence2[i : i + batch_pairs]))
+                  for i in starts]
+        found[name] = torch.cat([left for left, _ in halves]), torch.cat([right for _, right in halves])
+    return found
 
 
 @dataclass
@@ -149,12 +181,14 @@ class STSEvaluator:
     ``sets`` maps file names (``stsb-dev``, ``sts12-test`` ...) to data;
     ``max_pairs`` keeps only the first N pairs of each (0 = all); ``selection_metric`` is the dev score
     :meth:`dev` gives as ``dev_spearman`` (``selection_metric``: STS-B dev's, or ``avg_sts``, the mean of STS-B
-    dev's and SICK-R dev's, as SimCSE's trainer computes it).
+    dev's and SICK-R dev's, as SimCSE's trainer computes it); ``dev_batch_pairs`` hands :meth:`dev`'s encode
+    SentEval's batches (``selection_batches``: 'senteval', :func:`evaluate_sets`).
     """
 
     sets: Mapping[str, STSSet]
     max_pairs: int = 0
     selection_metric: str = "stsb"
+    dev_batch_pairs: int = 0  # the dev sets encoded in SentEval's batches of this many pairs (0: all at once)
 
     def _subset(self, file_name: str) -> STSSet:
         return self.sets[file_name].head(self.max_pairs)
@@ -163,15 +197,17 @@ class STSEvaluator:
     def of_trial(cls, config: Mapping[str, Any]) -> STSEvaluator:
         """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`), with
         the dev sets of its ``selection_metric``."""
-        return cls(SUITE.read(config), config["eval_max_pairs"], config.get("selection_metric", "stsb"))
+        senteval = config.get("selection_batches") == "senteval"
+        return cls(SUITE.read(config), config["eval_max_pairs"], config.get("selection_metric", "stsb"),
+                   SENTEVAL_BATCH_PAIRS if senteval else 0)
 
     def dev(self, encode: Encode) -> dict[str, float]:
         """The selection's dev metrics: ``dev_spearman`` (and STS-B dev's ``dev_pearson``); for ``avg_sts`` the mean
         of ``dev_stsb_spearman`` and ``dev_sickr_spearman``, with both."""
         if self.selection_metric == "stsb":
-            return evaluate_sets(encode, {Metric.STS_DEV: self._subset(DEV_SET)})
+            return evaluate_sets(encode, {Metric.STS_DEV: self._subset(DEV_SET)}, self.dev_batch_pairs)
         parts = {Metric.DEV_STSB: self._subset(DEV_SET), Metric.DEV_SICKR: self._subset(SICKR_DEV_SET)}
-        scores = evaluate_sets(encode, parts)
+        scores = evaluate_sets(encode, parts, self.dev_batch_pairs)
         spearman = {name: scores[name] for name in SELECTION_PARTS}
         return {Metric.DEV: float(np.mean(list(spearman.values()))), **spearman}
 

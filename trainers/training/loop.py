@@ -17,19 +17,19 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from transformers import set_seed
 
-from trainers.common_knobs import eval_batch_size, precision_settings, selection_pooling
+from trainers.common_knobs import eval_batch_size, precision_settings
 from trainers.method import Config, Method, TrialConfig
 from trainers.metrics import Metric, ReportKey
 from trainers.models.encoder import SentenceEncoder, pick_device
 from trainers.objectives.base import Objective
 from trainers.registry import get_method
 from trainers.suites import evaluate_suite, evaluate_suites, trial_suites
-from trainers.suites.sts import INFERENCE_BATCH_SIZE, SELECTION_PARTS, STSEvaluator
+from trainers.suites.sts import SELECTION_PARTS, STSEvaluator
 from trainers.training import precision
 from trainers.training.checkpoint import (
     FinalRecord,
@@ -42,6 +42,7 @@ from trainers.training.checkpoint import (
     write_final_checkpoint,
     write_training_state,
 )
+from trainers.training.encoding import dev_encode_fn, encode_fn, inference_seconds
 from trainers.training.graphs import GraphedStep, eager_step
 from trainers.training.optimization import Selection, batches, make_optimizer, make_schedule
 from trainers.training.rng import rng_states, set_rng_states
@@ -143,7 +144,7 @@ def train(
     session = session if isinstance(session, TrialSession) else TrialSession(session)
     encoder = objective.encoder
     device = encoder.device
-    encode_dev = encode_fn(encoder, config, pooling=selection_pooling(config))  # the evaluations that select
+    encode_dev = dev_encode_fn(encoder, config)  # the evaluations that select
     graphed = config.get("cuda_graph", False)  # the methods with STEP_GRAPH_KNOBS
     optimizer = make_optimizer(config, objective, rate_tensor=graphed)
     steps = total_steps(config, len(examples))
@@ -259,31 +260,6 @@ def train(
         **({Metric.GRAPHED_STEPS: float(step.graphed_steps)} if graphed else {}),
         **statistics,
     }
-
-
-def encode_fn(encoder: SentenceEncoder, config: Config, batch_size: int | None = None,
-              cached_tokens: bool = True, pooling: str | None = None) -> Callable[[Sequence[str]], torch.Tensor]:
-    """Sentences -> the trial's sentence vectors, as every evaluation encodes them (its pooling, batch size,
-    length and ``eval_precision``): STS, the other suites, and ``sweep evaluate`` of a kept encoder.
-    ``batch_size`` replaces ``eval_batch_size``, ``cached_tokens`` False tokenises every call afresh, for
-    a timed inference (:func:`inference_seconds`), and ``pooling`` replaces the encoder's (the dev
-    evaluations' ``selection_pooling``)."""
-    used = precision.resolve(config["eval_precision"], encoder.device)
-    batch_size = batch_size or eval_batch_size(config["eval_batch_size"], encoder.device.type)
-
-    def encode(sentences: Sequence[str]) -> torch.Tensor:
-        with precision.autocast(used, encoder.device), encoder.pooling_as(pooling or encoder.pooling):
-            return encoder.encode(sentences, batch_size=batch_size, max_length=config["eval_max_length"],
-                                  cached_tokens=cached_tokens)
-
-    return encode
-
-
-def inference_seconds(encoder: SentenceEncoder, config: Config, evaluator: STSEvaluator) -> float:
-    """SG-BERT Table 6's inference time: STS-B test alone, tokenised afresh, encoded at batch size 16 (the
-    paper's, whatever ``eval_batch_size`` is) and scored, by ``encoder`` as it stands (the trial's final state)."""
-    encode = encode_fn(encoder, config, batch_size=INFERENCE_BATCH_SIZE, cached_tokens=False)
-    return evaluator.stsb_test_seconds(encode)
 
 
 def _settings_used(config: Config, device: torch.device) -> dict[str, str | int]:
