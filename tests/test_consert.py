@@ -404,3 +404,24 @@ def test_few_shot_supervised_spec_is_refused_offline_and_the_unsupervised_curve_
                for t in supervised.trials)
     assert {(t.config["train_subset"], t.config["train_subset_repeat"])
             for t in (*supervised.trials, *unsupervised.trials)} == {("random", True)}
+
+
+@pytest.mark.parametrize("pairs", [nli.NLI_TRAIN_PAIRS, 5])
+def test_labelled_nli_of_another_size_than_plans_count_is_warned_of(pairs, monkeypatch, recwarn):
+    """`sweep plan` counts the NLI stages by the split's known size; a hub copy of another size says so."""
+    import datasets
+
+    class Split(dict):  # a datasets.Dataset as load_nli_pairs reads it: columns, and a length
+        def __len__(self) -> int:
+            return len(self["label"])
+
+    def load_dataset(name, config, split):
+        assert (name, config, split) == (nli.NLI_DATASET, "pair-class", "train")
+        return Split(premise=["p"] * pairs, hypothesis=["h"] * pairs, label=[0] * pairs)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    assert len(nli.load_nli_pairs()) == pairs
+    warned = [str(w.message) for w in recwarn if "were expected" in str(w.message)]
+    assert warned == ([] if pairs == nli.NLI_TRAIN_PAIRS else
+                      [f"{nli.NLI_DATASET} (pair-class, train) has 5 pairs where 942,069 were expected: `sweep "
+                       "plan` counted the NLI stages' steps by the latter"])

@@ -4,6 +4,7 @@ train on them, always from the Hugging Face hub, never on substitute data."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Mapping
 
 from trainers.data.sources import hub_reachable
@@ -21,10 +22,14 @@ NLIPair = tuple[str, str, int]
 
 
 def load_nli_pairs() -> list[NLIPair]:
-    """The labelled NLI training pairs (hub only)."""
+    """The labelled NLI training pairs (hub only). A split of another size than :data:`NLI_TRAIN_PAIRS` (the
+    hub's copy changed) is warned of: plans counted its steps by that size."""
     import datasets
 
     rows = datasets.load_dataset(NLI_DATASET, "pair-class", split="train")
+    if len(rows) != NLI_TRAIN_PAIRS:
+        warnings.warn(f"{NLI_DATASET} (pair-class, train) has {len(rows):,} pairs where {NLI_TRAIN_PAIRS:,} were "
+                      "expected: `sweep plan` counted the NLI stages' steps by the latter", stacklevel=2)
     return list(zip(rows["premise"], rows["hypothesis"], rows["label"]))
 
 
