@@ -125,9 +125,12 @@ def test_resumed_trial_equals_the_uninterrupted_one(case, tiny_bert, use_tiny_st
     assert comparable(final) == comparable(expected)  # equal test metrics of the best state
 
 
-def test_distillation_and_mlm_views_resume_exactly(tiny_bert, tiny_teacher, tiny_masked_lm, use_tiny_sts, tmp_path):
+@pytest.mark.parametrize("rewrite_views", ["once", "per_step"])
+def test_distillation_and_mlm_views_resume_exactly(rewrite_views, tiny_bert, tiny_teacher, tiny_masked_lm,
+                                                   use_tiny_sts, tmp_path):
     config = {**BASE, "model": tiny_bert, "method": "sct", "queue_size": 10, "projector_expansion": 2,
-              "distillation": "cd", "teacher": tiny_teacher, "view1": "mlm", "mlm_model": tiny_masked_lm}
+              "distillation": "cd", "teacher": tiny_teacher, "view1": "mlm", "mlm_model": tiny_masked_lm,
+              "rewrite_views": rewrite_views}
     assert_resumes_exactly(config, tmp_path / "checkpoints")
 
 

@@ -312,8 +312,8 @@ def test_back_translation_views_read_their_columns(tiny_bert, tmp_path):
     path.write_text("sentence\tbt1\tbt2\nA cat sat.\tA cat was sitting.\tThe cat sat down.\n", encoding="utf-8")
     objective = build(tiny_bert, view1="bt1", view2="bt2", bt_file=str(path))
     rows = read_backtranslations(path)
-    assert (objective._texts(rows, "bt1") == ["A cat was sitting."]
-            and objective._texts(rows, "bt2") == ["The cat sat down."])
+    assert (objective._texts(rows, "bt1", 0) == ["A cat was sitting."]
+            and objective._texts(rows, "bt2", 1) == ["The cat sat down."])
 
 
 def test_back_translation_views_train_on_the_rows_of_bt_file(tmp_path):
@@ -459,7 +459,8 @@ def test_distillation_adds_its_loss_to_l_sct_and_never_trains_the_teacher(tiny_b
      ({"self_supervised": False}, "self_supervised: off with distillation 'none' leaves no loss to train"),
      ({"distillation": "cd", "teacher": "/no/such/folder"}, "teacher: '/no/such/folder' is not a local folder, nor"),
      ({"view1": "mlm"}, "mlm_model: the mlm view needs mlm_model"),
-     ({"mlm_model": "bert-base-uncased"}, "mlm_model: given, but neither view is mlm")],
+     ({"mlm_model": "bert-base-uncased"}, "mlm_model: given, but neither view is mlm"),
+     ({"rewrite_views": "per_step"}, "rewrite_views: 'per_step', but neither view rewrites the sentence")],
 )
 def test_distillation_and_rewrite_views_are_validated(overrides, problem, monkeypatch):
     monkeypatch.setattr("trainers.data.sources.hub_reachable", lambda: False)
@@ -551,11 +552,35 @@ def test_each_distillation_knob_changes_the_loss(tiny_bert, tiny_teacher, knob, 
 
 
 def test_mlm_views_feed_the_loss_and_the_masked_lm_is_never_trained(tiny_bert, tiny_masked_lm):
-    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=tiny_masked_lm)
+    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=tiny_masked_lm, rewrite_views="per_step")
     loss_of(objective).backward()
     assert not objective.mlm.training and all(p.grad is None for p in objective.mlm.parameters())
-    first, second = (objective._texts(BATCH, "mlm") for _ in range(2))
+    first, second = (objective._texts(BATCH, "mlm", 0) for _ in range(2))
     assert first != BATCH and first != second  # two independent rewrites of each sentence
+
+
+def test_views_rewritten_once_are_two_fixed_augmented_copies_of_the_corpus(tiny_bert, tiny_masked_lm):
+    """rewrite_views 'once' (the default): prepare() rewrites every distinct sentence of the corpus for view 1,
+    then for view 2, in the corpus's order, in batches of REWRITE_BATCH, from a generator of the seed; each step
+    looks its sentences up, in any order, so that a sentence's views are the same in every epoch and in a resumed
+    trial, and differ between the two views."""
+    from trainers.objectives.sct import REWRITE_BATCH
+
+    corpus = [f"{sentence} ({i})" for i in range(REWRITE_BATCH // len(BATCH) + 2) for sentence in BATCH]
+    assert len(corpus) > REWRITE_BATCH
+    objective = build(tiny_bert, view1="mlm", view2="mlm", mlm_model=tiny_masked_lm)
+    with pytest.raises(RuntimeError, match="prepare"):
+        objective._texts(BATCH, "mlm", 0)
+    objective.prepare(corpus + corpus[:3])  # a repeated sentence is rewritten once
+    rewriter, generator = MaskedLMRewriter(tiny_masked_lm), torch.Generator().manual_seed(objective.config["seed"])
+    expected = [[text for start in (0, REWRITE_BATCH) for text in
+                 rewriter(corpus[start : start + REWRITE_BATCH], generator, objective.config["max_seq_length"])]
+                for _ in range(2)]
+    batch = corpus[5:9]
+    for position in (0, 1):
+        assert objective._texts(batch, "mlm", position) == expected[position][5:9]
+        assert objective._texts(batch[::-1], "mlm", position) == expected[position][5:9][::-1]
+    assert objective._texts(batch, "mlm", 0) != objective._texts(batch, "mlm", 1) and expected[0] != corpus
 
 
 @pytest.mark.parametrize("queues", ["two", "one", "in_batch"])

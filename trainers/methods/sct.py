@@ -37,8 +37,8 @@ L_SCT unless ``self_supervised`` is off. The ablation knobs act on L_SCT. The
 teacher is frozen and in eval mode, so its vectors of the fixed texts of both
 views are computed in one batched pass before training and read by every step,
 shared by the trials of a node with ``share_frozen_outputs``
-(:mod:`trainers.models.frozen_outputs`); random rewrites (mlm, synonym) are encoded
-in every step, as one batch.
+(:mod:`trainers.models.frozen_outputs`); random rewrites (mlm, synonym: made once
+before training, or in every step, ``rewrite_views``) are encoded in every step, as one batch.
 """
 
 from __future__ import annotations
@@ -70,7 +70,9 @@ from trainers.models.pretrained import mlm_problem, model_config, model_problem
 TEXT_VIEWS = ("bt1", "bt2")
 """Views that are a column of the back-translation file."""
 REWRITE_VIEWS = ("mlm", "synonym")
-"""Views that rewrite the sentence at random in every step: never in the teacher's table."""
+"""Views that rewrite the sentence at random (once before training, or in every step: ``rewrite_views``); never
+in the teacher's table."""
+REWRITE_TIMES = ("once", "per_step")
 
 DISTILLATION_LOSSES = ("cd", "mse", "congen", "ckd")
 """The distillation losses of :mod:`trainers.losses.distillation`, by their names in the knob."""
@@ -168,6 +170,9 @@ def sct_problems(config: Config) -> list[Problem]:
             problems.append(Problem("mlm_model", problem))
     elif config["mlm_model"]:
         problems.append(Problem("mlm_model", "given, but neither view is mlm"))
+    if config["rewrite_views"] != "once" and not views & set(REWRITE_VIEWS):
+        problems.append(Problem("rewrite_views", f"{config['rewrite_views']!r}, but neither view rewrites the "
+                                f"sentence ({', '.join(REWRITE_VIEWS)})"))
     if "synonym" in views and (problem := wordnet_problem()):
         problems.append(Problem("view1/view2", f"the synonym view {problem}"))
     if config["objective"] == "contrastive" and not config["cross_view"]:
@@ -230,6 +235,11 @@ METHOD = Method(
             Knob("view2", str, "feature_cutoff", "Augmentation making view 2 (paper: bt2; 'same BT' = bt1).",
                  choices=VIEWS),
             Knob("mlm_model", str, "", "Masked LM (id or folder, with its MLM head) that rewrites the mlm view."),
+            Knob("rewrite_views", str, "once", "When the mlm and synonym views rewrite a sentence: 'once', before "
+                 "training, one fixed rewrite of each training sentence per view, two augmented copies of the "
+                 "corpus as the back-translation views are two files (Section 5.3.3 measures 'our training and "
+                 "augmentation datasets', Table 5; the released code has neither view); 'per_step', afresh each "
+                 "time the sentence is in a batch.", choices=REWRITE_TIMES),
             Knob("tau_theta", float, 0.03, "Temperature of the online distributions.", low=1e-4, high=10.0),
             Knob("tau_ref", float, 0.02, "Temperature of the reference distributions.", low=1e-4, high=10.0),
             Knob("queue_size", int, 65536, "Length k of each instance queue.", low=1),

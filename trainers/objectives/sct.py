@@ -42,6 +42,8 @@ def projector(width: int, expansion: int) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+REWRITE_BATCH = 128
+"""Sentences a batch of the rewrites made once (``rewrite_views`` 'once'), in the corpus's order."""
 ONLINE_REFERENCES = ("online", "online_same_pass")
 """The ``reference`` settings whose f_ref is the online encoder f_theta itself (no copy of it)."""
 
@@ -64,6 +66,8 @@ class SCTObjective(Objective):
         self.rates = augmentation_rates(config)
         self.rewrite_generator = torch.Generator().manual_seed(config["seed"])
         self.mlm = MaskedLMRewriter(config["mlm_model"]) if "mlm" in self.views else None
+        # rewrite_views 'once': each view's fixed rewrite of every training sentence, made in prepare()
+        self.fixed_rewrites: list[dict[str, str] | None] = [None, None]
         self.to_max_length = config["pad_to_max_length"]
         self._pending: tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor] | None] | None = None
 
@@ -85,26 +89,45 @@ class SCTObjective(Objective):
         self.rewrite_generator.set_state(state["rewrite_generator"])
 
     def prepare(self, examples: Sequence[Any]) -> None:
+        """The teacher's table; with ``rewrite_views`` 'once', each rewriting view's rewrite of every distinct
+        sentence, view 1's then view 2's, in the corpus's order and batches, from a generator of the seed alone:
+        the same on resume."""
         if self.teacher is not None:
             self.teacher.prepare(teacher_table(self.config).texts(examples))
+        if self.config["rewrite_views"] != "once":
+            return
+        sentences = list(dict.fromkeys(view_texts(example, "sentence") for example in examples))
+        generator = torch.Generator().manual_seed(self.config["seed"])
+        for position, view in enumerate(self.views):
+            if view in REWRITE_VIEWS:
+                rewritten = [text for start in range(0, len(sentences), REWRITE_BATCH)
+                             for text in self._rewrite(sentences[start : start + REWRITE_BATCH], view, generator)]
+                self.fixed_rewrites[position] = dict(zip(sentences, rewritten))
 
-    def _texts(self, batch: Sequence[Any], view: str) -> list[str]:
+    def _rewrite(self, sentences: list[str], view: str, generator: torch.Generator) -> list[str]:
+        if view == "mlm":
+            return self.mlm(sentences, generator, self.config["max_seq_length"])
+        return [replace_one_synonym(s, wordnet_synonyms, generator) for s in sentences]
+
+    def _texts(self, batch: Sequence[Any], view: str, position: int) -> list[str]:
+        """The texts of view ``view`` (view 1's or view 2's: ``position``) of a batch."""
         if view not in REWRITE_VIEWS:
             return [view_texts(example, view) for example in batch]
         sentences = [view_texts(example, "sentence") for example in batch]
-        if view == "mlm":
-            return self.mlm(sentences, self.rewrite_generator, self.config["max_seq_length"])
-        if view == "synonym":
-            return [replace_one_synonym(s, wordnet_synonyms, self.rewrite_generator) for s in sentences]
-        return sentences
+        if self.config["rewrite_views"] == "per_step":
+            return self._rewrite(sentences, view, self.rewrite_generator)
+        fixed = self.fixed_rewrites[position]
+        if fixed is None:
+            raise RuntimeError("rewrite_views 'once' rewrites the sentences in prepare(), which has not run")
+        return [fixed[sentence] for sentence in sentences]
 
     def inputs(self, batch: Sequence[Any]) -> tuple[View, View, tuple[Tensor, Tensor] | None]:
         """The step's host work: each view's :class:`View` (its texts rewritten on the host's generator, their
         tokens, its augmentation drawn on the CPU's), and the teacher's vectors of both views' texts when there
         is a teacher (its table's rows, or its pass over a random rewrite), on the device."""
         views, teacher = [], []
-        for view, augmentation in zip(self.views, self.augmentations):
-            texts = self._texts(batch, view)
+        for position, (view, augmentation) in enumerate(zip(self.views, self.augmentations)):
+            texts = self._texts(batch, view, position)
             tokens = self.encoder.tokenize(texts, self.config["max_seq_length"], self.to_max_length)
             # One draw for both passes: the online and the reference encoder see the same transformation.
             drawn = drawn_augmentation(self.encoder, tokens, augmentation, self.rates.get(augmentation, 0.0))
