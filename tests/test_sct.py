@@ -9,6 +9,7 @@ from trainers.knobs import Problem
 from trainers.losses.distillation import cd_loss, ckd_loss, congen_loss, mse_loss
 from trainers.losses.sct import (
     hard_cross_entropy,
+    in_batch_contrastive_loss,
     kl_to_reference,
     queue_contrastive_loss,
     sct_loss,
@@ -156,6 +157,31 @@ def test_contrastive_ablation_by_hand():
 
     expected = 0.5 * slow_info_nce(z1, r2, d2, 0.1) + 0.5 * slow_info_nce(z2, r1, d1, 0.1)
     torch.testing.assert_close(queue_contrastive_loss((z1, z2), (r1, r2), (d1, d2), 0.1), expected)
+
+
+def slow_in_batch_info_nce(z, positives, t):
+    """-log(e^(z_i.p_i/t) / sum over the batch's positives j of e^(z_i.p_j/t)), mean over the batch: each
+    positive once, its own in the denominator."""
+    values = []
+    for i in range(len(z)):
+        scores = [torch.exp(torch.dot(z[i], p) / t) for p in positives]
+        values.append(-torch.log(scores[i] / sum(scores)))
+    return sum(values) / len(values)
+
+
+def test_in_batch_contrastive_ablation_by_hand(tiny_bert):
+    """queues 'in_batch' with objective 'contrastive' (Table 4's row, SimCSE-like): the batch's other references
+    are the negatives, the positive counted once; the objective runs it, not the queue's InfoNCE."""
+    torch.manual_seed(3)
+    z1, z2, r1, r2 = unit(4, 3), unit(4, 3), unit(4, 3), unit(4, 3)
+    expected = 0.5 * slow_in_batch_info_nce(z1, r2, 0.1) + 0.5 * slow_in_batch_info_nce(z2, r1, 0.1)
+    torch.testing.assert_close(in_batch_contrastive_loss((z1, z2), (r1, r2), 0.1), expected)
+    # Not the queue's InfoNCE over the batch, which would count each positive twice.
+    assert not torch.isclose(queue_contrastive_loss((z1, z2), (r1, r2), (r1, r2), 0.1), expected)
+    objective = build(tiny_bert, objective="contrastive", queues="in_batch")
+    online, reference = (unit(4, 32), unit(4, 32)), (unit(4, 32), unit(4, 32))
+    torch.testing.assert_close(objective._self_supervised_loss(online, reference),
+                               in_batch_contrastive_loss(online, reference, objective.config["tau_theta"]))
 
 
 TEST_DEFAULTS = {"queue_size": 16, "projector_expansion": 2}

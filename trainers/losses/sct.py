@@ -89,7 +89,19 @@ def queue_info_nce(anchor: Tensor, positive: Tensor, queue: Tensor, temperature:
 def queue_contrastive_loss(
     online: tuple[Tensor, Tensor], reference: tuple[Tensor, Tensor], queues: tuple[Tensor, Tensor], temperature: float
 ) -> Tensor:
-    """The 'distribution -> contrastive' ablation (Table 4): InfoNCE where z1_theta's positive is
-    SG(z2_ref) and its negatives are D2, and symmetrically for view 2."""
+    """The 'distribution -> contrastive' ablation (Table 4) with queues, MoCo-like: InfoNCE where z1_theta's
+    positive is SG(z2_ref) and its negatives are D2, and symmetrically for view 2."""
     (z1, z2), (r1, r2), (d1, d2) = online, reference, queues
     return 0.5 * queue_info_nce(z1, r2, d2, temperature) + 0.5 * queue_info_nce(z2, r1, d1, temperature)
+
+
+def in_batch_contrastive_loss(online: tuple[Tensor, Tensor], reference: tuple[Tensor, Tensor],
+                              temperature: float) -> Tensor:
+    """The 'distribution -> contrastive' ablation (Table 4) without queues, "contrastive learning similar to
+    SimCSE" (Section 5.4): SimCSE's in-batch InfoNCE (its Eq. 1) of z1_theta against the batch's SG(z2_ref),
+    its own the positive and the others the negatives, each counted once, and symmetrically for view 2. All
+    vectors are unit vectors, so the dot product is the cosine."""
+    (z1, z2), (r1, r2) = online, reference
+    targets = torch.arange(len(z1), device=z1.device)
+    return 0.5 * (F.cross_entropy(z1 @ r2.detach().T / temperature, targets)
+                  + F.cross_entropy(z2 @ r1.detach().T / temperature, targets))

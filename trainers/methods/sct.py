@@ -8,8 +8,11 @@ reference vectors of views 1 and 2 (Section 3.1). Mean pooling, all encoder
 outputs normalised. The batch is enqueued at the start of its step (Section
 3.1), so each distribution is over the queue extended by the batch's
 reference vectors of that view, as in the authors' code; the oldest entries
-make room after the step. The 'contrastive' ablation is MoCo-style: the
-positive against the queue alone.
+make room after the step. The 'contrastive' ablation is InfoNCE, the other
+view's reference vector the positive: against the queue (MoCo-like), or with
+``queues='in_batch'`` against the batch's other reference vectors (SimCSE-like,
+what the paper's Table 4 row runs: Section 5.4's "contrastive learning similar
+to SimCSE").
 
 f_ref is by default the online encoder itself, which encodes each view again
 without gradient (the paper: "the architecture and weights of f_ref and f_theta
@@ -251,7 +254,9 @@ METHOD = Method(
                  "define: 'ce' = soft cross-entropy -sum_j p_ref(j) log p_online(j), as the authors' code writes "
                  "it (same gradient as KL, so it trains as 'kl' does), or 'ce_hard' = cross-entropy against the "
                  "reference's argmax queue entry (not in their code); or 'contrastive' (distribution -> "
-                 "contrastive).", choices=("kl", "ce", "ce_hard", "contrastive")),
+                 "contrastive): InfoNCE with the other view's reference vector as the positive, against the queue "
+                 "(MoCo-like) or, with queues 'in_batch', the batch's (SimCSE-like: Table 4's row).",
+                 choices=("kl", "ce", "ce_hard", "contrastive")),
             Knob("cross_view", bool, True, "Compare across views (False: the identical-view ablation)."),
             Knob("reference", str, "online", "f_ref: the online encoder, which encodes each view again without "
                  "gradient, a dropout mask of its own ('online': Section 3.1's 'again encoded by f_ref', as the "

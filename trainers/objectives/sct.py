@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from trainers.common_knobs import AUGMENTATIONS
 from trainers.data.wordnet import wordnet_synonyms
-from trainers.losses.sct import queue_contrastive_loss, sct_loss
+from trainers.losses.sct import in_batch_contrastive_loss, queue_contrastive_loss, sct_loss
 from trainers.method import Config
 from trainers.methods.sct import REWRITE_VIEWS, teacher_table, view_texts
 from trainers.metrics import Metric
@@ -172,6 +172,8 @@ class SCTObjective(Objective):
 
     def _self_supervised_loss(self, online: tuple[Tensor, ...], reference: tuple[Tensor, Tensor]) -> Tensor:
         config = self.config
+        if config["objective"] == "contrastive" and config["queues"] == "in_batch":
+            return in_batch_contrastive_loss(online, reference, config["tau_theta"])
         if config["objective"] == "contrastive":
             return queue_contrastive_loss(online, reference, self._queues(reference), config["tau_theta"])
         return sct_loss(
@@ -180,9 +182,7 @@ class SCTObjective(Objective):
         )
 
     def _queues(self, reference: tuple[Tensor, Tensor]) -> tuple[Tensor, Tensor]:
-        """D1 and D2 as they stand before this step (the batch's reference vectors without a queue)."""
-        if self.config["queues"] == "in_batch":
-            return reference
+        """D1 and D2 as they stand before this step."""
         vectors = [q.vectors for q in self.queue_list]
         return (vectors[0], vectors[-1])
 
