@@ -95,10 +95,11 @@ def test_the_graphed_step_computes_the_eager_steps_bits(method, tiny_bert, tmp_p
 
 @pytest.mark.parametrize("used, autocast", [("bf16", True), ("fp32", False)])
 def test_the_host_work_runs_in_the_steps_precision(used, autocast, tiny_bert, tiny_masked_lm):
-    """SCT's host work runs models (the masked LM that rewrites a view, the teacher on a rewrite): inside the step's
-    autocast, as in the eager step, where ``inputs`` runs inside ``loss``."""
+    """SCT's host work runs models (the masked LM that rewrites a view in every step, the teacher on a rewrite):
+    inside the step's autocast, as in the eager step, where ``inputs`` runs inside ``loss``."""
     objective = build_objective("sct", tiny_bert, 0, queue_size=16, projector_expansion=2, view1="mlm",
-                                mlm_model=tiny_masked_lm, max_seq_length=16, pad_to_max_length=True)
+                                mlm_model=tiny_masked_lm, max_seq_length=16, pad_to_max_length=True,
+                                rewrite_views="per_step")
     inputs, seen = objective.inputs, []
 
     def noting_autocast(batch):
