@@ -130,6 +130,12 @@ def average_metrics(metrics: Mapping[str, float], names: Sequence[str] = TEST_SE
     return averages
 
 
+def dev_batch_pairs(config: Mapping[str, Any]) -> int:
+    """The pairs of a SentEval batch the dev evaluations that select encode at a time (``selection_batches``
+    'senteval', DCLR's); 0: all the dev sentences in one call."""
+    return SENTEVAL_BATCH_PAIRS if config.get("selection_batches") == "senteval" else 0
+
+
 SetVectors = dict[str, tuple["torch.Tensor", "torch.Tensor"]]
 """Each set's vectors of its first sentences and of its second sentences, pair by pair."""
 
@@ -197,9 +203,8 @@ class STSEvaluator:
     def of_trial(cls, config: Mapping[str, Any]) -> STSEvaluator:
         """The sets a trial's config names (``sts_source``), cut to its ``eval_max_pairs`` (:data:`SUITE`), with
         the dev sets of its ``selection_metric``."""
-        senteval = config.get("selection_batches") == "senteval"
         return cls(SUITE.read(config), config["eval_max_pairs"], config.get("selection_metric", "stsb"),
-                   SENTEVAL_BATCH_PAIRS if senteval else 0)
+                   dev_batch_pairs(config))
 
     def dev(self, encode: Encode) -> dict[str, float]:
         """The selection's dev metrics: ``dev_spearman`` (and STS-B dev's ``dev_pearson``); for ``avg_sts`` the mean

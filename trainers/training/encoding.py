@@ -10,7 +10,7 @@ import torch
 from trainers.common_knobs import eval_batch_size, selection_pooling
 from trainers.models.encoder import SentenceEncoder
 from trainers.suites import Encode
-from trainers.suites.sts import INFERENCE_BATCH_SIZE, SENTEVAL_BATCH_PAIRS, STSEvaluator
+from trainers.suites.sts import INFERENCE_BATCH_SIZE, STSEvaluator, dev_batch_pairs
 from trainers.training import precision
 
 
@@ -39,9 +39,9 @@ def dev_encode_fn(encoder: SentenceEncoder, config: Mapping[str, Any]) -> Encode
     without a mask where the trial trains so (``attend_to_padding``), as the DCLR authors' dev evaluations read
     theirs."""
     pooling = selection_pooling(config)
-    if config.get("selection_batches") != "senteval":
+    if not (batch_pairs := dev_batch_pairs(config)):
         return encode_fn(encoder, config, pooling=pooling)
-    return encode_fn(encoder, config, batch_size=SENTEVAL_BATCH_PAIRS, pooling=pooling,
+    return encode_fn(encoder, config, batch_size=batch_pairs, pooling=pooling,
                      attend_to_padding=config["attend_to_padding"])
 
 
