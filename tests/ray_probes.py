@@ -101,5 +101,5 @@ def sweep_trial_on_fake_nli(params: dict[str, Any], spec, finished, **given: Any
     """The sweep's trainable, in a worker whose labelled NLI is :data:`FAKE_NLI`."""
     import trainers.data.nli_examples as nli
 
-    nli.load_nli_pairs = lambda: list(FAKE_NLI)
+    nli.load_nli_pairs = lambda pair_set: list(FAKE_NLI)
     RUN_SWEEP_TRIAL(params, spec, finished, **given)

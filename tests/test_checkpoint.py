@@ -73,7 +73,7 @@ def assert_resumes_exactly(config: dict, folder, stop_at: int = 3) -> None:
 
 @pytest.fixture
 def fake_nli(monkeypatch):
-    monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
+    monkeypatch.setattr(nli, "load_nli_pairs", lambda pair_set: list(NLI))
 
 
 BASE = {"batch_size": 4, "train_limit": 24, "max_steps": 6, "eval_every": 1, "learning_rate": 1e-3}

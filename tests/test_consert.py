@@ -181,8 +181,8 @@ def test_consert_trial_runs_through_the_shared_loop(tiny_bert, use_tiny_sts):
 def fake_nli(monkeypatch):
     calls = []
 
-    def load():
-        calls.append(1)
+    def load(pair_set):
+        calls.append(pair_set)
         return list(NLI)
 
     monkeypatch.setattr(nli, "load_nli_pairs", load)
@@ -335,7 +335,7 @@ def test_two_stage_settings_train_on_nli_first_at_their_own_learning_rate(tiny_b
     _, _, frozen_stage = trained_first_stage(tiny_bert, supervision="sup-unsup", nli_learning_rate=0.0)
     second, objective, sup = trained_first_stage(tiny_bert, supervision="sup-unsup", nli_learning_rate=1e-2)
     _, _, joint = trained_first_stage(tiny_bert, supervision="joint-unsup", nli_learning_rate=1e-2)
-    assert len(fake_nli) == 3 and isinstance(objective, ConSERTObjective)  # the second stage is unsupervised
+    assert fake_nli == ["all_nli"] * 3 and isinstance(objective, ConSERTObjective)  # the second is unsupervised
     assert second.overrides == {} and second.examples(config_of(tiny_bert))[0] != NLI[0]
     torch.testing.assert_close(frozen_stage, untouched)
     assert not torch.allclose(sup, untouched) and not torch.allclose(joint, sup)
@@ -406,22 +406,37 @@ def test_few_shot_supervised_spec_is_refused_offline_and_the_unsupervised_curve_
             for t in (*supervised.trials, *unsupervised.trials)} == {("random", True)}
 
 
-@pytest.mark.parametrize("pairs", [nli.NLI_TRAIN_PAIRS, 5])
-def test_labelled_nli_of_another_size_than_plans_count_is_warned_of(pairs, monkeypatch, recwarn):
-    """`sweep plan` counts the NLI stages by the split's known size; a hub copy of another size says so."""
+@pytest.mark.parametrize("pair_set, snli_unlabelled, expected", [
+    ("all_nli", 0, 3), ("all_nli_snli_eval", 0, 3 + 2 * 4), ("all_nli_snli_eval", 1, 3 + 2 * 3)])
+def test_the_nli_pair_sets_read_all_nli_and_snlis_labelled_eval_pairs(pair_set, snli_unlabelled, expected,
+                                                                      monkeypatch, recwarn):
+    """'all_nli': all-nli's train split; 'all_nli_snli_eval' (BERT-flow's allnli): then SNLI's validation and test
+    pairs, those without a gold label (-1) left out. A set of another size than the plans count by is warned of
+    (these fakes are all smaller)."""
     import datasets
 
     class Split(dict):  # a datasets.Dataset as load_nli_pairs reads it: columns, and a length
         def __len__(self) -> int:
             return len(self["label"])
 
-    def load_dataset(name, config, split):
-        assert (name, config, split) == (nli.NLI_DATASET, "pair-class", "train")
-        return Split(premise=["p"] * pairs, hypothesis=["h"] * pairs, label=[0] * pairs)
+    def load_dataset(name, *args, split):
+        if name == nli.NLI_DATASET:
+            assert args == ("pair-class",) and split == "train"
+            return Split(premise=["p0", "p1", "p2"], hypothesis=["h0", "h1", "h2"], label=[0, 1, 2])
+        assert name == nli.SNLI_DATASET and not args and split in ("validation", "test")
+        labels = [-1] * snli_unlabelled + [2, 1, 0, 0][snli_unlabelled:]
+        return Split(premise=[f"{split} p{i}" for i in range(4)], hypothesis=[f"{split} h{i}" for i in range(4)],
+                     label=labels)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    assert len(nli.load_nli_pairs()) == pairs
+    pairs = nli.load_nli_pairs(pair_set)
+    assert len(pairs) == expected and pairs[:3] == [("p0", "h0", 0), ("p1", "h1", 1), ("p2", "h2", 2)]
+    assert all(label != -1 for _, _, label in pairs)
+    if pair_set == "all_nli_snli_eval":
+        assert pairs[3][0] == f"validation p{snli_unlabelled}" and pairs[-1] == ("test p3", "test h3", 0)
     warned = [str(w.message) for w in recwarn if "were expected" in str(w.message)]
-    assert warned == ([] if pairs == nli.NLI_TRAIN_PAIRS else
-                      [f"{nli.NLI_DATASET} (pair-class, train) has 5 pairs where 942,069 were expected: `sweep "
-                       "plan` counted the NLI stages' steps by the latter"])
+    assert warned == [f"nli_pairs {pair_set!r} has {expected} pairs on the hub where "
+                      f"{nli.NLI_PAIR_SETS[pair_set]:,} were expected: `sweep plan` counted the NLI stages' steps "
+                      "by the latter"]
+    assert get_method("flow").resolve({})["nli_pairs"] == "all_nli_snli_eval"  # the BERT-flow authors'
+    assert get_method("consert").resolve({})["nli_pairs"] == "all_nli"  # the ConSERT authors' AllNLI

@@ -315,7 +315,7 @@ NLI = [("A man plays a guitar on stage.", "A man is performing music.", 0),
 def fake_nli(monkeypatch):
     import trainers.data.nli_examples as nli
 
-    monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
+    monkeypatch.setattr(nli, "load_nli_pairs", lambda pair_set: list(NLI))
 
 
 def test_nli_supervision_adds_sberts_nli_stage_at_the_authors_settings(tiny_bert):
@@ -463,14 +463,16 @@ def test_planning_an_nli_supervised_trial_reads_no_nli(tiny_bert, monkeypatch):
     import trainers.data.nli_examples as nli
     from sweep.spec.regime import planned_steps
 
-    def hub_read():
+    def hub_read(pair_set):
         raise AssertionError("planning read the NLI pairs")
 
     monkeypatch.setattr(nli, "load_nli_pairs", hub_read)
     method = get_method("flow")
     alone = planned_steps(method, method.resolve({"model": tiny_bert}), {})  # the flow's stage on STS-B's sentences
     assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True}), {}) == (
-        nli.NLI_TRAIN_PAIRS // 16 + alone)
+        (942_069 + 9_842 + 9_824) // 16 + alone)  # all-nli's train split and SNLI's labelled validation and test
+    assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True,
+                                                 "nli_pairs": "all_nli"}), {}) == 942_069 // 16 + alone
     assert planned_steps(method, method.resolve({"model": tiny_bert, "nli_supervision": True, "max_steps": 7}),
                          {}) == 7 + 7  # each stage's own cap
     assert planned_steps(method, method.resolve({"model": tiny_bert}), {}) > 0  # the STS-B sentences, read

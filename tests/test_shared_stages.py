@@ -31,7 +31,7 @@ FLOW_AFTER_NLI = {**TRIAL, "nli_supervision": True, "nli_learning_rate": 1e-3, "
 @pytest.fixture
 def nli_stages(monkeypatch) -> list[int]:
     """The fake labelled NLI, and a count of the NLI stages built (one per trial that trains its NLI stage)."""
-    monkeypatch.setattr(nli, "load_nli_pairs", lambda: list(NLI))
+    monkeypatch.setattr(nli, "load_nli_pairs", lambda pair_set: list(NLI))
     built: list[int] = []
     build = SBERTNLIObjective.__init__
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from trainers.data.nli_examples import NLI_PAIR_SETS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.models.pretrained import BUNDLED_MODEL, model_problem, pooler_problem
 
@@ -366,6 +367,10 @@ NLI_STAGE_KNOBS = KnobSet(
              "and its default initialisation (sentence-transformers' SoftmaxLoss: SBERT's, the ConSERT authors'); "
              "'bert', no bias and BERT's initialiser, a normal of std 0.02 truncated at two standard deviations "
              "(BERT-flow's run_siamese.py).", choices=NLI_CLASSIFIERS),
+        Knob("nli_pairs", str, "all_nli", "The labelled NLI pairs of an NLI stage: 'all_nli', the hub's all-nli "
+             "train split, SNLI train + MultiNLI train (942,069 pairs: sentence-transformers' AllNLI, which the "
+             "ConSERT authors read); 'all_nli_snli_eval', those and SNLI's validation and test pairs with a gold "
+             "label (961,735: BERT-flow's run_siamese.py task allnli).", choices=tuple(NLI_PAIR_SETS)),
     )
 )
 """The knobs of a method whose trial may start with a labelled-NLI stage (:mod:`trainers.data.nli_examples`)."""

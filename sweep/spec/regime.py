@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from sweep.spec.environment import attribute, holds_for
 from sweep.spec.sweep_spec import SweepSpec
-from trainers.data.nli_examples import NLI_TRAIN_PAIRS, nli_examples
+from trainers.data.nli_examples import NLI_PAIR_SETS, nli_examples
 from trainers.knobs import Problem
 from trainers.method import Config, Method, Stage, settings_read
 from trainers.training.steps import load_examples, planned_evaluations, total_steps
@@ -30,14 +30,14 @@ def stage_needs_hub(stage: Stage, config: Mapping[str, Any]) -> bool:
 
 def stage_counts(method: Method, config: Mapping[str, Any], counted: dict) -> list[tuple[Config, int | None]]:
     """Each stage's config and its count of training examples (None where counting needs the hub: a corpus of
-    NLI sentences or of hub STS). Labelled NLI is a fixed split, counted without reading it
-    (:data:`~trainers.data.nli_examples.NLI_TRAIN_PAIRS`). ``counted`` keeps the counts across the trials of a
+    NLI sentences or of hub STS). Labelled NLI is a fixed set, counted without reading it
+    (:data:`~trainers.data.nli_examples.NLI_PAIR_SETS`). ``counted`` keeps the counts across the trials of a
     plan."""
     planned: list[tuple[Config, int | None]] = []
     for stage in method.stages(config):
         stage_config = {**config, **stage.overrides}
         if stage.examples is nli_examples:
-            planned.append((stage_config, NLI_TRAIN_PAIRS))
+            planned.append((stage_config, NLI_PAIR_SETS[stage_config["nli_pairs"]]))
             continue
         if stage_needs_hub(stage, stage_config):
             planned.append((stage_config, None))

@@ -108,7 +108,8 @@ METHOD = Method(
               "weight_decay_exempt": "none",
               "adam_epsilon": 1e-6, "max_grad_norm": 1.0, "final_state": "last", "batch_size": 32,
               "max_seq_length": 64, "eval_max_length": 64, "epochs": 1, "adam_implementation": "bert_tf",
-              "adam_bias_correction": False, "nli_classifier": "bert", "last_batch": "drop"},
+              "adam_bias_correction": False, "nli_classifier": "bert", "nli_pairs": "all_nli_snli_eval",
+              "last_batch": "drop"},
     stages=stages,
     check=flow_problems,
     after_pooling="trainers.objectives.flow:flow_from_config",
@@ -136,6 +137,7 @@ METHOD = Method(
                                "with the decay of the weights as they were before it (bert_tf)",
         "nli_classifier": "run_siamese.py: the NLI classifier's output_weights, no bias, "
                           "truncated_normal_initializer(stddev=0.02)",
+        "nli_pairs": "run_siamese.py: task allnli trains on MNLI train, then SNLI train, dev and test",
         "selection_pooling": "the flow's own pooling (it maps those vectors); the last state is kept, no selection",
         "train_corpus": "STS-B's three splits (use_full_for_training)",
         "views": "no views: a flow, fit on batches of sentence pairs (run_siamese.py)",
