@@ -51,10 +51,11 @@ def nli_examples(config: Mapping[str, Any]) -> list[NLIPair]:
     return load_nli_pairs(config["nli_pairs"])
 
 
-def nli_hub_problems(knob: str, setting: str, instead: str) -> list[Problem]:
-    """The refusal of a ``knob`` ``setting`` that trains on labelled NLI where the hub cannot be reached;
-    ``instead`` says what runs without it."""
+def nli_hub_problems(knob: str, setting: str, instead: str, pair_set: str) -> list[Problem]:
+    """The refusal of a ``knob`` ``setting`` that trains on labelled NLI (``pair_set``) where the hub cannot be
+    reached; ``instead`` says what runs without it."""
     if hub_reachable():
         return []
-    return [Problem(knob, f"{setting} needs labelled NLI ({NLI_DATASET}) from the Hugging Face hub, which cannot "
+    datasets = NLI_DATASET + (f" and {SNLI_DATASET}" if pair_set == "all_nli_snli_eval" else "")
+    return [Problem(knob, f"{setting} needs labelled NLI ({datasets}) from the Hugging Face hub, which cannot "
                           f"be reached; no other data is substituted ({instead})")]

@@ -89,7 +89,8 @@ def check(config: Config) -> list[Problem]:
         problems.append(Problem("pad_to_max_length", "pads the batches of the unsupervised transfer, and "
                                 f"supervision {supervision!r} has none: set pad_to_max_length false"))
     if supervision != "none":
-        problems += nli_hub_problems("supervision", repr(supervision), "use supervision 'none' to train without labels")
+        problems += nli_hub_problems("supervision", repr(supervision), "use supervision 'none' to train without labels",
+                                     config["nli_pairs"])
     return problems
 
 

@@ -54,7 +54,8 @@ def stages(config: Config) -> tuple[Stage, ...]:
 def flow_problems(config: Config) -> list[Problem]:
     """The flow halves the vector at every level: the encoder's width must be divisible by 2^levels. The NLI
     stage needs the hub. Dev evaluations pool as the flow reads."""
-    problems = (nli_hub_problems("nli_supervision", "true", "set it false to fit the flow on the encoder as it is")
+    problems = (nli_hub_problems("nli_supervision", "true", "set it false to fit the flow on the encoder as it is",
+                                 config["nli_pairs"])
                 if config["nli_supervision"] else [])
     if config["flow_batch"] == "pairs" and config["train_corpus"] not in CORPUS_FILES:
         problems.append(Problem("flow_batch", f"'pairs' batches the sentence pairs of an STS corpus "
