@@ -122,9 +122,10 @@ class SCTObjective(Objective):
         return [fixed[sentence] for sentence in sentences]
 
     def inputs(self, batch: Sequence[Any]) -> tuple[View, View, tuple[Tensor, Tensor] | None]:
-        """The step's host work: each view's :class:`View` (its texts rewritten on the host's generator, their
-        tokens, its augmentation drawn on the CPU's), and the teacher's vectors of both views' texts when there
-        is a teacher (its table's rows, or its pass over a random rewrite), on the device."""
+        """The step's host work: each view's :class:`View` (its texts, a rewriting view's looked up in its fixed
+        copy or rewritten on the host's generator, their tokens, its augmentation drawn on the CPU's), and the
+        teacher's vectors of both views' texts when there is a teacher (its table's rows, or its pass over a
+        rewrite), on the device."""
         views, teacher = [], []
         for position, (view, augmentation) in enumerate(zip(self.views, self.augmentations)):
             texts = self._texts(batch, view, position)
