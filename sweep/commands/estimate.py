@@ -132,35 +132,41 @@ def trial_cost(timing: Timing, plans: Sequence[StagePlan], shared_prefix: str | 
     return TrialCost(timing.setup, stages, timing.test, shared_prefix)
 
 
+def reads_prefix(trials: Sequence[TrialCost]) -> list[bool]:
+    """Whether each trial reads its stages before the last from an earlier trial of the same ``shared_prefix``
+    (the first of a key trains them)."""
+    seen: set[str] = set()
+    reads = []
+    for trial in trials:
+        reads.append(trial.shared_prefix in seen)
+        if trial.shared_prefix is not None:
+            seen.add(trial.shared_prefix)
+    return reads
+
+
 def wall_seconds(trials: Sequence[TrialCost], slots: int, worker_start: float = 0.0) -> float:
     """The sweep's wall time: the trials, in the order Ray Tune starts them, each on the first of ``slots``
-    workers to be free; a worker first starts (``worker_start`` seconds); the last to finish. A trial whose
-    stages before the last an earlier one trains (the same ``shared_prefix``) waits, after its setup, until they
-    are trained, then trains its last stage."""
+    workers to be free; a worker first starts (``worker_start`` seconds); the last to finish. A trial that reads
+    its stages before the last (:func:`reads_prefix`) waits, after its setup, until the first trial of its key has
+    trained them, then trains its last stage."""
     loads = [worker_start] * min(max(1, slots), len(trials))
     prefix_done: dict[str, float] = {}  # when the first trial of a key has trained its stages before the last
-    for trial in trials:
+    for trial, reads in zip(trials, reads_prefix(trials)):
         slot = loads.index(min(loads))
-        start, key = loads[slot], trial.shared_prefix
-        if key is not None and key in prefix_done:
-            loads[slot] = max(start + trial.setup, prefix_done[key]) + trial.reading_seconds - trial.setup
+        start = loads[slot]
+        if reads:
+            loads[slot] = max(start + trial.setup, prefix_done[trial.shared_prefix]) + trial.stages[-1] + trial.test
             continue
-        if key is not None:
-            prefix_done[key] = start + trial.setup + sum(trial.stages[:-1])
+        if trial.shared_prefix is not None:
+            prefix_done[trial.shared_prefix] = start + trial.setup + sum(trial.stages[:-1])
         loads[slot] = start + trial.seconds
     return max(loads, default=0.0)
 
 
 def own_seconds(trials: Sequence[TrialCost]) -> list[float]:
-    """Each trial's seconds of its own work: a trial whose stages before the last an earlier one trains, only
-    its setup, last stage and test (waiting is not work)."""
-    seen: set[str] = set()
-    seconds = []
-    for trial in trials:
-        seconds.append(trial.reading_seconds if trial.shared_prefix in seen else trial.seconds)
-        if trial.shared_prefix is not None:
-            seen.add(trial.shared_prefix)
-    return seconds
+    """Each trial's seconds of its own work: a trial that reads its stages before the last, only its setup, last
+    stage and test (waiting is not work)."""
+    return [trial.reading_seconds if reads else trial.seconds for trial, reads in zip(trials, reads_prefix(trials))]
 
 
 def worker_start_seconds() -> float:
@@ -355,12 +361,11 @@ def estimate(spec: SweepSpec, measure_fn: Callable[[Mapping[str, Any]], Timing] 
                                                  else "")
             lines.append(f"{sharing} trials share each GPU: each takes {spread} as long as alone "
                          "(GPU_SHARING, measured on an H100 and an H200)")
-    own = own_seconds(costs)
-    if readers := sum(seconds < cost.seconds for seconds, cost in zip(own, costs)):
+    if readers := sum(reads_prefix(costs)):
         lines.append(f"{readers} trials read their stages before the last from an earlier trial (share_stages): "
                      "each costed as its last stage, after a wait for those stages")
     wall = wall_seconds(costs, used, worker_start)
-    lines.append(f"estimate: {len(costs)} trials, {sum(own) / 60:.1f} trial-minutes, {used} at once "
+    lines.append(f"estimate: {len(costs)} trials, {sum(own_seconds(costs)) / 60:.1f} trial-minutes, {used} at once "
                  f"(max_concurrent_trials {spec.max_concurrent_trials}, resources {asdict(spec.resources)}, "
                  f"{cpus or machine_cpus()} CPUs here): about {wall / 60:.1f} minutes of wall time "
                  "(early stopping ignored: an upper bound; trials sharing CPU cores may run slower)")

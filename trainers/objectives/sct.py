@@ -94,15 +94,15 @@ class SCTObjective(Objective):
         the same on resume."""
         if self.teacher is not None:
             self.teacher.prepare(teacher_table(self.config).texts(examples))
-        if self.config["rewrite_views"] != "once":
+        rewriting = [(position, view) for position, view in enumerate(self.views) if view in REWRITE_VIEWS]
+        if self.config["rewrite_views"] != "once" or not rewriting:
             return
         sentences = list(dict.fromkeys(view_texts(example, "sentence") for example in examples))
         generator = torch.Generator().manual_seed(self.config["seed"])
-        for position, view in enumerate(self.views):
-            if view in REWRITE_VIEWS:
-                rewritten = [text for start in range(0, len(sentences), REWRITE_BATCH)
-                             for text in self._rewrite(sentences[start : start + REWRITE_BATCH], view, generator)]
-                self.fixed_rewrites[position] = dict(zip(sentences, rewritten))
+        for position, view in rewriting:
+            rewritten = [text for start in range(0, len(sentences), REWRITE_BATCH)
+                         for text in self._rewrite(sentences[start : start + REWRITE_BATCH], view, generator)]
+            self.fixed_rewrites[position] = dict(zip(sentences, rewritten))
 
     def _rewrite(self, sentences: list[str], view: str, generator: torch.Generator) -> list[str]:
         if view == "mlm":
