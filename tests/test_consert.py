@@ -440,3 +440,15 @@ def test_the_nli_pair_sets_read_all_nli_and_snlis_labelled_eval_pairs(pair_set, 
                       "by the latter"]
     assert get_method("flow").resolve({})["nli_pairs"] == "all_nli_snli_eval"  # the BERT-flow authors'
     assert get_method("consert").resolve({})["nli_pairs"] == "all_nli"  # the ConSERT authors' AllNLI
+
+
+@pytest.mark.parametrize("method, overrides, pair_set", [
+    ("flow", {"nli_supervision": True}, "all_nli_snli_eval"),
+    ("flow", {"nli_supervision": True, "nli_pairs": "all_nli"}, "all_nli"),
+    ("consert", {"supervision": "sup-unsup"}, "all_nli"),
+    ("consert", {"supervision": "sup", "nli_pairs": "all_nli_snli_eval"}, "all_nli_snli_eval")])
+def test_an_nli_stage_reads_the_pair_set_its_nli_pairs_names(method, overrides, pair_set, fake_nli):
+    declared = get_method(method)
+    config = declared.resolve(overrides)
+    stage = declared.stages(config)[0]
+    assert stage.examples({**config, **stage.overrides}) == NLI and fake_nli == [pair_set]
