@@ -222,6 +222,7 @@ def test_tables_rows_must_share_one_reference(tmp_path):
     raw["reference"] = "Synonym replacement"
     raw["rows"][1].pop("changes")
     raw["rows"][0]["changes"] = ["view1", "view2", "mlm_model"]
+    raw["rows"][3]["changes"] = ["rewrite_views"]  # its synonym views are the new reference's
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     with pytest.raises(TableSpecError, match="different reference rows"):
         load_table_specs(project / "reports/table_specs.yaml", project)
