@@ -10,7 +10,7 @@ others read it), and unshared; the two sides take turns, ``--repeats`` times. Th
 read here, so the NLI stage trains on a timing substitute named in the section: STS-B train's pairs, labelled
 by their gold score. It reports each side's wall seconds for the rows, the trials that read the stage, the
 largest difference of a test score between the sides (0: bit for bit), and what keying the paper's NLI costs
-each trial: the digest of 942,069 pairs of the substitute's texts.
+each trial: the digest of as many pairs of the substitute's texts as the flow rows' ``nli_pairs`` set holds.
 """
 
 from __future__ import annotations
