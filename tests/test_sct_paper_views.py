@@ -123,7 +123,7 @@ def test_what_set_a_row_or_an_axis_sets_stays_theirs():
     assert {trial.config["learning_rate"] for trial in grid.trials} == {5e-4}
     distillation = load_spec(ROOT / "search_spaces/sct_distillation.yaml", {"model": "bert-base-uncased"},
                              check_environment=False)  # the authors' distillation script, not Table 1
-    assert tuned(distillation.row_config("SCT-distillation")) == (3e-4, 65536, 0.04, 0.05)
+    assert tuned(distillation.row_config("SCT-distillation")) == (1e-4, 131072, 0.04, 0.05)
 
 
 def test_a_model_without_table1_settings_is_refused_naming_them(capsys, monkeypatch, tmp_path):
