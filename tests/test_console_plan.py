@@ -17,7 +17,8 @@ import yaml
 
 from sweep.commands.campaign import plan_lines
 from sweep.commands.cli import main
-from sweep.commands.estimate import StageTiming, Timing, estimate
+from sweep.commands.estimate import estimate
+from sweep.commands.trial_costs import StageTiming, Timing
 from sweep.spec import trial_key as keys
 from sweep.spec.budget import BUDGETS
 from sweep.spec.campaign import load_campaign

@@ -9,15 +9,15 @@ import pytest
 
 from sweep.commands import estimate as estimate_module
 from sweep.commands.cli import main
-from sweep.commands.estimate import (
+from sweep.commands.estimate import estimate, spread_sample
+from sweep.commands.trial_costs import (
     StagePlan,
     StageTiming,
     Timing,
     TrialCost,
-    estimate,
+    gpu_sharing_slowdown,
     own_seconds,
     slots,
-    spread_sample,
     trial_cost,
     wall_seconds,
 )
@@ -174,7 +174,7 @@ def test_every_shipped_spec_gets_an_estimate(path):
 
 
 def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
-    from sweep.commands.estimate import GPU_SHARING, gpu_sharing_slowdown
+    from sweep.commands.trial_costs import GPU_SHARING
 
     small, base = 22e6, 110e6
     assert gpu_sharing_slowdown(1, small) == gpu_sharing_slowdown(1, base) == 1.0
@@ -193,7 +193,6 @@ def test_trials_sharing_a_gpu_take_longer_by_the_measured_speed_up():
 
 def test_the_estimate_of_trials_on_a_quarter_gpu_each(tmp_path, monkeypatch):
     """The smoke trials at gpu 0.25 on one GPU: each costed at its measured slowdown, all at once."""
-    from sweep.commands.estimate import gpu_sharing_slowdown
     from sweep.spec import environment as spec_environment
 
     monkeypatch.setattr(spec_environment, "local_gpus", lambda: 1)  # the spec's check sees one GPU here
@@ -245,7 +244,6 @@ def test_the_timed_steps_follow_the_steps_a_trial_pays_for_once(knobs, tiny_bert
 
 def test_graphed_trials_sharing_a_gpu_are_costed_by_their_own_measured_speed_up(tmp_path, monkeypatch):
     """The step-mode rows two to a GPU at BERT-base's size: the graphed rows by the graphed trials' figures."""
-    from sweep.commands.estimate import gpu_sharing_slowdown
     from sweep.spec import environment as spec_environment
 
     monkeypatch.setattr(spec_environment, "local_gpus", lambda: 1)
