@@ -47,6 +47,11 @@ def test_the_view_counts_trials_and_estimates_the_time_left(tmp_path, tiny_bert)
     progress.on_trial_start(0, [done, running, starting], starting)
     assert progress.time_left() == pytest.approx((5.0 + 10.0) / 2, abs=0.5)
 
+    # Once it has run longer than the mean trial, without a step, its time left is unknown: no estimate.
+    progress._trial_started[starting.trial_id] -= 11.0
+    assert progress.time_left() is None
+    assert "left" not in progress.status_line()
+
 
 @pytest.mark.slow
 def test_a_sweep_prints_a_short_view_and_its_failures_and_logs_the_rest(tmp_path, tiny_bert, use_tiny_sts):

@@ -111,7 +111,9 @@ class SweepProgress(DriverLocal):
         """Seconds until the sweep ends, if the trials so far say: each running trial's time to its last
         step at its pace so far (without a step of a known total yet, the mean trial time less the time it
         has run), and each waiting trial the mean trial time, spread over the trials that run at once.
-        None until one trial has finished or reported a step of a known total."""
+        None until one trial has finished or reported a step of a known total, and while a trial without a step
+        has run longer than the mean trial (the smoke sweep's SimCSE after its two untrained rows): its time left
+        is unknown, not none."""
         durations, paced, unpaced = [], 0.0, []
         running = [t for t in self._trials if t.status == Trial.RUNNING]
         for trial in self._trials:
@@ -128,6 +130,8 @@ class SweepProgress(DriverLocal):
         if not durations:
             return None
         mean = sum(durations) / len(durations)
+        if any(seconds >= mean for seconds in unpaced):
+            return None
         left = paced + sum(max(0.0, mean - seconds) for seconds in unpaced) + self.counts().pending * mean
         return left / max(1, len(running))
 
