@@ -121,16 +121,38 @@ def test_what_set_a_row_or_an_axis_sets_stays_theirs():
     sizes = [128, 1024, 16384, 65536, 131072, 262144]
     assert sorted(trial.config["queue_size"] for trial in grid.trials) == sorted(sizes * 3)  # three seeds each
     assert {trial.config["learning_rate"] for trial in grid.trials} == {5e-4}
-    distillation = load_spec(ROOT / "search_spaces/sct_distillation.yaml", {"model": "bert-base-uncased"},
-                             check_environment=False)  # the authors' distillation script, not Table 1
-    assert tuned(distillation.row_config("SCT-distillation")) == (1e-4, 131072, 0.04, 0.05)
+
+
+@pytest.mark.parametrize("model, expected", [
+    (None, (5e-4, 131072, 0.03, 0.04)),  # offline: the README's BERT-Tiny row, Tables 6 and 7's first column
+    ("google/bert_uncased_L-2_H-128_A-2", (5e-4, 131072, 0.03, 0.04)),  # the README's distillation BERT-Tiny
+    ("google/bert_uncased_L-4_H-256_A-4", (1e-4, 65536, 0.04, 0.05)),  # BERT-Mini: not Table 1's 3e-4, 0.01, 0.03
+    ("nreimers/BERT-Small-L-4_H-512_A-8", (1e-4, 131072, 0.04, 0.05)),  # BERT-Small, Running_distillation_script.sh
+    ("bert-base-uncased", (1e-4, 65536, 0.04, 0.05)),  # BERT-Base: not Table 1's 5e-4
+])
+def test_a_distillation_row_takes_the_authors_distillation_settings_for_its_student(model, expected):
+    """The paper gives no distillation settings; the authors' README tunes them per student, apart from Table 1."""
+    overrides = {"model": model} if model else {}
+    spec = load_spec(ROOT / "search_spaces/sct_distillation.yaml", overrides, check_environment=False)
+    assert {tuned(spec.row_config(row.name)) for row in spec.rows} == {expected}
+
+
+def test_a_student_without_distillation_settings_is_refused_naming_the_distillation_table(capsys, monkeypatch,
+                                                                                         tmp_path):
+    monkeypatch.chdir(tmp_path)
+    path = str(ROOT / "search_spaces/sct_distillation.yaml")
+    assert sweep_main(["plan", path, "--set", "model=bert-large-uncased"]) == 2  # Table 1 has it; the teacher's size
+    err = capsys.readouterr().err
+    assert ("'bert-large-uncased' has no tuned settings for sct here: --set learning_rate, queue_size, tau_ref, "
+            "tau_theta too (the SCT authors' README tunes distillation per student: BERT-Tiny") in err
+    assert "BERT-Large" not in err.split("README tunes distillation per student")[1]
 
 
 def test_a_model_without_table1_settings_is_refused_naming_them(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert sweep_main(["plan", str(ROOT / "search_spaces/sct_ablation.yaml"), "--set", "model=roberta-base"]) == 2
     err = capsys.readouterr().err
-    assert ("--set model=roberta-base: 'roberta-base' has no tuned settings in sct's paper: --set learning_rate, "
+    assert ("--set model=roberta-base: 'roberta-base' has no tuned settings for sct here: --set learning_rate, "
             "queue_size, tau_ref, tau_theta too (SCT Table 1 tunes them per model: BERT-Tiny "
             "(google/bert_uncased_L-2_H-128_A-2): learning_rate 0.0005, queue_size 131072, tau_ref 0.03, tau_theta "
             "0.04; BERT-Mini") in err

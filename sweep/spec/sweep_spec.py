@@ -294,8 +294,8 @@ def model_settings(spec: SweepSpec, row: Row, method: Method, overrides: Mapping
     if settings is None:
         missing = [knob for knob in tuned if knob not in spec.set_by_option]
         if missing:
-            raise ConfigError([Problem("model", f"{overrides['model']!r} has no tuned settings in {method.name}'s "
-                                                f"paper: --set {', '.join(missing)} too ({every})")])
+            raise ConfigError([Problem("model", f"{overrides['model']!r} has no tuned settings for {method.name} "
+                                                f"here: --set {', '.join(missing)} too ({every})")])
         return {}
     own = set(spec.set_by_option) | set(row.overrides) | set(spec.grid) | set(spec.sample)
     return {knob: value for knob, value in settings.items() if knob not in own}
