@@ -153,7 +153,8 @@ def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_pat
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
         "pooling", "max_seq_length", "batch_size", "epochs", "learning_rate", *own_defaults, "warmup_ratio", "views"],
         set={"method": "simcse", "train_corpus": "sts_all_sentences", "epochs": 2})
-    with pytest.raises(SpecError, match=r"lists epochs in follows_method, but sets it \(2, simcse's default: 1\)"):
+    with pytest.raises(SpecError, match=r"lists epochs in follows_method, but sets it \(2, simcse's own for its "
+                       r"model: 1\)"):
         load_spec(project / "search_spaces/sct_main.yaml", check_environment=False)
 
 

@@ -12,7 +12,9 @@ from reports.paper_tables import _add_delta
 from reports.table_specs import load_table_specs
 from results.table import DELTA, Cell, Line, Table
 from sweep.commands.cli import main as sweep_main
+from sweep.commands.plan import model_settings_lines
 from sweep.spec.sweep_spec import SpecError, load_spec
+from tests.conftest import write_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,18 +98,19 @@ def tuned(config) -> tuple:
     return tuple(config[knob] for knob in TABLE1_KNOBS)
 
 
-@pytest.mark.parametrize("model, expected", [
-    ("google/bert_uncased_L-2_H-128_A-2", (5e-4, 131072, 0.03, 0.04)),  # SCT Table 1, BERT-Tiny
-    ("google/bert_uncased_L-4_H-256_A-4", (3e-4, 131072, 0.01, 0.03)),  # BERT-Mini
-    ("bert-base-uncased", (5e-4, 65536, 0.04, 0.05)),  # BERT-Base
-    ("bert-large-uncased", (5e-4, 16384, 0.04, 0.05)),  # BERT-Large
+@pytest.mark.parametrize("model, expected, simcse", [
+    ("google/bert_uncased_L-2_H-128_A-2", (5e-4, 131072, 0.03, 0.04), (3e-5, 64)),  # SCT Table 1, BERT-Tiny
+    ("google/bert_uncased_L-4_H-256_A-4", (3e-4, 131072, 0.01, 0.03), (3e-5, 64)),  # BERT-Mini
+    ("bert-base-uncased", (5e-4, 65536, 0.04, 0.05), (3e-5, 64)),  # BERT-Base
+    ("bert-large-uncased", (5e-4, 16384, 0.04, 0.05), (1e-5, 64)),  # BERT-Large: SimCSE Table A.1's 1e-5
 ])
-def test_another_model_size_takes_its_table1_settings(model, expected):
-    """sct_main's SCT row keeps BERT-Small's values by default; --set model= takes that size's (the SimCSE row
-    keeps its own learning rate), and so does the BERT-Tiny-based ablation."""
+def test_another_model_size_takes_its_table1_settings(model, expected, simcse):
+    """sct_main's SCT row keeps BERT-Small's values by default; --set model= takes that size's, and the SimCSE row
+    SimCSE Table A.1's for that model where it has one (its BERT-base values elsewhere); so does the BERT-Tiny-based
+    ablation."""
     main = load_spec(ROOT / "search_spaces/sct_main.yaml", {"model": model}, check_environment=False)
     assert tuned(main.row_config("SCT")) == expected
-    assert main.row_config("SimCSE")["learning_rate"] == 3e-5
+    assert (main.row_config("SimCSE")["learning_rate"], main.row_config("SimCSE")["batch_size"]) == simcse
     ablation = load_spec(ROOT / "search_spaces/sct_ablation.yaml", {"model": model}, check_environment=False)
     assert {tuned(ablation.row_config(row.name)) for row in ablation.rows} == {expected}
 
@@ -166,3 +169,31 @@ def test_plan_says_which_rows_took_the_models_settings(capsys, monkeypatch, tmp_
     sweep_main(["plan", str(ROOT / "search_spaces/sct_main.yaml"), "--set", "model=google/bert_uncased_L-4_H-256_A-4"])
     assert ("--set model: rows 'SCT' take sct's settings for google/bert_uncased_L-4_H-256_A-4: learning_rate "
             "0.0003, queue_size 131072, tau_ref 0.01, tau_theta 0.03") in capsys.readouterr().out
+
+
+def test_simcse_rows_take_table_a1_for_their_model_where_nothing_sets_those_knobs(tmp_path):
+    """SimCSE Table A.1 tunes the learning rate and batch per model: a grid point over the model (SCT Figure 2) and
+    a spec whose base names the model (SG-BERT Table 11's SimCSE row, RoBERTa-base) take them; a model without a
+    column keeps BERT-base's defaults; what --set, a row, an axis or (without --set model) the base sets stays."""
+    grid = load_spec(ROOT / "search_spaces/sct_model_size.yaml", check_environment=False)
+    by_model = {t.config["model"]: (t.config["learning_rate"], t.config["batch_size"]) for t in grid.trials}
+    assert by_model == {"google/bert_uncased_L-2_H-128_A-2": (3e-5, 64), "google/bert_uncased_L-4_H-256_A-4": (3e-5,
+                        64), "google/bert_uncased_L-4_H-512_A-8": (3e-5, 64), "bert-base-uncased": (3e-5, 64),
+                        "bert-large-uncased": (1e-5, 64)}
+    assert ["tuned per model: rows 'SimCSE' take simcse's settings for bert-large-uncased: learning_rate 1e-05, "
+            "batch_size 64 (those --set, a row or an axis sets stay theirs)"] == [
+        line for line in model_settings_lines(grid) if "bert-large" in line]
+    chosen = load_spec(ROOT / "search_spaces/sct_model_size.yaml", {"learning_rate": 2e-5}, check_environment=False)
+    assert {t.config["learning_rate"] for t in chosen.trials} == {2e-5}
+
+    roberta = load_spec(ROOT / "search_spaces/sg_roberta.yaml", check_environment=False)
+    simcse = roberta.row_config("SimCSE")
+    assert (simcse["learning_rate"], simcse["batch_size"]) == (1e-5, 512)
+    assert roberta.row_config("Contrastive (SG-OPT)")["learning_rate"] == 5e-5  # SG has no per-model table
+
+    path = write_spec(tmp_path, {"name": "own", "method": "simcse", "rows": [{"name": "SimCSE", "set": {}}],
+                                 "base": {"model": "bert-large-uncased", "learning_rate": 2e-5}})
+    own = load_spec(path, check_environment=False).row_config("SimCSE")
+    assert (own["learning_rate"], own["batch_size"]) == (2e-5, 64)  # the base's own, Table A.1's batch
+    replaced = load_spec(path, {"model": "roberta-large"}, check_environment=False).row_config("SimCSE")
+    assert (replaced["learning_rate"], replaced["batch_size"]) == (3e-5, 512)  # --set model: the base's was for another

@@ -147,10 +147,11 @@ class Method:
     export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
     views a trained config trains on (compared when a row switches method, :mod:`sweep.spec.contracts`);
     ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored).
-    ``settings_by_model`` (SCT's Table 1), given a row's overrides, says which knob values its paper tuned for
-    that row's model (None: none for this model), which knobs it tunes, and, in words, every model's (empty: the
-    row is not the table's, none apply), for a refusal; a sweep's
-    ``--set model=`` takes them (:func:`sweep.spec.sweep_spec.trial_config`). ``sources``
+    ``settings_by_model`` (SCT's Table 1 and its authors' distillation table, SimCSE's Table A.1), given a row's
+    overrides, says which knob values its paper tuned for that row's model (None: none for this model), which
+    knobs it tunes, and, in words, every model's (empty: a model without them is never refused), for a refusal
+    of ``--set model=`` with such a model; a row takes them for the knobs nothing sets
+    (:func:`sweep.spec.sweep_spec.model_settings`). ``sources``
     cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
     or the authors' script it comes from.
     """

@@ -147,19 +147,25 @@ def _tuned_for_model(spec: SweepSpec, row: str) -> tuple[str, ...]:
 
 
 def model_settings_lines(spec: SweepSpec) -> list[str]:
-    """The tuned settings a ``--set model=`` brought to rows whose method tunes knobs per model (SCT Table 1)."""
-    if "model" not in spec.set_by_option:
-        return []
+    """The settings rows (and grid points) took from what their method tunes for their model (SCT Table 1, its
+    authors' distillation table, SimCSE Table A.1): after ``--set model=``, or where a row's model has them and
+    nothing sets those knobs."""
+    from sweep.spec.sweep_spec import set_knobs
+
     taken: dict[str, list[str]] = {}
-    for row in spec.rows:
-        method, config = spec.method_of(row.name), spec.row_config(row.name)
+    for trial in spec.distinct_trials():
+        row, method, config = spec.row(trial.point.row), spec.method_of(trial.point.row), trial.config
         if method.settings_by_model is None:
             continue
         settings, _, _ = method.settings_by_model(config)
-        if settings:
-            values = ", ".join(f"{knob} {config[knob]:g}" for knob in settings)
-            taken.setdefault(f"{method.name}'s settings for {config['model']}: {values}", []).append(row.name)
-    return [f"--set model: rows {', '.join(repr(r) for r in rows)} take {what} (those --set, a row or an axis sets "
+        knobs = [knob for knob in settings or () if knob not in set_knobs(spec, row)]
+        if knobs:
+            values = ", ".join(f"{knob} {config[knob]:g}" for knob in knobs)
+            rows = taken.setdefault(f"{method.name}'s settings for {config['model']}: {values}", [])
+            if row.name not in rows:
+                rows.append(row.name)
+    where = "--set model" if "model" in spec.set_by_option else "tuned per model"
+    return [f"{where}: rows {', '.join(repr(r) for r in rows)} take {what} (those --set, a row or an axis sets "
             "stay theirs)" for what, rows in taken.items()]
 
 

@@ -101,14 +101,17 @@ def contract_problems(row: str, reference: str, changes: Sequence[str], follows:
 
 
 def follows_problems(row: str, follows: Sequence[str], config: Config, method: Method) -> list[str]:
-    """A knob a row lists in ``follows_method`` is at its method's own default, which names its source: a value
-    the row (or the spec's base) sets is a change of the row's, and goes in ``changes``."""
+    """A knob a row lists in ``follows_method`` is at its method's own value, which names its source: its default,
+    or what the method tunes for the row's model (``settings_by_model``); a value the row (or the spec's base) sets
+    is a change of the row's, and goes in ``changes``."""
     problems = []
     knobs = method.all_knobs
+    tuned = (method.settings_by_model(config)[0] if method.settings_by_model else None) or {}
     for name in follows:
-        if name != VIEWS and name in knobs and config[name] != knobs[name].default:
+        own = tuned.get(name, knobs[name].default) if name in knobs else None
+        if name != VIEWS and name in knobs and config[name] != own:
             problems.append(f"row {row!r} lists {name} in follows_method, but sets it ({config[name]!r}, "
-                            f"{method.name}'s default: {knobs[name].default!r}): name it in changes")
+                            f"{method.name}'s own for its model: {own!r}): name it in changes")
         elif name not in method.sources:
             problems.append(f"row {row!r} lists {name} in follows_method, but method {method.name!r} declares no "
                             f"source for it (trainers/methods/{method.name}.py: sources)")

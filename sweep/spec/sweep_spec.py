@@ -283,22 +283,28 @@ def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, A
 
 
 def model_settings(spec: SweepSpec, row: Row, method: Method, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """What ``--set model=M`` brings to a row whose method tunes knobs per model (SCT Table 1): M's values of them,
-    but for those that ``--set``, the row or an axis sets; M without such values is refused, naming every
-    model's, unless ``--set`` sets them all (the spec's base values were tuned for its own model)."""
-    if "model" not in spec.set_by_option or method.settings_by_model is None:
+    """What a row's model brings to a row whose method tunes knobs per model (SCT Table 1, SimCSE Table A.1): that
+    model's values of the knobs nobody set (:func:`set_knobs`). ``--set model=M`` with an M that has no such values
+    is refused, naming every model's, unless ``--set`` sets them all (the spec's base values were tuned for its own
+    model)."""
+    if method.settings_by_model is None:
         return {}
     settings, tuned, every = method.settings_by_model(overrides)
-    if not every:
-        return {}
     if settings is None:
         missing = [knob for knob in tuned if knob not in spec.set_by_option]
-        if missing:
+        if "model" in spec.set_by_option and every and missing:
             raise ConfigError([Problem("model", f"{overrides['model']!r} has no tuned settings for {method.name} "
                                                 f"here: --set {', '.join(missing)} too ({every})")])
         return {}
-    own = set(spec.set_by_option) | set(row.overrides) | set(spec.grid) | set(spec.sample)
+    own = set_knobs(spec, row)
     return {knob: value for knob, value in settings.items() if knob not in own}
+
+
+def set_knobs(spec: SweepSpec, row: Row) -> set[str]:
+    """The knobs a row's own values hold against its model's tuned settings: those ``--set``, the row or an axis
+    sets, and the base's too unless ``--set model`` replaced the model they were chosen for."""
+    own = set(spec.set_by_option) | set(row.overrides) | set(spec.grid) | set(spec.sample)
+    return own if "model" in spec.set_by_option else own | set(spec.base)
 
 
 def _hash(raw: Mapping[str, Any]) -> str:
