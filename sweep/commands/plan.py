@@ -136,14 +136,17 @@ def reference_lines(spec: SweepSpec) -> list[str]:
 
 
 def _tuned_for_model(spec: SweepSpec, row: str) -> tuple[str, ...]:
-    """The knobs a ``--set model=`` set on ``row`` from its paper's settings for that model (SCT Table 1)."""
+    """The knobs a ``--set model=`` set on ``row`` from its paper's settings for that model (SCT Table 1), by the
+    rule the trial's config took them by (:func:`sweep.spec.sweep_spec.set_knobs`)."""
+    from sweep.spec.sweep_spec import set_knobs
+
     if "model" not in spec.set_by_option or row not in [r.name for r in spec.rows]:
         return ()
     method = spec.method_of(row)
     if method.settings_by_model is None:
         return ()
     settings, _, _ = method.settings_by_model(spec.row_config(row))
-    return tuple(knob for knob in settings or () if knob not in spec.set_by_option)
+    return tuple(knob for knob in settings or () if knob not in set_knobs(spec, spec.row(row)))
 
 
 def model_settings_lines(spec: SweepSpec) -> list[str]:
