@@ -21,7 +21,7 @@ from trainers.registry import get_method
 from trainers.suites.sts import STSEvaluator
 from trainers.training.checkpoint import TrialSession
 from trainers.training.loop import run_trial, train
-from trainers.views.embedding import augmented_hidden_states
+from trainers.views.embedding import augmented_hidden_states, augmented_states
 
 BATCH = ["A man plays a guitar on a stage tonight.", "Two dogs run in a field.", "The market fell.", "She cooks."]
 NLI = [
@@ -65,6 +65,17 @@ def test_the_authors_nt_xent_is_twice_the_average_over_the_2n_anchors():
     a, b = torch.randn(5, 8), torch.randn(5, 8)
     assert authors_nt_xent(a, b, 0.1).item() == pytest.approx(2 * nt_xent(a, b, 0.1).item(), rel=1e-5)
     assert nt_xent(a, b, 0.1).item() == pytest.approx(slow_nt_xent(a, b, 0.1).item(), rel=1e-5)
+
+
+def test_transfer_weight_scales_eq1_and_its_authors_value_is_their_scripts_loss(tiny_bert):
+    """transfer_weight 0.3 is the authors' transfer loss (--cl_rate 0.15 times loss_a + loss_b) of the same views;
+    1, the default, is Eq. 1's NT-Xent itself, computed apart from the objective."""
+    ours, theirs = build(tiny_bert).train(), build(tiny_bert, transfer_weight=0.3).train()
+    tokens, *draws = (torch.manual_seed(0), ours.inputs(BATCH))[1]
+    first, second = (mean_last_layer(augmented_states(ours.encoder, tokens, augmentation, drawn), tokens)
+                     for augmentation, drawn in zip(ours.augmentations, draws))
+    assert loss_of(ours) == pytest.approx(slow_nt_xent(first, second, 0.1).item(), rel=1e-5)
+    assert loss_of(theirs) == pytest.approx(0.15 * authors_nt_xent(first, second, 0.1).item(), rel=1e-5)
 
 
 def slow_info_nce(a, b, tau):

@@ -121,7 +121,28 @@ def test_a_declaration_no_row_needs_is_a_problem(tmp_path):
     assert problems == ["sg_main.yaml: a deviation in epochs is declared (budget) but no row differs there"]
 
 
+def test_a_knob_no_setting_names_is_a_problem_until_the_ledger_traces_or_excuses_it(tmp_path):
+    """Every knob that can change a row's numbers is in its settings: SG's projection width left out of sg_main's
+    record is a problem for each trained row (naming the row, the knob and our value) and for no untuned one; listed
+    under every_spec.not_settings, it is excused. Bookkeeping knobs (checkpoint_every) never need a setting."""
+    def drop_width(raw):
+        raw["specs"]["sg_main.yaml"]["settings"].pop("projection_hidden")
+    spec = load_spec(ROOT / "search_spaces/sg_main.yaml", check_environment=False)
+    problems = ledger_problems(spec, load_ledger(write_ledger(tmp_path, drop_width))["sg_main.yaml"])
+    untraced = [p for p in problems if "is in none of the row's settings" in p]
+    assert untraced == problems and [p.split(":")[1] for p in untraced] == [" row 'SG'", " row 'SG-OPT'"]
+    assert "knob 'projection_hidden' (ours 4096) is in none of the row's settings in sweep/spec/paper_ledger.yaml" \
+        in untraced[0]
+    def excuse(raw):
+        drop_width(raw)
+        raw["every_spec"]["not_settings"]["projection_hidden"] = "a test's excuse"
+    assert ledger_problems(spec, load_ledger(write_ledger(tmp_path, excuse))["sg_main.yaml"]) == []
+    assert "checkpoint_every" in spec.method_of("SG-OPT").all_knobs.bookkeeping
+
+
 @pytest.mark.parametrize("edit, expected", [
+    (lambda raw: raw["every_spec"].update(not_settings=["device"]),
+     r"every_spec.not_settings: expected a mapping of knob -> why it is no paper's setting, got \['device'\]"),
     (lambda raw: raw["specs"]["sg_main.yaml"]["deviations"][0].update(kind="convenient"),
      r"sg_main.yaml.deviations\[0\]: expected \{knob, ours, kind: forced\|budget\|open, reason, rows\?\}"),
     (lambda raw: raw["specs"]["sg_main.yaml"]["settings"].update(epochs=1),

@@ -44,7 +44,8 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
         "base": {"model": tiny_bert, "batch_size": 8, "train_limit": 40, "max_steps": 3, "eval_every": 1},
         "reference": "simcse",
         "rows": [
-            {"name": "untuned", "changes": ["method", "pooling"], "set": {"method": "none", "pooling": "mean"}},
+            {"name": "untuned", "changes": ["method", "pooling"], "follows_method": ["eval_max_length"],
+             "set": {"method": "none", "pooling": "mean"}},
             {"name": "simcse", "set": {}},
             {"name": "broken", "changes": ["model"], "set": {"model": str(broken)}},
         ],

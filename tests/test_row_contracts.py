@@ -145,7 +145,7 @@ def test_a_default_that_follows_the_method_must_be_named_with_its_source(tmp_pat
     """SimCSE's one epoch is listed in follows_method; dropped from it, the row is refused naming epochs."""
     project = project_copy(tmp_path)
     own_defaults = ["adam_epsilon", "adam_bias_correction", "fp16_schedule", "weight_decay", "eval_grid", "patience",
-                    "early_stopping_rule"]
+                    "early_stopping_rule", "eval_max_length"]
     edit_row(project / "search_spaces/sct_main.yaml", "SimCSE", follows_method=[
         "pooling", "max_seq_length", "batch_size", "learning_rate", *own_defaults, "warmup_ratio", "views"])
     with pytest.raises(SpecError, match=r"row 'SimCSE' differs from the reference row 'SCT' in epochs: 10 -> 1, which"):

@@ -19,7 +19,9 @@ UNTUNED = 60.0
 def test_each_line_is_tested_against_the_specs_reference_row(tmp_path):
     path = write_spec(tmp_path, {
         "name": "temp", "method": "simcse", "seeds": [1, 2, 3], "reference": "simcse",
-        "rows": [{"name": "untuned", "changes": ["method"], "set": {"method": "none"}}, {"name": "simcse"},
+        "rows": [{"name": "untuned", "changes": ["method"], "follows_method": ["eval_max_length"],
+                  "set": {"method": "none"}},
+                 {"name": "simcse"},
                  {"name": "simcse_t", "changes": ["temperature"], "set": {"temperature": 0.1}}]})
     points = [("untuned", {}, 1, "FINISHED", UNTUNED)]
     points += [(row, {}, seed, "FINISHED", avg) for row, avgs in AVG.items() for seed, avg in zip((1, 2, 3), avgs)]

@@ -16,7 +16,9 @@ FIT_SOURCES = {
 }
 """Where each of :data:`FIT_DEFAULTS` comes from, in a method's ``sources`` (after its paper's name)."""
 
-TRAINER_DEFAULTS = {"max_grad_norm": 1.0, "adam_implementation": "transformers", "eval_grid": "trainer"}
+TRAINER_DEFAULTS = {"max_grad_norm": 1.0, "adam_implementation": "transformers", "eval_grid": "trainer",
+                    "eval_max_length": 512}
 """What the authors' scripts of SimCSE and of the methods built on its code (DCLR, DiffCSE) leave at Hugging
 Face Trainer's defaults, where it differs from ours: gradients clipped at norm 1, the ``transformers.AdamW`` its
-4.2.1 creates, and evaluations at the multiples of eval_steps alone (not after the last step)."""
+4.2.1 creates, and evaluations at the multiples of eval_steps alone (not after the last step); and their SentEval
+batcher's encoding, untruncated (``batch_encode_plus(..., padding=True)``): BERT's 512 positions."""

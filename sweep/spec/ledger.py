@@ -7,7 +7,9 @@ A record is keyed by the spec's file name and holds ``settings`` (every row's, `
 ``deviations`` (``{knob, ours, kind, reason, rows?}``: our value it declares, so that a row that comes to
 another value is undeclared again). :func:`ledger_mismatches` resolves each row as the sweep does and
 compares it with the ledger; :func:`ledger_problems` says which mismatches nobody declared (naming the spec, the
-row, the knob, both values and the source), which declarations no row needs, and which rows have no record.
+row, the knob, both values and the source), which declarations no row needs, which rows have no record, and
+which knob of a row the ledger neither sets nor excuses (:data:`NOT_SETTINGS`): every knob that can change a number
+a row reports is traced to the paper or its authors' code, so none stays at a method default unread.
 Captions (``reports.table_specs``) and ``sweep plan`` print the declared deviations (:func:`deviation_notes`), so
 what differs from the paper is written once, here, and rendered everywhere from it.
 
@@ -42,7 +44,11 @@ EVERY_SPEC = "every_spec"
 """The ledger's section of ``settings`` and ``deviations`` that hold for every spec's record (the authors' fp32
 evaluation, say): written once, part of each record as if written there, every row's (a row that names its own
 method too); such a deviation is printed wherever a row comes to it and is no problem where none does."""
-EVERY_SPEC_KEYS = {"settings", "deviations"}
+NOT_SETTINGS = "not_settings"
+"""The :data:`EVERY_SPEC` section of knobs that are no paper's setting (where a trial runs, its seed: the spec's
+``seeds``), ``knob: why``: the only knobs, beside bookkeeping ones (:attr:`trainers.knobs.Knob.bookkeeping`), a row
+may leave out of its settings."""
+EVERY_SPEC_KEYS = {"settings", "deviations", NOT_SETTINGS}
 ROW_KEYS = {"settings", "not_in_paper"}
 TABLE_KNOBS = ("model", "model_layers")
 """What a row that names its own ``method`` (a competitor at its own paper's settings) takes from the spec's
@@ -80,6 +86,10 @@ class SpecLedger:
     """Each row -> knob -> the paper's setting (the spec's settings, the row's own over them)."""
     not_in_paper: Mapping[str, str]
     deviations: tuple[Deviation, ...]
+    not_settings: Mapping[str, str]
+    """Knob -> why it is no setting of any paper (:data:`NOT_SETTINGS`)."""
+    shared: frozenset[str]
+    """The knobs of the :data:`EVERY_SPEC` settings: compared where a row's method has them, no problem where not."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,8 @@ def _deviations(where: str, raw: Any, everywhere: bool = False) -> list[Deviatio
     return deviations
 
 
-def _record(spec: str, raw: Any, shared: Mapping[str, Setting], everywhere: list[Deviation]) -> SpecLedger:
+def _record(spec: str, raw: Any, shared: Mapping[str, Setting], everywhere: list[Deviation],
+            not_settings: Mapping[str, str]) -> SpecLedger:
     """A spec's record, with the ledger's :data:`EVERY_SPEC` settings (``shared``) and deviations in it."""
     if not isinstance(raw, Mapping) or set(raw) - RECORD_KEYS or "rows" not in raw:
         raise SpecError([f"{LEDGER}: {spec}: expected {{{', '.join(sorted(RECORD_KEYS))}}}, got {raw!r}"])
@@ -140,7 +151,8 @@ def _record(spec: str, raw: Any, shared: Mapping[str, Setting], everywhere: list
         if "not_in_paper" in record:
             not_in_paper[row] = str(record["not_in_paper"])
     deviations = _deviations(f"{spec}.deviations", raw.get("deviations")) + everywhere
-    return SpecLedger(spec, str(raw.get("paper", "")), settings, not_in_paper, tuple(deviations))
+    return SpecLedger(spec, str(raw.get("paper", "")), settings, not_in_paper, tuple(deviations), not_settings,
+                      frozenset(shared))
 
 
 def load_ledger(path: Path = LEDGER) -> dict[str, SpecLedger]:
@@ -151,7 +163,12 @@ def load_ledger(path: Path = LEDGER) -> dict[str, SpecLedger]:
         raise SpecError([f"{LEDGER}: {EVERY_SPEC}: expected {{{', '.join(sorted(EVERY_SPEC_KEYS))}}}, got {every!r}"])
     shared = _settings(f"{EVERY_SPEC}.settings", every.get("settings") or {})
     everywhere = _deviations(f"{EVERY_SPEC}.deviations", every.get("deviations"), everywhere=True)
-    return {spec: _record(spec, record, shared, everywhere) for spec, record in (raw.get("specs") or {}).items()}
+    not_settings = every.get(NOT_SETTINGS) or {}
+    if not isinstance(not_settings, Mapping) or not all(isinstance(why, str) and why for why in not_settings.values()):
+        raise SpecError([f"{LEDGER}: {EVERY_SPEC}.{NOT_SETTINGS}: expected a mapping of knob -> why it is no "
+                         f"paper's setting, got {not_settings!r}"])
+    return {spec: _record(spec, record, shared, everywhere, not_settings)
+            for spec, record in (raw.get("specs") or {}).items()}
 
 
 def row_configs(spec: SweepSpec) -> list[tuple[Any, Mapping[str, Any], Any]]:
@@ -180,8 +197,8 @@ def ledger_mismatches(spec: SweepSpec, record: SpecLedger) -> tuple[list[Mismatc
             if knob in spec.grid:
                 continue  # the figure's lines
             if knob not in config:
-                if knob not in method.all_knobs and any(knob in m.all_knobs for m in methods):
-                    continue  # a knob of the spec's other methods: not this row's
+                if knob in record.shared or any(knob in m.all_knobs for m in methods):
+                    continue  # every spec's setting, or a knob of the spec's other methods: not this row's
                 problems.append(f"{name}: row {line!r}: the ledger's knob {knob!r} is no knob of its method "
                                 f"{method.name!r}")
                 continue
@@ -191,6 +208,7 @@ def ledger_mismatches(spec: SweepSpec, record: SpecLedger) -> tuple[list[Mismatc
                 mismatch = Mismatch(name, line, knob, config[knob], paper, declared)
                 if mismatch not in found:
                     found.append(mismatch)
+        problems += _untraced(name, line, config, method, record.settings[line], record.not_settings, spec.grid)
     keys = {line for line, _, _ in lines}
     problems += [f"{name}: the ledger's row {row!r} is no row of the spec"
                  for row in record.settings if row not in keys]
@@ -199,6 +217,17 @@ def ledger_mismatches(spec: SweepSpec, record: SpecLedger) -> tuple[list[Mismatc
             problems.append(f"{name}: a deviation in {deviation.knob} is declared ({deviation.kind}) but no row "
                             f"{'of ' + str(list(deviation.rows)) + ' ' if deviation.rows else ''}differs there")
     return found, problems
+
+
+def _untraced(name: str, line: Any, config: Mapping[str, Any], method: Any, settings: Mapping[str, Setting],
+              not_settings: Mapping[str, str], grid: Mapping[str, Any]) -> list[str]:
+    """A problem for each knob of the row's method that may change its numbers (no bookkeeping one) and that its
+    settings leave out, unless :data:`NOT_SETTINGS` excuses it or it is the figure's grid axis."""
+    traced = set(settings) | set(not_settings) | set(grid) | method.all_knobs.bookkeeping
+    return [f"{name}: row {line!r}: knob {knob!r} (ours {config[knob]!r}) is in none of the row's settings in "
+            f"{LEDGER_NAME}: add the paper's value (where it is silent, its authors' code's) with its source, or "
+            f"list it under {EVERY_SPEC}.{NOT_SETTINGS} with why it is no paper's setting"
+            for knob in config if knob not in traced and knob in method.all_knobs]
 
 
 def ledger_problems(spec: SweepSpec, record: SpecLedger | None, tables: Sequence[str] = ()) -> list[str]:

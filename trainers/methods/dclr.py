@@ -75,7 +75,8 @@ METHOD = Method(
                  "batch. 'distinct': every other evaluation's way, each distinct sentence once, masked.",
                  choices=("senteval", "distinct")),
             Knob("phi", float, 0.9, "Weight threshold: an in-batch negative whose complementary-model cosine "
-                 "to the anchor exceeds phi gets weight 0 (the authors' BERT-base setting).", low=-1.0, high=1.0),
+                 "to the anchor exceeds phi gets weight 0 (the authors' BERT-base setting; their code compares "
+                 "cosine / temperature with 20 phi, the same at their temperature 0.05).", low=-1.0, high=1.0),
             Knob("noise_times", float, 1.0, "Noise negatives per step, as a multiple of the batch size "
                  "(int(batch_size x noise_times)); 0 = none.", low=0.0),
             Knob("noise_std", float, 1.0, "Standard deviation of the Gaussian the noise vectors start from.",

@@ -133,6 +133,7 @@ METHOD = Method(
         "patience": "no early stopping", "early_stopping_rule": "no early stopping, so the rule counts nothing",
         "eval_grid": "no dev evaluations; ours only report, as the last state is kept",
         "warmup_ratio": "no warm-up", "optimizer": "AdamW",
+        "fp16_schedule": "fp32 throughout (its flow configs' use_fp16 false): no loss is scaled, so none",
         "adam_bias_correction": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, no bias correction",
         "adam_implementation": "optimization_bert_flow.py: BERT's AdamWeightDecayOptimizer, the uncorrected update "
                                "with the decay of the weights as they were before it (bert_tf)",

@@ -298,6 +298,7 @@ METHOD = Method(
         "warmup_ratio": 0.1,
         "eval_every": 64,
         "max_seq_length": 128,
+        "eval_max_length": 128,
         "train_corpus": "sts_all_sentences",
         **FIT_DEFAULTS,  # Section 4.1 is silent on these: the authors' SCT_main.py and its fit()
         "adam_bias_correction": False,
@@ -318,6 +319,8 @@ METHOD = Method(
         "BERT-Small lr 3e-4", "warmup_ratio": "Section 4.1: linear warm-up over 10% of the training data",
         "pooling": "the authors' SCT_main.py: sentence-transformers' Pooling, mean", "max_seq_length": "silent; "
         "the authors' Running_script.sh and Running_distillation_script.sh: max_seq_langth=128",
+        "eval_max_length": "silent; the saved model's max_seq_length 128 (Running_script.sh), at which the authors' "
+        "dev evaluator and evaluation.py encode",
         "train_corpus": "Section 4.1: NLI texts, hub only; offline the seven STS sets' unlabelled texts",
         "patience": "Section 4.1 keeps the best dev checkpoint and is silent on stopping; the authors' SCT_main.py: "
         "--early_stopping_patience 7",

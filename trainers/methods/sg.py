@@ -175,6 +175,8 @@ METHOD = Method(
         "early_stopping_rule": "drops",
         "final_state": "last",
         "max_seq_length": 128,
+        "eval_max_length": 128,
+        "fp16_schedule": "hold",
         "train_corpus": "stsb_sentences",
         "warmup_ratio": 0.1,  # Table 8 is silent on it and on FIT_DEFAULTS': the authors' training.py
         **FIT_DEFAULTS,
@@ -186,7 +188,11 @@ METHOD = Method(
     views=views_named,
     sources={knob: f"SG-BERT (Kim et al. 2021), {what}" for knob, what in {
         "batch_size": "Appendix A.1, Table 8: batch 16", "learning_rate": "Table 8: lr 5e-5", "adam_beta2": "Table 8: "
-        "beta2 0.9", "epochs": "Table 8: one epoch", "max_seq_length": "silent (Table 8 names none); ours 128",
+        "beta2 0.9", "epochs": "Table 8: one epoch", "max_seq_length": "silent (Table 8 names none); the authors' "
+        "sentence-transformers 0.3.9 Transformer's max_seq_length 128",
+        "eval_max_length": "silent; the authors' Transformer's max_seq_length 128, at which encode truncates too",
+        "fp16_schedule": "silent (the authors train in fp32); their fit() under use_amp skips the scheduler's step "
+        "where the loss scale changed",
         "patience": "Table 8: early stopping endurance 10",
         "early_stopping_rule": "Table 8's endurance, undefined there, as galsang/SG-BERT modules.py fit() counts it: "
         "evaluations below the one before, never reset", "final_state": "silent; the authors' training.py tests the "

@@ -86,6 +86,8 @@ SIMCSE_SOURCES = {
     "weight_decay": f"{SIMCSE_PAPER}: silent; HF Trainer's weight_decay 0 (run_unsup_example.sh)",
     "adam_implementation": f"{SIMCSE_PAPER}: silent; HF Trainer (transformers 4.2.1) creates transformers.AdamW",
     "adam_bias_correction": f"{SIMCSE_PAPER}: silent; HF Trainer's transformers.AdamW, bias corrected",
+    "eval_max_length": f"{SIMCSE_PAPER}: silent; the authors' SentEval batcher (trainers.py, evaluation.py) encodes "
+    "untruncated: BERT's 512 positions",
     "fp16_schedule": f"{SIMCSE_PAPER}: silent; the authors' Trainer (transformers 4.2.1) steps the scheduler every "
     "step, a skipped fp16 update too",
 }

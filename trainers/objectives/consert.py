@@ -43,11 +43,12 @@ def consert_settings(objective: Objective, config: Config) -> None:
 
 
 class ConSERTObjective(Objective):
-    """Unsupervised transfer: NT-Xent between the T1 and T2 views of each sentence."""
+    """Unsupervised transfer: NT-Xent between the T1 and T2 views of each sentence, weighted by ``transfer_weight``."""
 
     def __init__(self, config: Config, encoder: SentenceEncoder):
         super().__init__(encoder)
         consert_settings(self, config)
+        self.weight = config["transfer_weight"]
         self.augmentations = (config["aug1"], config["aug2"])
         self.to_max_length = config["pad_to_max_length"]
 
@@ -60,12 +61,12 @@ class ConSERTObjective(Objective):
         return (features, *draws)
 
     def device_loss(self, features: tuple[TokenBatch, Tensor | None, Tensor | None]) -> Tensor:
-        """Eq. 1's NT-Xent between the two views of a batch :meth:`inputs` made, from the device's tensors alone:
-        what a CUDA graph of the step records (:mod:`trainers.training.graphs`)."""
+        """Eq. 1's NT-Xent between the two views of a batch :meth:`inputs` made, times ``transfer_weight``, from the
+        device's tensors alone: what a CUDA graph of the step records (:mod:`trainers.training.graphs`)."""
         tokens, *draws = features
         first, second = (mean_last_layer(augmented_states(self.encoder, tokens, augmentation, drawn), tokens)
                          for augmentation, drawn in zip(self.augmentations, draws))
-        return nt_xent(first, second, self.temperature)
+        return self.weight * nt_xent(first, second, self.temperature)
 
     def loss(self, batch: Sequence[str]) -> Tensor:
         return self.device_loss(self.inputs(batch))
