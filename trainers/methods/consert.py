@@ -115,8 +115,9 @@ METHOD = Method(
                  "loss_b), twice that average: their runs at 0.15 are 0.3 here.", low=0.0, high=100.0),
             Knob("transfer_weight", float, 1.0, "Weight of L_con in unsupervised transfer: 1, Eq. 1's NT-Xent, the "
                  "average over the 2N anchors (Section 3.1). The authors' scripts multiply by --cl_rate 0.15 their "
-                 "NT-Xent, which adds both directions' means (twice the average): 0.3 runs theirs. Adam's update is "
-                 "the same but for its epsilon, which then weighs 3.3x more.", low=0.0, high=100.0),
+                 "NT-Xent, which adds both directions' means (twice the average): 0.3 runs theirs. The updates are "
+                 "the same while the clip at max_grad_norm rescales both gradients to its norm; they part where the "
+                 "smaller one passes under it, and through Adam's epsilon.", low=0.0, high=100.0),
             Knob("nli_augmentation", str, "token_cutoff", "The augmented view of joint training's contrastive loss; "
                  "the other view is the plain sentence (the authors' joint script: token cutoff). 'adversarial' is "
                  "FGV on L_ce (Section 3.2).", choices=NLI_AUGMENTATIONS),
