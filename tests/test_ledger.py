@@ -14,6 +14,7 @@ from reports.table_specs import load_table_specs
 from sweep.commands.cli import main as sweep_main
 from sweep.spec.ledger import KINDS, LEDGER, ledger_mismatches, ledger_problems, load_ledger
 from sweep.spec.sweep_spec import SpecError, load_spec
+from trainers.registry import METHODS, get_method
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER_RECORDS = load_ledger()
@@ -56,6 +57,15 @@ def test_every_setting_cites_a_source_and_every_deviation_a_kind_and_a_reason():
             assert settings or row in record.not_in_paper, f"{record.spec}: row {row!r} has no setting at all"
             assert all(setting.source.strip() for setting in settings.values())
         assert all(d.kind in KINDS and d.reason.strip() for d in record.deviations)
+
+
+def test_every_knob_the_every_spec_section_names_is_a_knob_of_some_method():
+    """every_spec's settings are compared only where a row's method has the knob, and its not_settings excuse a
+    knob by name: a misspelt one would hold for no row, silently, so each must be some method's knob."""
+    every = next(iter(LEDGER_RECORDS.values()))
+    knobs = {knob.name for name in METHODS for knob in get_method(name).all_knobs}
+    assert every.shared and every.not_settings
+    assert set(every.shared) | set(every.not_settings) <= knobs
 
 
 def project_copy(tmp_path: Path) -> Path:
