@@ -1,6 +1,6 @@
 """Every command the README and the docs show in a shell block names a module that exists, spec files that
 exist and options its parser accepts; the quick ones (`sweep plan` of a shipped spec, `sweep paper --plan`,
-`sweep knobs`) run as written, ending with 0 and their output, or with a refusal (2) on stderr and no
+`sweep knobs`, `sweep settings`) run as written, ending with 0 and their output, or with a refusal (2) on stderr and no
 traceback: one line, or a spec's problems (``invalid sweep spec:``, then one line per problem, each naming the
 spec file)."""
 
@@ -75,7 +75,7 @@ def test_a_shown_command_names_what_exists_and_options_its_parser_takes(page, ar
 
 QUICK = [(page, argv) for page, argv in COMMANDS
          if (argv[:2] == ["sweep", "plan"] and "--estimate" not in argv and not PLACEHOLDERS & set(argv))
-         or argv[:2] == ["sweep", "knobs"]
+         or argv[:2] in (["sweep", "knobs"], ["sweep", "settings"])
          or (argv[:2] == ["sweep", "paper"] and "--plan" in argv and "--estimate" not in argv)]
 
 

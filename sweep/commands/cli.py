@@ -1,4 +1,4 @@
-"""``python -m sweep {plan,run,resume,status,export,evaluate,glue,paper,knobs}``."""
+"""``python -m sweep {plan,run,resume,status,export,evaluate,glue,paper,knobs,settings}``."""
 
 from __future__ import annotations
 
@@ -111,6 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     knobs = commands.add_parser("knobs", help="Every knob of a method: type, default, range, meaning.")
     knobs.add_argument("method")
+    settings = commands.add_parser("settings", help="Every knob of each row of a paper's spec beside the paper's "
+                                   "value and its source (the settings ledger), each difference marked.")
+    _add_spec_arguments(settings)
+    settings.add_argument("--row", dest="rows", action="append", default=[], metavar="ROW",
+                          help="Only this row (repeatable; a figure's grid point by its value).")
     return parser
 
 
@@ -265,6 +270,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _paper(args)
         elif args.command == "knobs":
             print_knobs(args.method)
+        elif args.command == "settings":
+            from sweep.commands.settings import settings_lines
+
+            for line in settings_lines(_options(args).load(check_environment=False), args.rows):
+                print(line)
         elif args.command == "status":
             from sweep.commands.status import print_status
 
