@@ -347,9 +347,10 @@ def test_final_checkpoint_holds_the_best_encoder_and_the_record(tiny_bert, use_t
 class RecordingSession(TrialSession):
     """Records, for each report, whether it came with a checkpoint folder (None: no checkpoint)."""
 
-    def __init__(self, keeps_checkpoints: bool):
+    def __init__(self, keeps_checkpoints: bool, may_pause: bool = False):
         super().__init__()
         self.keeps_checkpoints = keeps_checkpoints
+        self.may_pause = may_pause
         self.checkpoints_given: list[bool | None] = []
 
     def report(self, metrics, checkpoint=None):
@@ -357,18 +358,23 @@ class RecordingSession(TrialSession):
         super().report(metrics, checkpoint)
 
 
-@pytest.mark.parametrize("keeps, given", [
-    (False, [None, None, None]),
+@pytest.mark.parametrize("keeps, may_pause, given", [
+    (False, False, [None, None, None]),
+    (False, True, [None, None, None]),
     # control: step 1 checkpoints, step 2 is the last evaluation (its final checkpoint follows), then the end
-    (True, [True, None, True]),
+    (True, False, [True, None, True]),
+    # a scheduler may pause the trial at its last evaluation, before the final checkpoint: that one needs its own
+    (True, True, [True, True, True]),
 ])
-def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_sts, tmp_path, monkeypatch, keeps, given):
-    """A session that keeps no checkpoints is handed none, and nothing is left in the temporary folder
-    either way (the loop's own copies are removed once reported)."""
+def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_sts, tmp_path, monkeypatch, keeps,
+                                                         may_pause, given):
+    """A session that keeps no checkpoints is handed none, one that keeps them gets one at the last evaluation only
+    where a scheduler may pause the trial there, and nothing is left in the temporary folder either way (the loop's
+    own copies are removed once reported)."""
     temporary = tmp_path / "temp"
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    session = RecordingSession(keeps)
+    session = RecordingSession(keeps, may_pause)
     run_trial({**BASE, "model": tiny_bert, "method": "simcse", "max_steps": 2}, session)
     assert session.checkpoints_given == given
     assert list(temporary.iterdir()) == []

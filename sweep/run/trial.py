@@ -81,9 +81,10 @@ class RaySession(TrialSession):
 
     keeps_checkpoints = True
 
-    def __init__(self, worker: Mapping[str, Any]):
+    def __init__(self, worker: Mapping[str, Any], may_pause: bool = False):
         super().__init__()
         self.worker = dict(worker)
+        self.may_pause = may_pause
         self._sources: dict[str, str] = {}  # a downloaded copy's folder -> the checkpoint's URI in the storage
 
     def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
@@ -155,4 +156,5 @@ def run_sweep_trial(params: dict[str, Any], spec: SweepSpec, finished: Mapping[s
 
     torch.set_num_threads(max(1, int(spec.resources.cpu)))
     worker = {ReportKey.NODE_ID: ray.get_runtime_context().get_node_id(), ReportKey.WORKER_PID: os.getpid()}
-    run_trial(spec.config_of(params), RaySession(worker))
+    run_trial(spec.config_of(params), RaySession(worker, may_pause=spec.scheduler is not None
+                                                 and spec.scheduler.pauses_trials))

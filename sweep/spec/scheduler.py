@@ -33,6 +33,12 @@ class Scheduler:
     options: Mapping[str, Any]
     mutations: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def pauses_trials(self) -> bool:
+        """Whether Ray pauses trials at reports and resumes them later from a report's checkpoint: PBT (at its
+        perturbation points) and HyperBand (at its rungs) do, ASHA only stops them."""
+        return self.kind != "asha"
+
     @classmethod
     def parse(cls, raw: Any, problems: Problems, method: Method, base: Mapping[str, Any],
               metric: Any) -> Scheduler | None:

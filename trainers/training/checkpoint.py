@@ -193,9 +193,14 @@ class CheckpointWarning(UserWarning):
 
 
 class TrialSession:
-    """Reports a trial's metrics to a function and keeps no checkpoints (tests, scripts)."""
+    """Reports a trial's metrics to a function and keeps no checkpoints (tests, scripts).
+
+    ``may_pause``: a scheduler may stop the trial at any report and run it again later from the checkpoint that
+    came with that report (PBT, HyperBand), so the last evaluation needs one too, though the final one follows.
+    """
 
     keeps_checkpoints = False
+    may_pause = False
 
     def __init__(self, reporter: Reporter | None = None):
         self.reporter = reporter

@@ -220,10 +220,14 @@ def train(
                 metrics[Metric.STAGE] = position.stage
             losses = []
             checkpoint = None
-            # The trial's last evaluation needs none: its final checkpoint follows.
+            # The trial's last evaluation needs none, its final checkpoint follows, unless a scheduler may pause the
+            # trial at this report: it would train the last steps again from the checkpoint before and report this
+            # evaluation twice (under synchronous PBT, a second perturbation point that a finished trial never
+            # reaches, where the other trial waits for ever).
             last = position.stage == stages - 1 and (position.stage_step >= steps or selection.should_stop)
             every = config["checkpoint_every"]
-            if session.keeps_checkpoints and not last and every and position.evaluations % every == 0:
+            if (session.keeps_checkpoints and (session.may_pause or not last) and every
+                    and position.evaluations % every == 0):
                 checkpoint = write_training_state(TrainingState(
                     objective=objective.trained_state(),
                     optimizer=optimizer.state_dict(),

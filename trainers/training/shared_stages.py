@@ -98,6 +98,7 @@ class _Recording(TrialSession):
         super().__init__()
         self.session = session
         self.keeps_checkpoints = session.keeps_checkpoints
+        self.may_pause = session.may_pause
         self.reports: list[dict[str, Any]] = []
 
     def report(self, metrics: dict[str, Any], checkpoint: Path | None = None) -> None:
