@@ -52,6 +52,16 @@ def test_the_view_counts_trials_and_estimates_the_time_left(tmp_path, tiny_bert)
     assert progress.time_left() is None
     assert "left" not in progress.status_line()
 
+    # A scheduler pauses the running trial (PBT, HyperBand): paused, not pending, a mean trial left; then it resumes.
+    running.status = "PAUSED"
+    progress.on_step_end(0, [done, running])
+    assert str(progress.counts()) == "1 finished · 0 running · 1 paused · 1 pending · 0 failed"
+    assert progress.time_left() == pytest.approx(20.0)
+    running.status = "RUNNING"
+    progress.on_trial_start(0, [done, running, starting], starting)
+    assert out.getvalue().splitlines()[-1].endswith("] resumed   simcse (seed 2)")
+    assert out.getvalue().count("started   simcse (seed 2)") == 1
+
 
 @pytest.mark.slow
 def test_a_sweep_prints_a_short_view_and_its_failures_and_logs_the_rest(tmp_path, tiny_bert, use_tiny_sts):

@@ -1,8 +1,8 @@
 """The progress view of a running sweep, a Ray Tune callback that draws with ``rich``.
 
-On a terminal it is one live panel, redrawn in place: how many trials finished, run, wait and failed,
+On a terminal it is one live panel, redrawn in place: how many trials finished, run, are paused, wait and failed,
 the elapsed time and an estimate of the time left, and a line per running trial (row, seed, step of
-total, last and best dev score). Piped to a file it prints a line when a trial starts, ends or fails,
+total, last and best dev score). Piped to a file it prints a line when a trial starts, resumes, ends or fails,
 and a status line every :data:`PIPED_STATUS_S` seconds, so a log of the smoke sweep stays short.
 Either way a failed trial's error is printed with the path of its full traceback, and a trial that
 finished gets one line with its best dev score. A trial taken from the store (:mod:`sweep.run.reuse`) trains
@@ -50,9 +50,13 @@ class Counts:
     running: int
     pending: int
     failed: int
+    paused: int = 0
+    """Trials a scheduler paused (PBT, HyperBand) to resume later; shown only when there are some."""
 
     def __str__(self) -> str:
-        return f"{self.finished} finished · {self.running} running · {self.pending} pending · {self.failed} failed"
+        paused = f" · {self.paused} paused" if self.paused else ""
+        return (f"{self.finished} finished · {self.running} running{paused} · {self.pending} pending · "
+                f"{self.failed} failed")
 
 
 class SweepProgress(DriverLocal):
@@ -100,8 +104,10 @@ class SweepProgress(DriverLocal):
 
     def counts(self) -> Counts:
         statuses = [t.status for t in self._trials]
-        finished, running, failed = (statuses.count(s) for s in (Trial.TERMINATED, Trial.RUNNING, Trial.ERROR))
-        return Counts(finished, running, max(0, self.spec.trials_to_run - finished - running - failed), failed)
+        finished, running, paused, failed = (statuses.count(s) for s in (Trial.TERMINATED, Trial.RUNNING,
+                                                                          Trial.PAUSED, Trial.ERROR))
+        waiting = max(0, self.spec.trials_to_run - finished - running - paused - failed)
+        return Counts(finished, running, waiting, failed, paused)
 
     def running_for(self, trial: Trial) -> float:
         """Seconds since the trial started in this driver."""
@@ -110,7 +116,7 @@ class SweepProgress(DriverLocal):
     def time_left(self) -> float | None:
         """Seconds until the sweep ends, if the trials so far say: each running trial's time to its last
         step at its pace so far (without a step of a known total yet, the mean trial time less the time it
-        has run), and each waiting trial the mean trial time, spread over the trials that run at once.
+        has run), and each waiting or paused trial the mean trial time, spread over the trials that run at once.
         None until one trial has finished or reported a step of a known total, and while a trial without a step
         has run longer than the mean trial (the smoke sweep's SimCSE after its two untrained rows): its time left
         is unknown, not none."""
@@ -132,7 +138,8 @@ class SweepProgress(DriverLocal):
         mean = sum(durations) / len(durations)
         if any(seconds >= mean for seconds in unpaced):
             return None
-        left = paced + sum(max(0.0, mean - seconds) for seconds in unpaced) + self.counts().pending * mean
+        counts = self.counts()
+        left = paced + sum(max(0.0, mean - seconds) for seconds in unpaced) + (counts.pending + counts.paused) * mean
         return left / max(1, len(running))
 
     def status_line(self) -> str:
@@ -197,9 +204,12 @@ class SweepProgress(DriverLocal):
 
     def on_trial_start(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
         self._trials = trials
+        # A trial that starts again here was paused by the scheduler (PBT, HyperBand) or failed and is retried:
+        # it resumes from a checkpoint.
+        again = trial.trial_id in self._trial_started
         self._trial_started[trial.trial_id] = time.monotonic()
         if not self.live and self.reused_from(trial) is None:
-            self.note(f"started   {self.trial_name(trial)}")
+            self.note(f"{'resumed' if again else 'started':<9} {self.trial_name(trial)}")
         self._draw(force=True)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Trial, **info: Any) -> None:
