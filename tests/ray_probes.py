@@ -10,6 +10,8 @@ wraps two methods, without changing what they do, and appends one JSON line per 
 - ``report``: every report of the trial (step, learning rate, test metrics or not) and the checkpoint it
   had restored from, as :class:`sweep.run.trial.RaySession` names it.
 
+With :data:`HOLD_END_ENV` a trial's end also waits for another trial's report, to order two trials' events.
+
 :func:`sweep_trial_on_fake_nli` is another trainable to swap in: the real one, in workers whose labelled NLI is
 a small fake set (the hub cannot be reached here).
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -28,6 +31,12 @@ import sweep.run.engine as engine
 import sweep.run.trial as trial
 
 PROBE_FILE_ENV = "SWEEP_TEST_PROBE_FILE"
+HOLD_END_ENV = "SWEEP_TEST_HOLD_END_UNTIL_STEP"
+"""When set (to a step), the final report of a trial that ended before that step waits until another trial has
+reported it, and :data:`HOLD_MARGIN_S` more, so that the other trial's report reaches the driver while this
+trial still runs."""
+HOLD_MARGIN_S = 5.0
+HOLD_BOUND_S = 600.0
 RUN_SWEEP_TRIAL = trial.run_sweep_trial
 """The real trainable, which the probe runs."""
 
@@ -62,13 +71,28 @@ def _wrap_once() -> None:
         _record({"event": "restored", "digest": digest(self.encoder.model.state_dict())})
 
     def report_and_record(self, metrics, checkpoint=None):
+        final = "test_avg_spearman" in metrics
+        if final and os.environ.get(HOLD_END_ENV) and metrics["step"] < int(os.environ[HOLD_END_ENV]):
+            _hold_until_another_trial_reports(int(os.environ[HOLD_END_ENV]))
         _record({"event": "report", "step": metrics.get("step"), "lr": metrics.get("lr"),
-                 "final": "test_avg_spearman" in metrics, "restored_from": self.worker.get("restored_from")})
+                 "final": final, "restored_from": self.worker.get("restored_from")})
         report(self, metrics, checkpoint)
 
     load_and_record.probed = True
     Objective.load_trained_state = load_and_record
     trial.RaySession.report = report_and_record
+
+
+def _hold_until_another_trial_reports(step: int) -> None:
+    from ray import tune
+
+    me, deadline = tune.get_context().get_trial_id(), time.monotonic() + HOLD_BOUND_S
+    while not any(e["event"] == "report" and e["trial"] != me and (e["step"] or 0) >= step
+                  for e in events(Path(os.environ[PROBE_FILE_ENV]))):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no other trial reported step {step} in {HOLD_BOUND_S:.0f} s")
+        time.sleep(0.2)
+    time.sleep(HOLD_MARGIN_S)
 
 
 def probed_sweep_trial(params: dict[str, Any], spec, finished, **given: Any) -> None:
@@ -77,10 +101,15 @@ def probed_sweep_trial(params: dict[str, Any], spec, finished, **given: Any) -> 
     RUN_SWEEP_TRIAL(params, spec, finished, **given)
 
 
-def install(monkeypatch, probe_file: Path) -> None:
-    """In the driver: trials run through the probe, and their workers know where to write."""
+def install(monkeypatch, probe_file: Path, hold_end_until_step: int | None = None) -> None:
+    """In the driver: trials run through the probe, and their workers know where to write (and, with
+    ``hold_end_until_step``, how long a trial's end waits: :data:`HOLD_END_ENV`)."""
     monkeypatch.setenv(PROBE_FILE_ENV, str(probe_file))
-    monkeypatch.setattr(engine, "FORWARDED_ENV", (*engine.FORWARDED_ENV, PROBE_FILE_ENV))
+    forwarded = (PROBE_FILE_ENV,)
+    if hold_end_until_step is not None:
+        monkeypatch.setenv(HOLD_END_ENV, str(hold_end_until_step))
+        forwarded += (HOLD_END_ENV,)
+    monkeypatch.setattr(engine, "FORWARDED_ENV", (*engine.FORWARDED_ENV, *forwarded))
     monkeypatch.setattr(engine, "run_sweep_trial", probed_sweep_trial)
 
 

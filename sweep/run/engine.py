@@ -57,6 +57,7 @@ from results.record import Tag  # noqa: E402
 from sweep.run.claims import Awaited, claim_trials, release  # noqa: E402
 from sweep.run.console import LOG_NAME, console_and_log  # noqa: E402
 from sweep.run.interrupt import StopOnSignal  # noqa: E402
+from sweep.run.pbt import SynchronisablePBT  # noqa: E402
 from sweep.run.preflight import check_ray_address, check_storage, check_tracking_uri  # noqa: E402
 from sweep.run.progress import SweepProgress  # noqa: E402
 from sweep.run.ray_state import WholeRayState, mend  # noqa: E402
@@ -150,7 +151,7 @@ def _scheduler(spec: SweepSpec):
     if spec.scheduler.kind == "hyperband_for_bohb":
         return tune.schedulers.HyperBandForBOHB(time_attr="training_iteration", metric=spec.metric, mode=spec.mode,
                                                 **options)
-    return tune.schedulers.PopulationBasedTraining(
+    return SynchronisablePBT(
         time_attr="training_iteration",
         # The latest dev score, which only evaluations report: the final report (test metrics, the
         # trial's product) is never a perturbation point, so a finished trial is never sent back.

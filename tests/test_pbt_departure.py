@@ -1,0 +1,54 @@
+"""Synchronous PBT goes on when a trial leaves the population before a perturbation point (README, PBT), on a
+real Ray sweep of the tiny BERT.
+
+Two trials differ in length: ``short`` evaluates once, ``long`` four times, and PBT perturbs at every
+evaluation, synchronised. Both wait at the first point; then ``short`` ends while ``long`` reports its second
+evaluation: the probe holds ``short``'s final report until ``long`` has reported, so ``long`` is paused to wait
+for a trial that then ends without reporting there. Ray's own synchronous PBT leaves ``long`` paused for ever
+(ray-project/ray#12122): the sweep never ends and the test runs into its timeout.
+:class:`sweep.run.pbt.SynchronisablePBT` perturbs ``long`` alone, and it trains to its last step.
+``quantile_fraction`` 0 makes no exploit, so that each trial keeps its own length.
+"""
+
+from __future__ import annotations
+
+import pytest
+import ray
+
+from results.record import Tag
+from sweep.run.engine import SweepOptions, run
+from tests import ray_probes
+from tests.conftest import child_runs, spec_file
+from trainers.metrics import Metric
+
+pytestmark = pytest.mark.slow
+NAME = "departure"
+EVAL_EVERY = 2
+ROWS = [{"name": "short", "set": {"max_steps": EVAL_EVERY}}, {"name": "long", "set": {"max_steps": 4 * EVAL_EVERY}}]
+PBT = {"pbt": {"perturbation_interval": 1, "quantile_fraction": 0.0, "synch": True,
+               "hyperparam_mutations": {"learning_rate": {"loguniform": [1.0e-7, 1.0e-5]}}}}
+
+
+def test_a_trial_waiting_for_one_that_ended_goes_on(tmp_path, tiny_bert, tiny_sts_dir):
+    probe, uri = tmp_path / "probe.jsonl", f"sqlite:///{tmp_path}/mlflow.db"
+    path = spec_file(tmp_path, tiny_bert, NAME, rows=ROWS, seeds=[1], scheduler=PBT, max_concurrent_trials=2,
+                     base={"model": tiny_bert, "batch_size": 8, "train_limit": 48, "eval_every": EVAL_EVERY,
+                           "epochs": 10, "lr_schedule": "constant"})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
+        ray_probes.install(patch, probe, hold_end_until_step=2 * EVAL_EVERY)
+        ray.shutdown()
+        try:
+            run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+        finally:
+            ray.shutdown()
+
+    runs = {r.data.tags[Tag.ROW]: r for r in child_runs(uri, NAME)}
+    assert sorted(runs) == ["long", "short"] and all(r.info.status == "FINISHED" for r in runs.values())
+    assert runs["long"].data.metrics[Metric.STEPS] == 4 * EVAL_EVERY
+    assert runs["short"].data.metrics[Metric.STEPS] == EVAL_EVERY
+    # The order the test is about: long's second evaluation came before short's end.
+    events = [e for e in ray_probes.events(probe) if e["event"] == "report"]
+    second = next(i for i, e in enumerate(events) if e["step"] == 2 * EVAL_EVERY)
+    short_end = next(i for i, e in enumerate(events) if e["final"] and e["step"] == EVAL_EVERY)
+    assert second < short_end, events
