@@ -71,9 +71,9 @@ def _wrap_once() -> None:
         _record({"event": "restored", "digest": digest(self.encoder.model.state_dict())})
 
     def report_and_record(self, metrics, checkpoint=None):
-        final = "test_avg_spearman" in metrics
-        if final and os.environ.get(HOLD_END_ENV) and metrics["step"] < int(os.environ[HOLD_END_ENV]):
-            _hold_until_another_trial_reports(int(os.environ[HOLD_END_ENV]))
+        final, hold_until = "test_avg_spearman" in metrics, int(os.environ.get(HOLD_END_ENV) or 0)
+        if final and metrics["step"] < hold_until:
+            _hold_until_another_trial_reports(hold_until)
         _record({"event": "report", "step": metrics.get("step"), "lr": metrics.get("lr"),
                  "final": final, "restored_from": self.worker.get("restored_from")})
         report(self, metrics, checkpoint)

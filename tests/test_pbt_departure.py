@@ -14,7 +14,6 @@ trial's worker: minutes on a loaded machine, so the trials are short.)
 from __future__ import annotations
 
 import pytest
-import ray
 
 from results.record import Tag
 from sweep.run.engine import SweepOptions, run
@@ -30,19 +29,13 @@ PBT = {"pbt": {"perturbation_interval": 1, "quantile_fraction": 0.0, "synch": Tr
                "hyperparam_mutations": {"learning_rate": {"loguniform": [1.0e-7, 1.0e-5]}}}}
 
 
-def test_a_trial_waiting_for_one_that_ended_goes_on(tmp_path, tiny_bert, tiny_sts_dir):
+def test_a_trial_waiting_for_one_that_ended_goes_on(tmp_path, tiny_bert, local_ray, monkeypatch):
     probe, uri = tmp_path / "probe.jsonl", f"sqlite:///{tmp_path}/mlflow.db"
     path = spec_file(tmp_path, tiny_bert, NAME, rows=ROWS, seeds=[1], scheduler=PBT, max_concurrent_trials=2,
                      base={"model": tiny_bert, "batch_size": 8, "train_limit": 48, "eval_every": EVAL_EVERY,
                            "epochs": 10, "lr_schedule": "constant"})
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
-        ray_probes.install(patch, probe, hold_end_until_step=2 * EVAL_EVERY)
-        ray.shutdown()
-        try:
-            run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
-        finally:
-            ray.shutdown()
+    ray_probes.install(monkeypatch, probe, hold_end_until_step=2 * EVAL_EVERY)
+    run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
 
     runs = {r.data.tags[Tag.ROW]: r for r in child_runs(uri, NAME)}
     assert sorted(runs) == ["long", "short"] and all(r.info.status == "FINISHED" for r in runs.values())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 
 import pytest
-import ray
 
 import sweep.run.engine as engine
 import trainers.data.nli_examples as nli
@@ -23,20 +22,15 @@ pytestmark = pytest.mark.slow
 NAME = "shared_nli"
 
 
-def test_two_flow_rows_at_once_train_one_nli_stage(tmp_path, tiny_bert, tiny_sts_dir, monkeypatch):
+def test_two_flow_rows_at_once_train_one_nli_stage(tmp_path, tiny_bert, local_ray, monkeypatch):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     rows = [{"name": f"flow, {corpus}", "set": {"train_corpus": corpus}} for corpus in ("stsb_target", "sts12_target")]
     path = spec_file(tmp_path, tiny_bert, NAME, method="flow", rows=rows, seeds=[1], max_concurrent_trials=2,
                      base={"model": tiny_bert, "batch_size": 8, "train_limit": 40, "max_steps": 5, "eval_every": 1,
                            "nli_supervision": True, "nli_learning_rate": 1e-3})
-    monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     monkeypatch.setattr(nli, "hub_reachable", lambda: True)  # the driver's check; the workers read the fake set
     monkeypatch.setattr(engine, "run_sweep_trial", ray_probes.sweep_trial_on_fake_nli)
-    ray.shutdown()
-    try:
-        run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
-    finally:
-        ray.shutdown()
+    run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
 
     runs = {r.data.tags[Tag.ROW]: r for r in child_runs(uri, NAME)}
     assert sorted(runs) == ["flow, sts12_target", "flow, stsb_target"]
