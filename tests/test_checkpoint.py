@@ -380,6 +380,22 @@ def test_no_checkpoints_without_a_session_that_keeps_them(tiny_bert, use_tiny_st
     assert list(temporary.iterdir()) == []
 
 
+def test_a_trial_paused_at_its_last_evaluation_ends_as_the_uninterrupted_one(tiny_bert, use_tiny_sts, tmp_path):
+    """What PBT or HyperBand may do at a trial's last evaluation: stop the trial after that report and run it again
+    from that report's checkpoint. It trains no step again (it reports only its end) and ends as the trial that
+    never stopped."""
+    config = {**BASE, "model": tiny_bert, "method": "simcse"}
+    expected = run_trial(config)
+    paused = StopAfterCheckpoint(tmp_path, BASE["max_steps"], [])
+    paused.may_pause = True
+    with pytest.raises(Interrupted):
+        run_trial(config, paused)
+    after: list[dict] = []
+    final = run_trial(config, LocalSession(tmp_path, after.append))
+    assert final["resumed_from_step"] == BASE["max_steps"] and len(after) == 1
+    assert comparable(final) == comparable(expected)
+
+
 def test_checkpoint_every_zero_writes_none(tiny_bert, use_tiny_sts, tmp_path):
     run_trial({**BASE, "model": tiny_bert, "method": "simcse", "checkpoint_every": 0}, LocalSession(tmp_path, keep=10))
     assert len(list(tmp_path.glob("checkpoint_*"))) == 1  # only the final one
