@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pytest
 import yaml
@@ -142,11 +143,21 @@ def use_tiny_sts(tiny_sts_dir, monkeypatch) -> Path:
 @pytest.fixture
 def local_ray(use_tiny_sts):
     """A sweep in this test starts its own local Ray (on the tiny STS files), shut down after it."""
+    with fresh_ray():
+        yield
+
+
+@contextmanager
+def fresh_ray() -> Iterator[None]:
+    """The sweeps inside start their own local Ray (one left by an earlier test would refuse their start), shut
+    down after them however they end."""
     import ray
 
     ray.shutdown()
-    yield
-    ray.shutdown()
+    try:
+        yield
+    finally:
+        ray.shutdown()
 
 
 def mlflow_defaults_in(folder: Path) -> set[Path]:

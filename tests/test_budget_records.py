@@ -11,11 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import ray
 from mlflow import MlflowClient
 
 from sweep.commands.cli import main
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 from tests.reference_encoding import reference_cosines, spearman_x100
 from trainers.data.sources import ALL_FILES, SHIPPED_STS_DIR
 from trainers.training.checkpoint import ENCODER_DIR
@@ -51,12 +50,9 @@ def budget_sweep(tmp_path_factory, tiny_bert, sts_320) -> str:
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STS_DATA_DIR", str(sts_320))
-        ray.shutdown()
-        try:
+        with fresh_ray():
             assert main(["run", str(path), "--budget", "smoke", "--tracking-uri", uri,
                          "--storage", str(folder / "ray")]) == 0
-        finally:
-            ray.shutdown()
     return uri
 
 

@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 from reports.paper import main as report_main
 from results.record import Tag
 from sweep.commands.cli import main
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 from tests.test_reuse import final_metrics
 
 pytestmark = pytest.mark.slow
@@ -24,19 +24,14 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory, tiny_bert) -> tuple[Path, str, Path]:
     """The campaign file, its store, and the Ray storage; run once."""
-    import ray
-
     folder = tmp_path_factory.mktemp("campaign")
     spec_file(folder, tiny_bert, "first", seeds=[1])
     spec_file(folder, tiny_bert, "second", seeds=[1, 2])
     path = folder / "pair.yaml"
     path.write_text(yaml.safe_dump({"description": "two specs", "specs": ["first.yaml", "second.yaml"]}))
     uri = f"sqlite:///{folder}/mlflow.db"
-    ray.shutdown()
-    try:
+    with fresh_ray():
         assert main(["paper", str(path), "--tracking-uri", uri, "--storage", str(folder / "ray")]) == 0
-    finally:
-        ray.shutdown()
     return path, uri, folder
 
 
@@ -64,14 +59,9 @@ def test_each_distinct_trial_trains_once_and_every_spec_holds_its_trials(campaig
 
 
 def test_a_campaign_run_again_trains_nothing(campaign, capsys):
-    import ray
-
     path, uri, folder = campaign
-    ray.shutdown()
-    try:
+    with fresh_ray():
         assert main(["paper", str(path), "--tracking-uri", uri, "--storage", str(folder / "ray")]) == 0
-    finally:
-        ray.shutdown()
     out = capsys.readouterr().out
     assert "paper-pair: 3 trials finished (0 reused, 3 trained)" in out  # the same three runs, not new ones
     assert "second: 3 trials finished (3 reused, 0 trained)" in out

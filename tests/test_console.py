@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from sweep.commands.cli import main
-from tests.conftest import spec_file
+from tests.conftest import fresh_ray, spec_file
 
 pytestmark = pytest.mark.slow
 
@@ -29,15 +29,10 @@ SPECS = ("paper-pair", "a", "b")
 def printed(argv: list[str]) -> str:
     """What ``python -m sweep ARGV`` prints on stdout (its progress view writes there too, stdout having no
     descriptor of its own here), after it exits with 0."""
-    import ray
-
     out = io.StringIO()
-    ray.shutdown()
-    try:
+    with fresh_ray():
         with contextlib.redirect_stdout(out):
             assert main(argv) == 0
-    finally:
-        ray.shutdown()
     return out.getvalue()
 
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
-import ray
 from mlflow import MlflowClient
 
 import sweep.commands.evaluate as evaluate
 from sweep.commands.cli import main
 from sweep.run.engine import SweepOptions, run
 from sweep.tracking.journal import EXIT_TRACKING_GONE
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 from tests.test_sweep_evaluate import PEARSON, multilingual_fixture
 from tests.test_tracking_outage import Server
 
@@ -34,11 +33,8 @@ def test_evaluations_computed_while_the_server_is_gone_are_kept_and_logged_by_th
     try:
         path = spec_file(tmp_path, tiny_bert, "kept", rows=[{"name": "simcse", "set": {}}], seeds=[1, 2],
                          keep_models="all", max_concurrent_trials=1)
-        ray.shutdown()
-        try:
+        with fresh_ray():
             run(SweepOptions(str(path), {}, tracking_uri=server.url, storage=str(tmp_path / "ray")))
-        finally:
-            ray.shutdown()
         monkeypatch.setenv("MULTILINGUAL_STS_DATA_DIR", str(multilingual_fixture(tmp_path / "ml", tiny_sts_dir)))
         command = ["evaluate", "kept", "--suite", "multilingual_sts", "--tracking-uri", server.url]
         computed, real = [], evaluate.evaluate_run

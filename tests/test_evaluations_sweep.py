@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import ray
 import yaml
 
 from reports.collect import collect
@@ -11,6 +10,7 @@ from reports.paper_tables import build_tables
 from reports.table_specs import parse_table_spec
 from results.render import to_markdown
 from sweep.run.engine import SweepOptions, run
+from tests.conftest import fresh_ray
 from tests.evaluation_fixtures import reranking_folder
 
 pytestmark = pytest.mark.slow
@@ -27,11 +27,8 @@ def test_suite_metrics_reach_the_parquet_and_a_table(tmp_path, tiny_bert, tiny_s
     path = tmp_path / "tiny_suites.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    ray.shutdown()
-    try:
+    with fresh_ray():
         run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
-    finally:
-        ray.shutdown()
     frame = collect(uri)
     trial = frame[frame["row"] == "untuned"].iloc[0]
     assert trial["status"] == "FINISHED"

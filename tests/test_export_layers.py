@@ -16,13 +16,12 @@ from pathlib import Path
 import mlflow
 import mlflow.sentence_transformers
 import pytest
-import ray
 import torch
 from transformers import AutoModel
 
 from sweep.commands.cli import main
 from sweep.run.engine import SweepOptions, run
-from tests.conftest import build_tiny_bert, child_runs, spec_file
+from tests.conftest import build_tiny_bert, child_runs, fresh_ray, spec_file
 from tests.reference_encoding import reference_vectors
 from trainers.models.encoder import SentenceEncoder
 from trainers.training.checkpoint import ENCODER_DIR, FINAL_RECORD
@@ -53,11 +52,8 @@ def exported_sweep(tmp_path_factory, tiny_sts_dir) -> tuple[str, Path]:
                            "learning_rate": 1e-3, "eval_precision": "fp32"})
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
-        ray.shutdown()
-        try:
+        with fresh_ray():
             run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(folder / "ray")))
-        finally:
-            ray.shutdown()
     return uri, folder
 
 

@@ -97,20 +97,16 @@ def test_variants_are_recorded_and_found_through_a_uri(tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_by_name_finds_a_sweep_on_uri_storage(tmp_path, tiny_bert, use_tiny_sts, monkeypatch, capsys):
+def test_resume_by_name_finds_a_sweep_on_uri_storage(tmp_path, tiny_bert, local_ray, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    ray.shutdown()
     storage = f"file://{tmp_path}/shared"
     path = spec_file(tmp_path, tiny_bert, "on_uri", rows=UNTUNED_ONLY, seeds=[1])
-    try:
-        assert main(["run", str(path), "--storage", storage]) == 0
-        (folder,) = (tmp_path / "shared").iterdir()
-        assert (folder / "sweep.json").is_file() and folder.name.startswith("on_uri-")
-        capsys.readouterr()
-        assert main(["resume", "on_uri", "--storage", storage]) == 0  # found, restored, nothing left to run
-        assert "1 trials finished, 0 failed" in capsys.readouterr().out
-    finally:
-        ray.shutdown()
+    assert main(["run", str(path), "--storage", storage]) == 0
+    (folder,) = (tmp_path / "shared").iterdir()
+    assert (folder / "sweep.json").is_file() and folder.name.startswith("on_uri-")
+    capsys.readouterr()
+    assert main(["resume", "on_uri", "--storage", storage]) == 0  # found, restored, nothing left to run
+    assert "1 trials finished, 0 failed" in capsys.readouterr().out
 
 
 def test_the_store_opens_while_ray_starts_and_its_error_is_raised(monkeypatch):

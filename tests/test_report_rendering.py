@@ -20,7 +20,7 @@ from reports.paper import main as report_main
 from results.render import MARKS, SEED_FREE_MARK
 from sweep.commands.cli import main
 from sweep.spec.budget import BUDGETS
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 
 
 def pdf_tools() -> bool:
@@ -43,7 +43,6 @@ MIN_TABLE_POINTS = 8
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, tiny_bert, tiny_sts_dir) -> tuple[Path, str]:
     """The rendered report's folder and the store its campaign ran on."""
-    import ray
 
     folder = tmp_path_factory.mktemp("rendering")
     base = {"model": tiny_bert, "batch_size": 8, "train_limit": 48, "max_steps": 4, "eval_every": 2,
@@ -55,12 +54,11 @@ def report(tmp_path_factory, tiny_bert, tiny_sts_dir) -> tuple[Path, str]:
     uri = f"sqlite:///{folder}/mlflow.db"
     patch = pytest.MonkeyPatch()
     patch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
-    ray.shutdown()
     try:
-        assert main(["paper", str(path), "--budget", "smoke", "--tracking-uri", uri,
-                     "--storage", str(folder / "ray")]) == 0
+        with fresh_ray():
+            assert main(["paper", str(path), "--budget", "smoke", "--tracking-uri", uri,
+                         "--storage", str(folder / "ray")]) == 0
     finally:
-        ray.shutdown()
         patch.undo()
     out = folder / "report"
     assert report_main([str(path), "--tracking-uri", uri, "--out", str(out)]) == 0

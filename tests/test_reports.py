@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import ray
 import yaml
 from mlflow import MlflowClient
 from scipy.stats import ttest_1samp
@@ -24,6 +23,7 @@ from reports.table_specs import parse_table_spec
 from results.figures import dev_curves, heatmap
 from results.render import layout, legend, to_latex, to_markdown
 from sweep.run.engine import SweepOptions, run
+from tests.conftest import fresh_ray
 
 pytestmark = pytest.mark.slow
 
@@ -68,15 +68,14 @@ def sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
     rows_options = SweepOptions(str(paths["tiny_rows"]), {}, seeds=[1, 2], tracking_uri=uri, storage=storage)
     mp = pytest.MonkeyPatch()
     mp.setenv("STS_DATA_DIR", str(tiny_sts_dir))
-    ray.shutdown()
     try:
-        run(rows_options)  # seed 3 never runs: the tables must report it missing
-        before_resume = collect(uri)
-        run(rows_options)  # the same sweep again: Ray restores it, finished trials are kept
-        for name in ("tiny_grid", "tiny_curve"):
-            run(SweepOptions(str(paths[name]), {}, tracking_uri=uri, storage=storage))
+        with fresh_ray():
+            run(rows_options)  # seed 3 never runs: the tables must report it missing
+            before_resume = collect(uri)
+            run(rows_options)  # the same sweep again: Ray restores it, finished trials are kept
+            for name in ("tiny_grid", "tiny_curve"):
+                run(SweepOptions(str(paths[name]), {}, tracking_uri=uri, storage=storage))
     finally:
-        ray.shutdown()
         mp.undo()
     return folder, uri, paths, before_resume
 

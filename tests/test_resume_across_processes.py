@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import ray
 from mlflow import MlflowClient
 
 from sweep.run.engine import SweepOptions, run
-from tests.conftest import child_runs, spec_file, wait_for
+from tests.conftest import child_runs, fresh_ray, spec_file, wait_for
 from tests.test_sweep_run import ROOT
 from trainers.training.checkpoint import TRAINING_STATE
 
@@ -80,11 +79,8 @@ def scenario(tmp_path_factory, tiny_bert, tiny_teacher, tiny_sts_dir) -> Scenari
     with pytest.MonkeyPatch.context() as patch:  # the uninterrupted sweep, with its own cold frozen outputs
         patch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
         patch.setenv("SWEEP_FROZEN_OUTPUTS_DIR", str(folder / "frozen-reference"))
-        ray.shutdown()
-        try:
+        with fresh_ray():
             run(SweepOptions(str(path), {}, tracking_uri=reference_uri, storage=str(folder / "ray-reference")))
-        finally:
-            ray.shutdown()
 
     frozen = folder / "frozen-resumed"
     command = [sys.executable, "-m", "sweep", "run", str(path), "--tracking-uri", resumed_uri,

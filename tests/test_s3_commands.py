@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 
 import pytest
-import ray
 import torch
 from safetensors.torch import load_file
 
@@ -23,7 +22,7 @@ from results.record import ModelState, Tag
 from sweep.commands.cli import main
 from sweep.commands.status import trial_rows
 from sweep.run.engine import SweepOptions, run
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 from tests.s3_endpoint import s3_endpoint
 from tests.test_sweep_evaluate import PEARSON, multilingual_fixture
 from trainers.models.encoder import SentenceEncoder
@@ -46,11 +45,8 @@ def s3_sweep(tmp_path_factory, tiny_bert, tiny_sts_dir):
         patch.chdir(folder)  # anything written to a relative local path would land here, and is looked for
         endpoint.create_bucket(BUCKET)
         path = spec_file(folder, tiny_bert, NAME, keep_models="best_per_row", max_concurrent_trials=1)
-        ray.shutdown()
-        try:
+        with fresh_ray():
             run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri, storage=STORAGE))
-        finally:
-            ray.shutdown()
         states = {(r["row"], r["seed"]): (r["export"], r["trial"]) for r in trial_rows(NAME, tracking_uri)}
         yield endpoint, tracking_uri, folder, states
 
@@ -144,11 +140,8 @@ def test_a_reusing_sweep_points_at_the_checkpoint_in_the_bucket_and_leaves_it_th
     monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     before = sorted(endpoint.keys(BUCKET, f"sweeps/{NAME}"))
     path = spec_file(tmp_path, tiny_bert, "s3reuse", keep_models="none", max_concurrent_trials=1)
-    ray.shutdown()
-    try:
+    with fresh_ray():
         run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri, storage=STORAGE))
-    finally:
-        ray.shutdown()
     sources = runs_by_trial(tracking_uri, NAME)
     by_run = {r.info.run_id: r for r in sources.values()}
     reused = child_runs(tracking_uri, "s3reuse")

@@ -61,7 +61,6 @@ def test_a_sweeps_logged_encoder_lands_in_the_bucket_and_loads_back(tmp_path, ti
         endpoint.create_bucket(BUCKET)
         server, url = start_server(tmp_path, endpoint)
         try:
-            ray.shutdown()
             run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=url, storage=str(tmp_path / "ray")))
             ray.shutdown()
             (trial,) = child_runs(url, "logged-s3")

@@ -8,7 +8,6 @@ import json
 
 import pandas as pd
 import pytest
-import ray
 
 from reports.collect import collect
 from reports.paper_tables import build_tables
@@ -18,7 +17,7 @@ from results.render import to_markdown
 from sweep.commands.cli import main
 from sweep.commands.status import trial_rows
 from sweep.run.engine import SweepOptions, run
-from tests.conftest import child_runs, spec_file
+from tests.conftest import child_runs, fresh_ray, spec_file
 from tests.evaluation_fixtures import multilingual_sts_folder
 from tests.test_light_imports import heavy_modules_after
 from trainers.data.sources import read_sts_tsv
@@ -56,12 +55,9 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
     # keep_models best: one of the two SimCSE trials keeps its encoder, the other's is deleted.
     path = spec_file(tmp_path, tiny_bert, "evaluated", rows=ROWS, seeds=[1, 2], keep_models="best",
                      max_concurrent_trials=1)
-    ray.shutdown()
-    try:  # fp32 evaluation, as the independent check below encodes
+    with fresh_ray():  # fp32 evaluation, as the independent check below encodes
         run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri,
                          storage=str(tmp_path / "ray")))
-    finally:
-        ray.shutdown()
     states = {(r["row"], r["seed"]): (r["export"], r["trial"]) for r in trial_rows("evaluated", tracking_uri)}
     kept = next(trial for (row, _), (state, trial) in states.items() if row == "simcse" and state == "yes")
     deleted = next(trial for (row, _), (state, trial) in states.items() if state == "deleted")
@@ -127,12 +123,9 @@ def test_kept_encoders_evaluated_into_their_runs_the_parquet_and_a_table(tmp_pat
         assert main(["evaluate", "evaluated", "--trial", kept, *common]) == 0
         assert "not computed again" in capsys.readouterr().out
         grown = spec_file(tmp_path, tiny_bert, "evaluated-again", rows=ROWS, seeds=[1, 2], max_concurrent_trials=1)
-        ray.shutdown()
-        try:
+        with fresh_ray():
             run(SweepOptions(str(grown), {"eval_precision": "fp32"}, tracking_uri=tracking_uri,
                              storage=str(tmp_path / "ray")))
-        finally:
-            ray.shutdown()
         source = runs[kept].info.run_id
         (again,) = [r for r in child_runs(tracking_uri, "evaluated-again")
                     if r.data.tags.get(Tag.REUSED_FROM) == source]
