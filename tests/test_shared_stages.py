@@ -141,6 +141,7 @@ def test_the_key_leaves_out_the_corpus_only_when_no_shared_stage_reads_it(tiny_b
 
 @pytest.mark.parametrize("spec_file, rows, method_name, differing, per_seed", [
     ("consert_supervised.yaml", "BERT-base-flow", "flow", "train_corpus", 7),  # Li et al.'s "SBERT-base-flow (target)"
+    ("consert_supervised_large.yaml", "BERT-large-flow", "flow", "train_corpus", 7),  # and "SBERT-large-flow"
     ("consert_few_shot_supervised.yaml", "", "consert", "transfer_limit", 6),  # Figure 6 under NLI supervision
 ])
 def test_the_papers_rows_that_differ_in_their_corpus_alone_train_one_nli_stage_per_seed(spec_file, rows, method_name,
