@@ -282,19 +282,23 @@ def parse_table_spec(name: str, raw: Mapping[str, Any], project: Path = PROJECT)
 
 def _table_reference(table: TableSpec, fail: Callable[[str], TableSpecError]) -> Reference | None:
     """The one reference row of a rows table's search spaces (None: its one search space names none): rows
-    drawn from several search spaces must be measured against the same row. Every shipped table has one
-    (tests/test_row_contracts.py)."""
+    drawn from several search spaces must be measured against the same row, or against rows of their own that
+    resolve to one config (the same trial: SG-BERT Table 1's 'SG-OPT' and the 'Contrastive (SG-OPT)' of Table 7's
+    spec, which Table 1's BT row is measured against); the table's own search space's then. Every shipped table
+    has one (tests/test_row_contracts.py)."""
     sources = table.search_spaces()
     if len(table.rows) < 2 or (len(sources) == 1 and table.sweep.reference is None):
         return table.sweep.reference
     found: dict[tuple, Reference] = {}
+    configs = []
     for path, source in sources.items():
         if source.reference is None:
             raise fail(f"{path} names no reference row: the table's rows come from several search spaces, so "
                        "each must name the one they are measured against (its `reference:` key, and each row's "
                        "`changes:`)")
         found.setdefault((source.reference.spec or source.path, source.reference.row), source.reference)
-    if len(found) > 1:
+        configs.append(None if source.reference.spec else source.row_config(source.reference.row))
+    if len(found) > 1 and (None in configs or any(config != configs[0] for config in configs)):
         named = ", ".join(f"{row!r} of {Path(where).name}" for where, row in found)
         raise fail(f"its search spaces name different reference rows ({named}): its rows must be measured against one")
     return next(iter(found.values()))

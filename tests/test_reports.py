@@ -226,7 +226,8 @@ def test_command_lines_end_to_end(sweep, tmp_path, capsys):
     assert not (tmp_path / "t").exists()
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "warning" not in err
-    assert err.startswith("no results yet for: sg-bert-table1 (python -m sweep run search_spaces/sg_main.yaml)")
+    assert err.startswith("no results yet for: sg-bert-table1 (python -m sweep run search_spaces/sg_main.yaml; "
+                          "python -m sweep run search_spaces/sg_bt.yaml)")
     assert ("sct-table4 (python -m sweep run search_spaces/sct_ablation.yaml; python -m sweep run "
             "search_spaces/sct_text_views.yaml; python -m sweep run search_spaces/sct_augmentations.yaml)") in err
     # The analyses of an encoder are named with the command that draws them; asked for by name, they are

@@ -229,6 +229,22 @@ def test_tables_rows_must_share_one_reference(tmp_path):
         load_table_specs(project / "reports/table_specs.yaml", project)
 
 
+def test_references_of_other_names_are_one_where_they_are_the_same_trial(tmp_path):
+    """SG-BERT Table 1 draws its BT row from Table 7's spec, whose 'Contrastive (SG-OPT)' is Table 1's 'SG-OPT'
+    (the same config): one reference, the table's own. Trained at another temperature, it is another one."""
+    table1 = load_table_specs()["sg-bert-table1"]
+    assert (table1.reference.row, table1.reference.spec) == ("SG-OPT", None)
+    assert table1.sweep_of("Contrastive (BT)")[1].name == "sg_bt"
+    project = project_copy(tmp_path)
+    path = project / "search_spaces/sg_bt.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["base"] = {"temperature": 0.02}
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    with pytest.raises(TableSpecError, match="sg-bert-table1.*different reference rows .'SG-OPT' of sg_main.yaml, "
+                                             "'Contrastive .SG-OPT.' of sg_bt.yaml"):
+        load_table_specs(project / "reports/table_specs.yaml", project)
+
+
 def spec_with(tmp_path: Path, **keys) -> Path:
     raw = {"name": "contract", "method": "sg", "rows": [{"name": "SG-OPT", "set": {}},
                                                           {"name": "SG", "set": {"loss": "sg"}}], **keys}
