@@ -214,6 +214,26 @@ def test_plan_prints_the_ledgers_deviations_and_what_a_set_adds(capsys, monkeypa
             "(SCT_main.py: SentenceTransformer.fit's max_grad_norm 1 (the paper is silent))") in out
 
 
+@pytest.mark.parametrize("model, hint", [
+    ("bert-large-uncased",
+     "; the paper's rows on 'bert-large-uncased': consert_large.yaml, consert_supervised_large.yaml"),
+    ("roberta-base", ""),  # no ConSERT spec records rows on it
+])
+def test_a_row_set_to_another_model_names_the_specs_of_the_papers_rows_on_it(model, hint, capsys):
+    """`--set model=bert-large-uncased` on a BERT-base spec trains the base rows' settings on BERT-large: plan and
+    settings name the specs that hold the paper's BERT-large rows."""
+    from sweep.commands.plan import ledger_lines
+
+    spec = load_spec(ROOT / "search_spaces/consert_main.yaml", {"model": model}, check_environment=False)
+    (line,) = [line for line in ledger_lines(spec) if "row 'ConSERT-base', knob model" in line]
+    assert line.startswith("  --set: consert_main.yaml") and line.endswith(f"(ConSERT Section 4.1: BERT-base){hint}")
+    assert sweep_main(["settings", str(ROOT / "search_spaces/consert_main.yaml"), "--row", "ConSERT-base",
+                       "--set", f"model={model}"]) == 0
+    out = capsys.readouterr().out
+    assert f"  ! model: '{model}', the paper's 'bert-base-uncased' (ConSERT Section 4.1: BERT-base): undeclared" \
+        f"{hint}\n" in out
+
+
 def test_the_rendered_table_of_the_report_carries_the_ledgers_deviations(tables):
     """reports.tables and reports.paper render a table under its caption: SCT Table 2's, with no results yet,
     names SimCSE's corpus and SCT's views as the ledger declares them, in Markdown and LaTeX."""

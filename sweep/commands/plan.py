@@ -198,9 +198,10 @@ def ledger_lines(spec: SweepSpec) -> list[str]:
     in the ledger (:mod:`sweep.spec.ledger`): the declared deviations, the budget's caps, and anything else, which
     the ledger does not declare (a ``--set`` of one's own)."""
     from sweep.spec.budget import CAPPED_KNOBS
-    from sweep.spec.ledger import LEDGER_NAME, deviation_notes, ledger_mismatches, lines_of, load_ledger
+    from sweep.spec.ledger import LEDGER_NAME, deviation_notes, ledger_mismatches, lines_of, load_ledger, rows_on_model
 
-    record = load_ledger().get(spec.path.name)
+    ledger = load_ledger()
+    record = ledger.get(spec.path.name)
     if record is None:
         return []
     found, _ = ledger_mismatches(spec, record)
@@ -214,7 +215,8 @@ def ledger_lines(spec: SweepSpec) -> list[str]:
               for m in capped]
     lines += [f"  {m.knob} [{m.row!r}]: ours {m.ours!r}, the ledger's {m.paper.value!r} is its model's: --set model "
               "took the paper's for ours" for m in tuned]
-    lines += [f"  {'--set' if m.knob in spec.set_by_option else 'not declared'}: {m.describe()}" for m in other]
+    lines += [f"  {'--set' if m.knob in spec.set_by_option else 'not declared'}: {m.describe()}"
+              f"{rows_on_model(m, record, ledger)}" for m in other]
     return lines if len(lines) > 1 else [f"against the paper ({LEDGER_NAME}): every row at the paper's settings"]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from sweep.spec.ledger import LEDGER_NAME, SpecLedger, ledger_mismatches, load_ledger, row_configs
+from sweep.spec.ledger import LEDGER_NAME, SpecLedger, ledger_mismatches, load_ledger, row_configs, rows_on_model
 from sweep.spec.problems import SpecError
 from sweep.spec.sweep_spec import SweepSpec
 
@@ -19,7 +19,8 @@ MARKS = {"same": " ", "declared": "~", "undeclared": "!"}
 def settings_lines(spec: SweepSpec, rows: Sequence[str] = ()) -> list[str]:
     """Each row's knobs (``rows``: only these, by the ledger's key), one line each: mark, knob, ours, the paper's,
     its source (and the deviation's kind and reason); knobs that are no paper's setting last, with why."""
-    record = load_ledger().get(spec.path.name)
+    ledger = load_ledger()
+    record = ledger.get(spec.path.name)
     if record is None:
         raise SpecError([f"{spec.path}: no record in {LEDGER_NAME}: it fills no paper's table, so there is no "
                          f"paper's setting to show (`sweep plan` prints its rows)"])
@@ -36,7 +37,7 @@ def settings_lines(spec: SweepSpec, rows: Sequence[str] = ()) -> list[str]:
             continue
         deviations = {m.knob: m for m in found if m.row == line}
         out.append(f"row {line!r} ({method.name}):")
-        out += [_knob_line(knob, config[knob], record, line, deviations)
+        out += [_knob_line(knob, config[knob], record, line, deviations, ledger)
                 for knob in method.all_knobs.names
                 if knob in config and knob in record.settings[line] and knob not in spec.grid]
         out += [f"  {MARKS['same']} {knob}: {config[knob]!r} (no paper's setting: {record.not_settings[knob]})"
@@ -44,12 +45,14 @@ def settings_lines(spec: SweepSpec, rows: Sequence[str] = ()) -> list[str]:
     return out
 
 
-def _knob_line(knob: str, ours: Any, record: SpecLedger, line: Any, deviations: dict[str, Any]) -> str:
+def _knob_line(knob: str, ours: Any, record: SpecLedger, line: Any, deviations: dict[str, Any],
+               ledger: dict[str, SpecLedger]) -> str:
     paper = record.settings[line][knob]
     mismatch = deviations.get(knob)
     if mismatch is None:
         return f"  {MARKS['same']} {knob}: {ours!r} ({paper.source})"
     if mismatch.deviation is None:
-        return f"  {MARKS['undeclared']} {knob}: {ours!r}, the paper's {paper.value!r} ({paper.source}): undeclared"
+        return (f"  {MARKS['undeclared']} {knob}: {ours!r}, the paper's {paper.value!r} ({paper.source}): undeclared"
+                f"{rows_on_model(mismatch, record, ledger)}")
     return (f"  {MARKS['declared']} {knob}: {ours!r}, the paper's {paper.value!r} ({paper.source}); "
             f"{mismatch.deviation.kind}: {mismatch.deviation.reason}")

@@ -249,6 +249,16 @@ def _declared_otherwise(record: SpecLedger, mismatch: Mismatch) -> str:
     return f" (the ledger declares ours {other[0].ours!r})" if other else ""
 
 
+def rows_on_model(mismatch: Mismatch, record: SpecLedger, ledger: Mapping[str, SpecLedger]) -> str:
+    """For a row run on another model than its paper's: the specs whose rows the ledger records on that model for
+    the same paper (ConSERT's BERT-large rows are consert_large.yaml's, at its large scripts' settings), if any."""
+    if mismatch.knob != "model":
+        return ""
+    specs = sorted(name for name, other in ledger.items() if other.paper == record.paper and name != record.spec
+                   and any("model" in row and row["model"].value == mismatch.ours for row in other.settings.values()))
+    return f"; the paper's rows on {mismatch.ours!r}: {', '.join(specs)}" if specs else ""
+
+
 def declared(spec: SweepSpec, record: SpecLedger, rows: Sequence[Any] | None = None) -> list[Mismatch]:
     """The declared mismatches of ``rows`` of ``spec`` (all by default)."""
     found, _ = ledger_mismatches(spec, record)
