@@ -10,25 +10,22 @@ from reports.paper_tables import build_tables
 from reports.table_specs import parse_table_spec
 from results.render import to_markdown
 from sweep.run.engine import SweepOptions, run
-from tests.conftest import fresh_ray
 from tests.evaluation_fixtures import reranking_folder
 
 pytestmark = pytest.mark.slow
 
 
-def test_suite_metrics_reach_the_parquet_and_a_table(tmp_path, tiny_bert, tiny_sts_dir, monkeypatch):
+def test_suite_metrics_reach_the_parquet_and_a_table(tmp_path, tiny_bert, local_ray, monkeypatch):
     # The query is its own positive: cosine 1 ranks it first, whatever the random model: MAP 100.
     folder = reranking_folder(tmp_path / "rr", [
         {"query": "a cat sat", "positive": ["a cat sat"], "negative": ["stock prices fell sharply today"]}])
     monkeypatch.setenv("RERANKING_DATA_DIR", str(folder))
-    monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     spec = {"name": "tiny_suites", "method": "none", "base": {"model": tiny_bert, "pooling": "mean"},
             "rows": [{"name": "untuned", "set": {}}], "evaluations": ["sts", "reranking"]}
     path = tmp_path / "tiny_suites.yaml"
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    with fresh_ray():
-        run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
+    run(SweepOptions(str(path), {}, tracking_uri=uri, storage=str(tmp_path / "ray")))
     frame = collect(uri)
     trial = frame[frame["row"] == "untuned"].iloc[0]
     assert trial["status"] == "FINISHED"

@@ -131,17 +131,15 @@ def test_evaluate_reads_the_kept_encoder_from_the_bucket(s3_sweep, tmp_path, tin
 
 
 def test_a_reusing_sweep_points_at_the_checkpoint_in_the_bucket_and_leaves_it_there(s3_sweep, tmp_path, tiny_bert,
-                                                                                      tiny_sts_dir, monkeypatch):
+                                                                                      local_ray):
     """The same trials under another name, keeping no encoder: every trial is reused (nothing trains), each
     reused run's checkpoint is its source's in the bucket, the kept one exports from there, and the bucket
     is as it was (a reusing sweep's retention never deletes its sources' checkpoints)."""
     endpoint, tracking_uri, _, states = s3_sweep
     kept, _ = kept_and_deleted(states)
-    monkeypatch.setenv("STS_DATA_DIR", str(tiny_sts_dir))
     before = sorted(endpoint.keys(BUCKET, f"sweeps/{NAME}"))
     path = spec_file(tmp_path, tiny_bert, "s3reuse", keep_models="none", max_concurrent_trials=1)
-    with fresh_ray():
-        run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri, storage=STORAGE))
+    run(SweepOptions(str(path), {"eval_precision": "fp32"}, tracking_uri=tracking_uri, storage=STORAGE))
     sources = runs_by_trial(tracking_uri, NAME)
     by_run = {r.info.run_id: r for r in sources.values()}
     reused = child_runs(tracking_uri, "s3reuse")
