@@ -72,6 +72,8 @@ def test_the_papers_figures_land_in_the_right_cells():
     assert paper("consert-figure4", "10") == {}  # only in the figure
     assert paper("sg-bert-figure4", "nli_sentences") == {DELTA: -1.63}
     assert paper("sg-bert-table7", "Contrastive (BT)")["Avg"] == 62.63
+    assert paper("sg-bert-table2", "Contrastive (BT)") == {"STS14 es": 78.04}  # MBERT
+    assert paper("sg-bert-table3", "Contrastive (BT)")["STS17 en-en"] == 73.89
     assert paper("consert-table3", "ConSERT-base joint")["Avg"] == 77.12
     assert paper("consert-table3", "SBERT-base-NLI (re-impl.)")["STS-B"] == 76.75
     assert paper("consert-table3", "ConSERT-base joint-unsup")["SICK-R"] == 76.77

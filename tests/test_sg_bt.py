@@ -4,16 +4,21 @@ baseline (``loss: bt``, Appendix A.2), Contrastive (SG)'s L_base with the back-t
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertModel
 
+from sweep.spec.sweep_spec import load_spec
 from tests.conftest import build_tiny_bert
 from tests.test_sg import BATCH, TEST_DEFAULTS, authors_head, build, objective_loss
 from tests.test_sg_losses import slow_base, slow_opt_bt
 from trainers.data.backtranslate import write_file
 from trainers.registry import get_method
 from trainers.training.loop import run_trial
+
+SPECS = Path(__file__).resolve().parent.parent / "search_spaces"
 
 ROWS = [(s, f"{s[:-1]} indeed.", f"Well, {s[0].lower()}{s[1:]}") for s in BATCH]
 """(sentence, bt1, bt2): stand-ins for two round trips through a pivot language."""
@@ -302,3 +307,23 @@ def test_hf_translator_loads_every_round_trip_model_before_translating(monkeypat
     monkeypatch.setattr(transformers, "pipeline", broken_pipeline)
     with pytest.raises(RuntimeError, match="a bug"):
         hf_translator("org/m-{source}-{target}", ["de", "fr"])
+
+
+def spec_rows(spec_file: str) -> dict[str, dict]:
+    return {t.point.row: t.config for t in load_spec(SPECS / spec_file, check_environment=False).distinct_trials()}
+
+
+MULTILINGUAL_EVALUATIONS = [{"suite": "sts"}, {"suite": "multilingual_sts"}]
+
+
+@pytest.mark.parametrize("spec_file, changed", [
+    ("sg_multilingual.yaml", {"model": "bert-base-multilingual-cased", "evaluations": MULTILINGUAL_EVALUATIONS}),
+    ("sg_roberta.yaml", {"model": "roberta-base"}),
+])
+def test_the_other_models_contrastive_bt_rows_are_table_7s_on_their_model(spec_file, changed):
+    """SG-BERT Tables 2-3 (MBERT, tested on other languages too) and 11 (RoBERTa): the same baseline on the
+    same English back-translations (Appendix A.2), so each row differs from Table 7's in its model (and its
+    tests) alone and reads the same file."""
+    table7, other = spec_rows("sg_bt.yaml")["Contrastive (BT)"], spec_rows(spec_file)["Contrastive (BT)"]
+    assert {knob: value for knob, value in other.items() if value != table7.get(knob)} == changed
+    assert other["bt_file"].endswith("data/bt_stsb.tsv")
