@@ -70,7 +70,10 @@ def test_each_row_of_a_table_names_every_difference_from_the_tables_reference(na
             f"{name}: row {line!r}: sweep plan shows {sorted(sweep.reference_differences[line])}, not all of {found}"
         switched_trained = method.name != reference_method.name and method.trains and reference_method.trains
         assert ("views" in named) == switched_trained, f"{name}: row {line!r}: views named {named}"
-        assert named - {"views"} <= found, f"{name}: row {line!r} names {sorted(named)}, differs in {sorted(found)}"
+        # a knob its method tunes per model may meet the reference's value on this model (DCLR's batch, SCT's 128)
+        per_model = set(method.settings_by_model(sweep.row_config(line))[1]) if method.settings_by_model else set()
+        assert named - {"views"} - per_model <= found, \
+            f"{name}: row {line!r} names {sorted(named)}, differs in {sorted(found)}"
 
 
 def other_values(knob) -> list:

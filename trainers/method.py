@@ -127,6 +127,23 @@ def single_stage(objective: str, examples: Examples = corpus_examples) -> Stages
     return lambda config: (stage,)
 
 
+SettingsByModel = Callable[[Config], tuple[Mapping[str, Any] | None, tuple[str, ...], str]]
+"""A method's ``settings_by_model`` (:class:`Method`)."""
+
+
+def settings_per_model(table: Mapping[tuple[str, ...], tuple[Any, ...]], knobs: tuple[str, ...]) -> SettingsByModel:
+    """A method's ``settings_by_model`` from a table of its values of ``knobs`` per model (each row keyed by the
+    model's hub ids): None for a model the table has no row for, which keeps the spec's values, by default the
+    method's own (never refused, so the last part of what it returns is empty)."""
+
+    def settings(overrides: Config) -> tuple[dict[str, Any] | None, tuple[str, ...], str]:
+        model = overrides.get("model")
+        values = next((values for models, values in table.items() if model in models), None)
+        return (dict(zip(knobs, values)) if values else None), knobs, ""
+
+    return settings
+
+
 @dataclass(frozen=True)
 class Method:
     """A method's declaration: everything about it but the torch code its stages train.
@@ -147,11 +164,11 @@ class Method:
     export see it; None for the methods whose sentence vector is the pooling's. ``views`` says, in words, the two
     views a trained config trains on (compared when a row switches method, :mod:`sweep.spec.contracts`);
     ``reads_bt_file`` whether a config reads its ``bt_file`` (one it does not read is ignored).
-    ``settings_by_model`` (SCT's Table 1 and its authors' distillation table, SimCSE's Table A.1), given a row's
-    overrides, says which knob values its paper tuned for that row's model (None: none for this model), which
-    knobs it tunes, and, in words, every model's (empty: a model without them is never refused), for a refusal
-    of ``--set model=`` with such a model; a row takes them for the knobs nothing sets
-    (:func:`sweep.spec.sweep_spec.model_settings`). ``sources``
+    ``settings_by_model`` (SCT's Table 1 and its authors' distillation table, SimCSE's Table A.1, DCLR's
+    run.sh), given a row's overrides, says which knob values its paper tuned for that row's model (None: none for
+    this model), which knobs it tunes, and, in words, every model's (empty: a model without them is never
+    refused), for a refusal of ``--set model=`` with such a model; a row takes them for the knobs nothing sets
+    (:func:`sweep.spec.sweep_spec.model_settings`); :func:`settings_per_model` makes one from a table. ``sources``
     cites, for each default a row that switches to this method may keep (``follows_method``), the paper section
     or the authors' script it comes from.
     """
@@ -168,7 +185,7 @@ class Method:
     after_pooling: str | None = None
     views: Callable[[Config], str] = lambda config: "none"
     reads_bt_file: Callable[[Config], bool] = lambda config: False
-    settings_by_model: Callable[[Config], tuple[Mapping[str, Any] | None, tuple[str, ...], str]] | None = None
+    settings_by_model: SettingsByModel | None = None
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property

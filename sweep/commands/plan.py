@@ -10,6 +10,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sweep.spec.contracts import describe
 from sweep.spec.sweep_spec import SweepSpec, row_method
@@ -149,10 +150,15 @@ def _tuned_for_model(spec: SweepSpec, row: str) -> tuple[str, ...]:
     return tuple(knob for knob in settings or () if knob not in set_knobs(spec, spec.row(row)))
 
 
+def setting_text(value: Any) -> str:
+    """A setting as a plan line writes it: a number short (1e-05, 256), anything else as Python writes it."""
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+
+
 def model_settings_lines(spec: SweepSpec) -> list[str]:
     """The settings rows (and grid points) took from what their method tunes for their model (SCT Table 1, its
-    authors' distillation table, SimCSE Table A.1): after ``--set model=``, or where a row's model has them and
-    nothing sets those knobs."""
+    authors' distillation table, SimCSE Table A.1, DCLR's run.sh): after ``--set model=``, or where a row's model
+    has them and nothing sets those knobs."""
     from sweep.spec.sweep_spec import set_knobs
 
     taken: dict[str, list[str]] = {}
@@ -163,7 +169,7 @@ def model_settings_lines(spec: SweepSpec) -> list[str]:
         settings, _, _ = method.settings_by_model(config)
         knobs = [knob for knob in settings or () if knob not in set_knobs(spec, row)]
         if knobs:
-            values = ", ".join(f"{knob} {config[knob]:g}" for knob in knobs)
+            values = ", ".join(f"{knob} {setting_text(config[knob])}" for knob in knobs)
             rows = taken.setdefault(f"{method.name}'s settings for {config['model']}: {values}", [])
             if row.name not in rows:
                 rows.append(row.name)

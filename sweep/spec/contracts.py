@@ -100,6 +100,12 @@ def contract_problems(row: str, reference: str, changes: Sequence[str], follows:
     return problems
 
 
+def tuned_knobs(method: Method, config: Config) -> frozenset[str]:
+    """The knobs ``method`` tunes per model (``settings_by_model``): a row that follows its method there may come to
+    the reference's value on one model and not on another (DCLR's batch of 128 is SCT's; on BERT-large, 256)."""
+    return frozenset(method.settings_by_model(config)[1]) if method.settings_by_model else frozenset()
+
+
 def follows_problems(row: str, follows: Sequence[str], config: Config, method: Method) -> list[str]:
     """A knob a row lists in ``follows_method`` is at its method's own value, which names its source: its default,
     or what the method tunes for the row's model (``settings_by_model``); a value the row (or the spec's base) sets

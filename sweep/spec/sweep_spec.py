@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from sweep.spec.budget import Budget
-from sweep.spec.contracts import Difference, contract_problems, differences, exempt, follows_problems
+from sweep.spec.contracts import Difference, contract_problems, differences, exempt, follows_problems, tuned_knobs
 from sweep.spec.environment import attribute, environment_problems, holds_for
 from sweep.spec.problems import Problems, SpecError
 from sweep.spec.resources import Resources
@@ -283,10 +283,10 @@ def trial_config(spec: SweepSpec, row_name: str, seed: int, axes: Mapping[str, A
 
 
 def model_settings(spec: SweepSpec, row: Row, method: Method, overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """What a row's model brings to a row whose method tunes knobs per model (SCT Table 1, SimCSE Table A.1): that
-    model's values of the knobs nobody set (:func:`set_knobs`). ``--set model=M`` with an M that has no such values
-    is refused, naming every model's, unless ``--set`` sets them all (the spec's base values were tuned for its own
-    model)."""
+    """What a row's model brings to a row whose method tunes knobs per model (SCT Table 1, SimCSE Table A.1,
+    DCLR's run.sh): that model's values of the knobs nobody set (:func:`set_knobs`). ``--set model=M`` with an M
+    that has no such values is refused, naming every model's, unless ``--set`` sets them all (the spec's base
+    values were tuned for its own model)."""
     if method.settings_by_model is None:
         return {}
     settings, tuned, every = method.settings_by_model(overrides)
@@ -377,7 +377,7 @@ def _reference_differences(spec: SweepSpec,
                            if knob not in spec.grid}  # the grid's axes, not the row, set those
         problems += [f"{spec.path}: rows[{index}].changes: {problem}" for problem in contract_problems(
             row.name, reference.row, row.changes, row.follows_method, found[row.name],
-            exempt(method, reference_method), set_on_both=frozenset(overrides))]
+            exempt(method, reference_method), set_on_both=frozenset(overrides) | tuned_knobs(method, config))]
         problems += [f"{spec.path}: rows[{index}].follows_method: {problem}"
                      for problem in follows_problems(row.name, row.follows_method, config, method)]
     if problems:

@@ -7,7 +7,8 @@ changes to its InfoNCE (:mod:`trainers.losses.dclr`): ``noise_times`` x batch Ga
 (any encoder folder or sentence-transformers export, or a hub id; the paper's is unsupervised SimCSE
 BERT-base) weighs out every in-batch negative whose cosine to the anchor's sentence exceeds ``phi``:
 a likely false negative. Defaults are the authors' BERT-base script (batch 128, lr 3e-5, max length
-32, phi 0.9, noise_times 1, four ascent steps of 1e-3, 3 epochs over their corpus).
+32, phi 0.9, noise_times 1, four ascent steps of 1e-3, 3 epochs over their corpus); a row on one of the other
+three models of their run.sh takes that model's settings (:data:`RUN_SH`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ from __future__ import annotations
 from trainers.common_knobs import POOLINGS, STEP_GRAPH_KNOBS, pooler_problems
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.library_defaults import TRAINER_DEFAULTS
-from trainers.method import Config, Method, single_stage
+from trainers.method import Config, Method, settings_per_model, single_stage
 from trainers.methods.simcse import (
+    BERT_BASE,
+    BERT_LARGE,
+    ROBERTA_BASE,
+    ROBERTA_LARGE,
     SIMCSE_KNOBS,
     built_on_simcse_sources,
     positive_views,
@@ -27,6 +32,24 @@ from trainers.methods.simcse import (
 from trainers.models.pretrained import model_problem
 
 COMPLEMENTARY_MODEL = "princeton-nlp/unsup-simcse-bert-base-uncased"
+COMPLEMENTARY_ROBERTA = "princeton-nlp/unsup-simcse-roberta-base"
+SIMCSE_LARGE = ("princeton-nlp/unsup-simcse-bert-large-uncased", "princeton-nlp/unsup-simcse-roberta-large")
+"""The checkpoints run.sh starts BERT-large and RoBERTa-large from."""
+
+RUN_SH_KNOBS = ("learning_rate", "batch_size", "epochs", "phi", "noise_times", "mlp_during_training",
+                "complementary_model")
+RUN_SH = {
+    BERT_BASE: (3e-5, 128, 3, 0.9, 1.0, True, COMPLEMENTARY_MODEL),
+    ROBERTA_BASE: (3e-5, 128, 3, 0.85, 2.5, True, COMPLEMENTARY_ROBERTA),
+    (*BERT_LARGE, SIMCSE_LARGE[0]): (3e-5, 256, 1, 0.9, 3.0, False, COMPLEMENTARY_MODEL),
+    (*ROBERTA_LARGE, SIMCSE_LARGE[1]): (1e-5, 256, 1, 0.85, 5.0, False, COMPLEMENTARY_ROBERTA),
+}
+"""RUCAIBox/DCLR run.sh, per model: learning rate, batch, epochs, phi, noise_times, the training head and the
+complementary model. The large models train on 4 GPUs x 64 sentences whose vectors each GPU gathers (models.py:
+all_gather before the loss and the noise), one batch of 256, and without SimCSE's MLP (--is_base False). run.sh
+starts them from SimCSE's trained checkpoint of their size, which a row's ``model`` names: a row on that checkpoint
+takes the same line. The defaults are BERT-base's, which every other model (the SCT paper's smaller BERTs, the
+bundled model) takes."""
 
 
 def dclr_problems(config: Config) -> list[Problem]:
@@ -93,9 +116,12 @@ METHOD = Method(
     check=dclr_problems,
     views=positive_views,
     reads_bt_file=reads_bt_file,
-    sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1", batch_size="batch 128",
-                                    learning_rate="lr 3e-5", epochs="3 epochs", max_seq_length="max length 32",
-                                    eval_every="--eval_steps 125",
+    settings_by_model=settings_per_model(RUN_SH, RUN_SH_KNOBS),
+    sources=built_on_simcse_sources("DCLR (Zhou et al. 2022)", "Section 4.1",
+                                    batch_size="batch 128 (run.sh's large models: 256; RUN_SH)",
+                                    learning_rate="lr 3e-5 (run.sh's RoBERTa-large: 1e-5; RUN_SH)",
+                                    epochs="3 epochs (run.sh's large models: 1; RUN_SH)",
+                                    max_seq_length="max length 32", eval_every="--eval_steps 125",
                                     selection_metric="--metric_for_best_model avg_sts, the mean of STS-B dev's and "
                                     "SICK-R dev's Spearman (the paper was not read here)",
                                     selection_pooling="--pooler_type cls, whose dev evaluations score the pooler "

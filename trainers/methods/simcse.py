@@ -19,7 +19,14 @@ from typing import Any, Sequence
 from trainers.common_knobs import BT_FILE_KNOBS, STEP_GRAPH_KNOBS
 from trainers.knobs import Knob, KnobSet, Problem
 from trainers.library_defaults import TRAINER_DEFAULTS
-from trainers.method import Config, Method, bt_file_problems, corpus_or_backtranslations, single_stage
+from trainers.method import (
+    Config,
+    Method,
+    bt_file_problems,
+    corpus_or_backtranslations,
+    settings_per_model,
+    single_stage,
+)
 
 BT_POSITIVES = ("bt1", "bt2")
 
@@ -42,24 +49,16 @@ def positive_views(config: Config) -> str:
 
 
 SIMCSE_PAPER = "SimCSE (Gao et al. 2021)"
+BERT_BASE = ("bert-base-uncased", "google-bert/bert-base-uncased")
+BERT_LARGE = ("bert-large-uncased", "google-bert/bert-large-uncased")
+ROBERTA_BASE = ("roberta-base", "FacebookAI/roberta-base")
+ROBERTA_LARGE = ("roberta-large", "FacebookAI/roberta-large")
+"""The hub ids of the four models SimCSE and the methods built on it tune for (a model's old and new id)."""
+
 TABLE_A1_KNOBS = ("learning_rate", "batch_size")
-TABLE_A1 = {
-    ("bert-base-uncased", "google-bert/bert-base-uncased"): (3e-5, 64),
-    ("bert-large-uncased", "google-bert/bert-large-uncased"): (1e-5, 64),
-    ("roberta-base", "FacebookAI/roberta-base"): (1e-5, 512),
-    ("roberta-large", "FacebookAI/roberta-large"): (3e-5, 512),
-}
-"""SimCSE Table A.1: unsupervised SimCSE's learning rate and batch size per model (its model ids on the hub). The
-defaults are BERT-base's, which every other model (the SCT paper's smaller BERTs, the bundled model) takes."""
-
-
-def table_a1_settings(overrides: Config) -> tuple[dict[str, Any] | None, tuple[str, ...], str]:
-    """Table A.1's learning rate and batch size for a row's model (None for a model it has no column for: it keeps
-    the spec's, by default BERT-base's; never refused, so the last part is empty)."""
-    model = overrides.get("model")
-    values = next((values for models, values in TABLE_A1.items() if model in models), None)
-    return (dict(zip(TABLE_A1_KNOBS, values)) if values else None), TABLE_A1_KNOBS, ""
-
+TABLE_A1 = {BERT_BASE: (3e-5, 64), BERT_LARGE: (1e-5, 64), ROBERTA_BASE: (1e-5, 512), ROBERTA_LARGE: (3e-5, 512)}
+"""SimCSE Table A.1: unsupervised SimCSE's learning rate and batch size per model. The defaults are BERT-base's,
+which every other model (the SCT paper's smaller BERTs, the bundled model) takes."""
 
 SIMCSE_SOURCES = {
     "batch_size": f"{SIMCSE_PAPER}, Table A.1: unsupervised batch 64 (BERT-base and -large; RoBERTa 512)",
@@ -130,6 +129,6 @@ METHOD = Method(
     check=simcse_problems,
     views=positive_views,
     reads_bt_file=reads_bt_file,
-    settings_by_model=table_a1_settings,
+    settings_by_model=settings_per_model(TABLE_A1, TABLE_A1_KNOBS),
     sources=SIMCSE_SOURCES,
 )
