@@ -63,8 +63,8 @@ def test_a_campaign_run_again_trains_nothing(campaign, capsys):
     with fresh_ray():
         assert main(["paper", str(path), "--tracking-uri", uri, "--storage", str(folder / "ray")]) == 0
     out = capsys.readouterr().out
-    assert "paper-pair: 3 trials finished (0 reused, 3 trained)" in out  # the same three runs, not new ones
-    assert "second: 3 trials finished (3 reused, 0 trained)" in out
+    assert "paper-pair: 3 trials finished (0 reused, 3 trained by paper-pair)" in out  # the same three runs
+    assert "second: 3 trials finished (3 reused, 0 trained by second)" in out
     assert len(child_runs(uri, "paper-pair")) == 3
 
 

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 STAMP = re.compile(r"^\[(\d+):(\d\d):(\d\d)\] ", re.MULTILINE)
 REUSE = re.compile(r"^\[[\d:]+\] reuse: (\d+) of (\d+) trials finished before", re.MULTILINE)
-COUNTS = re.compile(r"^(\S+): (\d+) trials finished \((\d+) reused, (\d+) trained\), (\d+) failed(.*)$", re.MULTILINE)
+COUNTS = re.compile(r"^(\S+): (\d+) trials finished \((\d+) reused, (\d+) trained by \1\), (\d+) failed(.*)$",
+                    re.MULTILINE)
 SPECS = ("paper-pair", "a", "b")
 
 

@@ -191,12 +191,14 @@ def _variant(spec: SweepSpec, tracking_uri: str):
 
 
 def trial_counts(spec: SweepSpec, tracking_uri: str) -> str:
-    """``N finished (R reused), F failed`` of the variant's trial runs."""
+    """``N trials finished (R reused, T trained by SWEEP), F failed`` of the variant's trial runs: the trained ones
+    by this spec's sweep, now or in an earlier run of it."""
     *_, trials = _variant(spec, tracking_uri)
     finished = trials[trials["status"] == FINISHED] if not trials.empty else trials
     reused = int((finished["reused_from"] != "").sum()) if "reused_from" in finished else 0
     failed = int((trials["status"] == FAILED).sum()) if not trials.empty else 0
-    return f"{len(finished)} trials finished ({reused} reused, {len(finished) - reused} trained), {failed} failed"
+    return (f"{len(finished)} trials finished ({reused} reused, {len(finished) - reused} trained by {spec.name}), "
+            f"{failed} failed")
 
 
 def finish_sweep(spec: SweepSpec, tracking_uri: str) -> str:
