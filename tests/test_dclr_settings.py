@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from sweep.commands.cli import main as sweep_main
 from sweep.commands.plan import model_settings_lines
 from sweep.spec.sweep_spec import load_spec
 from trainers.methods.dclr import RUN_SH_KNOBS
@@ -63,3 +64,16 @@ def test_what_set_or_a_row_sets_stays_its_own():
                      check_environment=False)
     config = spec.row_config("DCLR (authors' code)")
     assert (config["noise_times"], config["batch_size"], config["mlp_during_training"]) == (1.5, 256, False)
+
+
+def test_plan_shows_the_batch_it_follows_only_where_it_differs_from_the_reference(capsys, monkeypatch, tmp_path):
+    """On BERT-Small DCLR's batch is SCT's 128; on BERT-large run.sh's 256 (the plans are refused offline for the
+    hub models, after the lines)."""
+    monkeypatch.chdir(tmp_path)
+    path = str(SPECS / "sct_baselines.yaml")
+    assert sweep_main(["plan", path]) == 2
+    out = capsys.readouterr().out
+    assert "follows dclr: epochs: 10 -> 3" in out and "follows dclr: batch_size" not in out
+    assert sweep_main(["plan", path, "--set", "model=bert-large-uncased"]) == 2
+    out, err = capsys.readouterr()
+    assert "follows dclr: batch_size: 128 -> 256" in out and "Traceback" not in err

@@ -131,7 +131,7 @@ def reference_lines(spec: SweepSpec) -> list[str]:
         changed = [name for name in found if name not in follows]
         lines.append(f"  {row:<{width}}{describe(found, changed) if changed else 'the same trial'}")
         method = spec.method_of(row)
-        for name in follows:
+        for name in (name for name in follows if name in found):  # a knob tuned per model may be the reference's
             lines.append(f"  {'':<{width}}follows {method.name}: {describe(found, [name])} ({method.sources[name]})")
     return lines
 
