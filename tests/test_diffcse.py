@@ -244,6 +244,7 @@ def test_a_generator_that_cannot_edit_is_refused_in_one_line(tiny_bert, tiny_mas
                                       "head (e.g. bert-base-uncased)"]
     (vocabulary,) = problems(generator=tiny_masked_lm, model=tiny_roberta)
     assert vocabulary.startswith("generator: ") and "must read the encoder's token ids" in vocabulary
+    assert "distilroberta-base for roberta-base" in vocabulary  # the authors' generator for a RoBERTa encoder
     assert problems(generator=tiny_masked_lm, mlp_during_training=False) == [
         "batchnorm_head: needs mlp_during_training (the head it replaces)"]
 

@@ -44,7 +44,9 @@ def diffcse_problems(config: Config) -> list[Problem]:
         vocabulary, generator = model_config(config["model"]).vocab_size, model_config(config["generator"]).vocab_size
         if vocabulary != generator:
             problems.append(Problem("generator", f"{config['generator']!r} has a vocabulary of {generator:,} tokens, "
-                                    f"the model {vocabulary:,}: the generator must read the encoder's token ids"))
+                                    f"the model {vocabulary:,}: the generator must read the encoder's token ids "
+                                    "(the authors' README: distilbert-base-uncased for bert-base-uncased, "
+                                    "distilroberta-base for roberta-base)"))
     if config["batchnorm_head"] and not config["mlp_during_training"]:
         problems.append(Problem("batchnorm_head", "needs mlp_during_training (the head it replaces)"))
     return problems
