@@ -215,6 +215,19 @@ def write_spec(folder: Path, spec: Mapping[str, Any]) -> Path:
     return path
 
 
+def row_configs(spec: Path) -> dict[str, Mapping[str, Any]]:
+    """Each row's resolved config (its first seed's) in the spec at ``spec``, read for its layout alone (what this
+    machine lacks, the hub or a file, is not asked)."""
+    from sweep.spec.sweep_spec import load_spec
+
+    return {trial.point.row: trial.config for trial in load_spec(spec, check_environment=False).distinct_trials()}
+
+
+def differing_knobs(config: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """The knobs in which ``config`` differs from ``base``, with ``config``'s values."""
+    return {knob: value for knob, value in config.items() if value != base.get(knob)}
+
+
 def recorded_layout(path: Path) -> str:
     """The layout (JSON) a sweep of the spec at ``path`` records on its runs when it starts, as a collected
     trials frame carries it (:data:`results.schema.LAYOUT`)."""

@@ -5,6 +5,7 @@ ledger records; refused offline, and planned with a local model."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Mapping
 
 import pytest
 import yaml
@@ -12,7 +13,7 @@ import yaml
 import trainers.data.nli_examples as nli
 from reports.table_specs import load_table_specs
 from sweep.commands.cli import main as sweep_main
-from sweep.spec.sweep_spec import load_spec
+from tests.conftest import differing_knobs, row_configs
 
 SPECS = Path(__file__).resolve().parent.parent / "search_spaces"
 LARGE = "bert-large-uncased"
@@ -20,12 +21,8 @@ TABLE2_LARGE = {"epochs": 25, "aug1": "none", "aug2": "shuffle"}  # scripts/unsu
 TRANSFER_EPOCHS = {"epochs": 10}  # scripts/sup-consert-sup-unsup-large.sh, sup-consert-joint-unsup-large.sh
 
 
-def rows(spec_file: str) -> dict[str, dict]:
-    return {t.point.row: t.config for t in load_spec(SPECS / spec_file, check_environment=False).distinct_trials()}
-
-
-def differences(large: dict, base: dict) -> dict:
-    return {knob: large[knob] for knob in large if large[knob] != base.get(knob)}
+def rows(spec_file: str) -> dict[str, Mapping[str, Any]]:
+    return row_configs(SPECS / spec_file)
 
 
 @pytest.mark.parametrize("large_file, base_file, changed", [
@@ -42,7 +39,7 @@ def test_each_large_row_is_its_base_row_on_bert_large_but_for_the_large_scripts_
     assert {config["model"] for config in large.values()} == {LARGE}
     for row, expected in changed.items():
         base_row = row.replace("large", "base")
-        assert differences(large[row], base[base_row]) == {"model": LARGE, **expected}, row
+        assert differing_knobs(large[row], base[base_row]) == {"model": LARGE, **expected}, row
     assert len(large) == len({row.replace("large", "base") for row in large} & set(base))  # every row has its base
 
 

@@ -10,8 +10,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer, BertModel
 
-from sweep.spec.sweep_spec import load_spec
-from tests.conftest import build_tiny_bert
+from tests.conftest import build_tiny_bert, differing_knobs, row_configs
 from tests.test_sg import BATCH, TEST_DEFAULTS, authors_head, build, objective_loss
 from tests.test_sg_losses import slow_base, slow_opt_bt
 from trainers.data.backtranslate import write_file
@@ -309,10 +308,6 @@ def test_hf_translator_loads_every_round_trip_model_before_translating(monkeypat
         hf_translator("org/m-{source}-{target}", ["de", "fr"])
 
 
-def spec_rows(spec_file: str) -> dict[str, dict]:
-    return {t.point.row: t.config for t in load_spec(SPECS / spec_file, check_environment=False).distinct_trials()}
-
-
 MULTILINGUAL_EVALUATIONS = [{"suite": "sts"}, {"suite": "multilingual_sts"}]
 
 
@@ -324,6 +319,7 @@ def test_the_other_models_contrastive_bt_rows_are_table_7s_on_their_model(spec_f
     """SG-BERT Tables 2-3 (MBERT, tested on other languages too) and 11 (RoBERTa): the same baseline on the
     same English back-translations (Appendix A.2), so each row differs from Table 7's in its model (and its
     tests) alone and reads the same file."""
-    table7, other = spec_rows("sg_bt.yaml")["Contrastive (BT)"], spec_rows(spec_file)["Contrastive (BT)"]
-    assert {knob: value for knob, value in other.items() if value != table7.get(knob)} == changed
+    table7 = row_configs(SPECS / "sg_bt.yaml")["Contrastive (BT)"]
+    other = row_configs(SPECS / spec_file)["Contrastive (BT)"]
+    assert differing_knobs(other, table7) == changed
     assert other["bt_file"].endswith("data/bt_stsb.tsv")

@@ -8,7 +8,7 @@ import yaml
 
 from reports.table_specs import load_table_specs
 from sweep.commands.cli import main as sweep_main
-from sweep.spec.sweep_spec import load_spec
+from tests.conftest import row_configs
 from trainers.data.backtranslate import write_file
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "sg_roberta.yaml"
@@ -23,7 +23,7 @@ def test_roberta_base_and_the_bt_file_are_refused_offline(capsys):
 
 
 def test_every_row_is_a_method_on_roberta_base_at_its_settings():
-    trials = {t.point.row: t.config for t in load_spec(SPEC, check_environment=False).distinct_trials()}
+    trials = row_configs(SPEC)
     assert {config["model"] for config in trials.values()} == {"roberta-base"}
     methods = {row: (config["method"], config["pooling"]) for row, config in trials.items()}
     assert methods == {"No tuning (CLS)": ("none", "cls"), "No tuning (Mean)": ("none", "mean"),

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from sweep.commands.cli import main as sweep_main
-from sweep.spec.sweep_spec import load_spec
+from tests.conftest import row_configs
 from trainers.data.backtranslate import write_file
 
 SPEC = Path(__file__).resolve().parent.parent / "search_spaces" / "sg_bt.yaml"
@@ -27,7 +27,7 @@ def test_the_bt_rows_are_refused_without_their_file(capsys):
 
 
 def test_the_rows_are_contrastive_bt_sg_opt_and_both():
-    trials = {t.point.row: t.config for t in load_spec(SPEC, check_environment=False).distinct_trials()}
+    trials = row_configs(SPEC)
     bt, sg, both = trials["Contrastive (BT)"], trials["Contrastive (SG-OPT)"], trials["Contrastive (BT + SG-OPT)"]
     assert (bt["method"], bt["loss"], bt["bt_view"], bt["bt_file"]) == ("sg", "bt", "bt1", "data/bt_stsb.tsv")
     # Contrastive (SG)'s settings (Table 8: tau, lambda, head f, betas, ...), the back-translation the positive.
